@@ -1,0 +1,69 @@
+// `sources.arrays`: an in-memory dataset over columns of typed arrays (or tensors), all with the
+// same number of rows. A batch is one gather per column. The rule: the columns are read, never
+// written, so the caller must not mutate them while a loader uses them.
+
+import { LoaderError, show } from '../errors.js';
+import { type TypedArray, allocStorage } from '../tensor/dtype.js';
+import { gatherRows } from '../tensor/gather.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { BatchDataset, ReadContext } from './dataset.js';
+
+/** Internal: lets the loader read the columns directly (resident mode, gathers into its own memory). */
+export const kColumns: unique symbol = Symbol('stoker.columns');
+
+export type ArrayColumns = readonly (Tensor | TypedArray)[] | { readonly [name: string]: Tensor | TypedArray };
+
+export class ArraySource implements BatchDataset {
+  readonly length: number;
+  readonly [kColumns]: { readonly tensors: readonly Tensor[]; readonly keys: readonly string[] | undefined };
+
+  constructor(columns: ArrayColumns) {
+    const isList = Array.isArray(columns);
+    if (!isList && (columns === null || typeof columns !== 'object' || ArrayBuffer.isView(columns) || columns instanceof Tensor)) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.arrays(columns): columns must be an array or a record of tensors or typed arrays, got ${show(columns)}`);
+    }
+    const keys = isList ? undefined : Object.keys(columns);
+    const values = isList ? (columns as readonly unknown[]) : keys!.map((k) => (columns as Record<string, unknown>)[k]);
+    if (values.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.arrays(columns): give at least one column');
+    const tensors = values.map((v, i) => {
+      const label = `sources.arrays: column ${keys ? show(keys[i]) : i}`;
+      if (v instanceof Tensor) {
+        if (v.shape.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `${label} is a scalar; its first dimension must be the row count`);
+        return v;
+      }
+      if (ArrayBuffer.isView(v)) return new Tensor(v as TypedArray);
+      throw new LoaderError('ERR_INVALID_DATASET', `${label} is ${show(v)}; expected a Tensor or a typed array`);
+    });
+    const rows = tensors[0]!.shape[0]!;
+    tensors.forEach((t, i) => {
+      if (t.shape[0] !== rows) {
+        throw new LoaderError(
+          'ERR_INVALID_DATASET',
+          `sources.arrays: column ${keys ? show(keys[i]) : i} has ${t.shape[0]} rows but column ${keys ? show(keys[0]) : 0} has ${rows}. All columns need the same first dimension`,
+        );
+      }
+    });
+    this.length = rows;
+    this[kColumns] = { tensors, keys };
+  }
+
+  getBatch(indices: readonly number[], _context?: ReadContext): Tensor[] | Record<string, Tensor> {
+    const { tensors, keys } = this[kColumns];
+    for (const i of indices) {
+      if (!Number.isInteger(i) || i < 0 || i >= this.length) {
+        throw new LoaderError('ERR_INVALID_DATASET', `sources.arrays: index ${show(i)} is out of range [0, ${this.length})`);
+      }
+    }
+    const out = tensors.map((t) => {
+      const data = allocStorage(t.dtype, indices.length * t.rowSize);
+      gatherRows(t.data, t.rowSize, indices, 0, indices.length, data);
+      return new Tensor(data as TypedArray, [indices.length, ...t.shape.slice(1)], t.dtype);
+    });
+    if (keys === undefined) return out;
+    return Object.fromEntries(keys.map((k, i) => [k, out[i]!]));
+  }
+}
+
+export function hasColumns(ds: unknown): ds is ArraySource {
+  return ds instanceof ArraySource;
+}

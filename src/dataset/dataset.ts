@@ -1,0 +1,65 @@
+// What a dataset must be. Two shapes: per-sample (`get(i)`) and per-batch (`getBatch(ids)`).
+// The one rule: content is a pure function of the index. Caches freeze the first read, so any
+// randomness belongs in the loader's `transform`, keyed by its PickKey.
+
+import type { TypedArray } from '../tensor/dtype.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+/**
+ * One field of a sample: a tensor, a typed array (shape `[length]`), a number (a float64 scalar)
+ * or a bigint (an int64 scalar).
+ */
+export type SampleValue = Tensor | TypedArray | number | bigint;
+
+/** A sample: a fixed list of fields, or a record of named fields (its keys give default names). */
+export type Sample = readonly SampleValue[] | { readonly [name: string]: SampleValue };
+
+/** One field of a batch: a tensor or typed array whose first dimension is the batch's row count. */
+export type BatchValue = Tensor | TypedArray;
+
+/** Columns of a batch, positional or named, each with one row per requested index. */
+export type BatchColumns = readonly BatchValue[] | { readonly [name: string]: BatchValue };
+
+/** Passed to every read so that async sources can stop early when the epoch is abandoned. */
+export interface ReadContext {
+  /** Aborted when the consumer leaves the epoch or the loader closes. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A per-sample dataset.
+ *
+ * # Contract
+ * - `length` is fixed for the life of the loader and ≥ 1.
+ * - `get(i)` is called with integers `0 ≤ i < length`, on the main thread, possibly several at once
+ *   when it returns promises; it returns (or resolves to) the same fields, with the same dtypes and
+ *   shapes, for every `i`.
+ * - It is a pure function of `i`: two calls with the same `i` give equal content.
+ * - It may throw or reject: that batch fails with a BatchError; the loader survives.
+ * - It must not hold on to or mutate arrays it returned earlier: the loader may read them later.
+ */
+export interface Dataset {
+  readonly length: number;
+  get(index: number, context: ReadContext): Sample | Promise<Sample>;
+}
+
+/**
+ * A per-batch dataset: one call per batch, for sources that read many rows at once faster than one
+ * by one (a column store, a database query).
+ *
+ * # Contract
+ * - As `Dataset`, and: every returned field has first dimension `indices.length`, row `r` holding
+ *   index `indices[r]`; the field count, dtypes and trailing shapes are the same in every call.
+ * - Returned arrays may be views of the source's own memory: the loader copies what it keeps and
+ *   never writes into them.
+ */
+export interface BatchDataset {
+  readonly length: number;
+  getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;
+}
+
+export type AnyDataset = Dataset | BatchDataset;
+
+export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
+  return typeof (ds as BatchDataset).getBatch === 'function';
+}

@@ -1,0 +1,127 @@
+// Internal: not exported from the package entry.
+// The shape of a dataset's samples, learned from the probe of sample 0 and enforced on every later
+// read, so that a sample that changes shape or dtype fails its batch with a message naming it
+// instead of producing a silently wrong batch.
+
+import { LoaderError, show } from '../errors.js';
+import { type DType, elementSize, inferDType } from '../tensor/dtype.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { BatchColumns, Sample, SampleValue } from './dataset.js';
+
+export interface FieldSpec {
+  readonly dtype: DType;
+  /** Shape of one sample's field (no batch dimension). */
+  readonly shape: readonly number[];
+  /** Elements per sample. */
+  readonly rowSize: number;
+}
+
+export interface Schema {
+  readonly fields: readonly FieldSpec[];
+  /** Record keys of the probe sample, in order; undefined for positional samples. */
+  readonly keys: readonly string[] | undefined;
+  /** Bytes of one sample over all fields. */
+  readonly sampleBytes: number;
+}
+
+/** A sample's fields in schema order, plus the record keys it came with. */
+export interface Fields {
+  readonly values: readonly SampleValue[];
+  readonly keys: readonly string[] | undefined;
+}
+
+export function sampleFields(sample: Sample, schemaKeys: readonly string[] | undefined, where: string): Fields {
+  if (Array.isArray(sample)) return { values: sample as readonly SampleValue[], keys: undefined };
+  if (sample === null || typeof sample !== 'object' || ArrayBuffer.isView(sample) || sample instanceof Tensor) {
+    throw new LoaderError('ERR_INVALID_DATASET', `${where} must be an array of fields or a record of named fields, got ${show(sample)}`);
+  }
+  const record = sample as { readonly [name: string]: SampleValue };
+  const keys = schemaKeys ?? Object.keys(record);
+  const values = keys.map((k) => {
+    const v = record[k];
+    if (v === undefined) throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} has no field ${show(k)}; sample 0 had fields ${show(schemaKeys)}`);
+    return v;
+  });
+  if (schemaKeys !== undefined && Object.keys(record).length !== schemaKeys.length) {
+    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} has fields ${show(Object.keys(record))}; sample 0 had ${show(schemaKeys)}`);
+  }
+  return { values, keys };
+}
+
+/** The dtype and sample shape of one field value. */
+export function describeValue(value: SampleValue, where: string): FieldSpec {
+  if (value instanceof Tensor) return { dtype: value.dtype, shape: value.shape, rowSize: value.size };
+  if (typeof value === 'number') return { dtype: 'float64', shape: [], rowSize: 1 };
+  if (typeof value === 'bigint') return { dtype: 'int64', shape: [], rowSize: 1 };
+  const dtype = inferDType(value);
+  if (dtype === undefined) {
+    throw new LoaderError('ERR_INVALID_DATASET', `${where} is ${show(value)}; a field must be a Tensor, a typed array, a number or a bigint`);
+  }
+  return { dtype, shape: [(value as { length: number }).length], rowSize: (value as { length: number }).length };
+}
+
+export function schemaOf(fields: Fields, where: string): Schema {
+  if (fields.values.length === 0) {
+    throw new LoaderError('ERR_EMPTY_SAMPLE', `${where} has no fields; a sample needs at least one tensor`);
+  }
+  const specs = fields.values.map((v, i) => describeValue(v, `${where}, field ${fieldLabel(fields.keys, i)}`));
+  return { fields: specs, keys: fields.keys, sampleBytes: specs.reduce((s, f) => s + f.rowSize * elementSize(f.dtype), 0) };
+}
+
+export function checkField(spec: FieldSpec, got: FieldSpec, where: string): void {
+  if (got.dtype !== spec.dtype || !sameShape(got.shape, spec.shape)) {
+    throw new LoaderError(
+      'ERR_SAMPLE_MISMATCH',
+      `${where} is ${got.dtype} [${got.shape.join(', ')}] but sample 0 had ${spec.dtype} [${spec.shape.join(', ')}]. Every sample must have the same dtypes and shapes`,
+    );
+  }
+}
+
+/**
+ * Normalize the columns a BatchDataset returned for `rows` rows and check them against `schema`
+ * (or derive the schema when none is known yet). Returns tensors with the batch dimension first.
+ */
+export function batchColumns(cols: BatchColumns, rows: number, schema: Schema | undefined, where: string): { tensors: Tensor[]; keys: readonly string[] | undefined } {
+  let values: readonly unknown[];
+  let keys: readonly string[] | undefined;
+  if (Array.isArray(cols)) {
+    values = cols;
+  } else if (cols !== null && typeof cols === 'object' && !ArrayBuffer.isView(cols) && !(cols instanceof Tensor)) {
+    const record = cols as Record<string, unknown>;
+    keys = schema?.keys ?? Object.keys(record);
+    values = keys.map((k) => record[k]);
+  } else {
+    throw new LoaderError('ERR_INVALID_DATASET', `${where} must return an array or a record of columns, got ${show(cols)}`);
+  }
+  if (values.length === 0) throw new LoaderError('ERR_EMPTY_SAMPLE', `${where} returned no columns; a batch needs at least one tensor`);
+  if (schema !== undefined && values.length !== schema.fields.length) {
+    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} returned ${values.length} columns; the first batch had ${schema.fields.length}`);
+  }
+  const tensors = values.map((v, i) => {
+    const label = `${where}, column ${fieldLabel(keys, i)}`;
+    let t: Tensor;
+    if (v instanceof Tensor) t = v;
+    else if (ArrayBuffer.isView(v) && inferDType(v) !== undefined) t = new Tensor(v as never);
+    else throw new LoaderError('ERR_INVALID_DATASET', `${label} is ${show(v)}; a column must be a Tensor or a typed array`);
+    if (t.shape.length === 0 || t.shape[0] !== rows) {
+      throw new LoaderError('ERR_SAMPLE_MISMATCH', `${label} has shape [${t.shape.join(', ')}]; its first dimension must be the ${rows} requested rows`);
+    }
+    const spec = schema?.fields[i];
+    if (spec !== undefined) checkField(spec, { dtype: t.dtype, shape: t.shape.slice(1), rowSize: t.rowSize }, label);
+    return t;
+  });
+  return { tensors, keys };
+}
+
+export function schemaOfColumns(tensors: readonly Tensor[], keys: readonly string[] | undefined): Schema {
+  const fields = tensors.map((t) => ({ dtype: t.dtype, shape: t.shape.slice(1), rowSize: t.rowSize }));
+  return { fields, keys, sampleBytes: fields.reduce((s, f) => s + f.rowSize * elementSize(f.dtype), 0) };
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+function fieldLabel(keys: readonly string[] | undefined, i: number): string {
+  return keys?.[i] !== undefined ? show(keys[i]) : String(i);
+}

@@ -1,0 +1,66 @@
+// Internal: not exported from the package entry.
+// The CPU device: batches live in host memory from a recycling pool. "Upload" adopts staged memory
+// that is already fresh and copies memory that may alias the dataset, so a batch never aliases
+// retained data and a transform may write into its rows freely.
+
+import type { StagedBatch } from '../dataset/source-reader.js';
+import type { DType, Storage, StorageOf } from '../tensor/dtype.js';
+import { gatherRows } from '../tensor/gather.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
+import { HostPool } from './host-pool.js';
+
+export class CpuDevice implements Device {
+  readonly name = 'cpu';
+  readonly probesMemory = false;
+  readonly #pool = new HostPool();
+  readonly allocate = <D extends DType>(dtype: D, length: number): StorageOf[D] => this.#pool.acquire(dtype, length);
+
+  memInfo(): MemInfo | undefined {
+    return undefined;
+  }
+
+  upload(staged: StagedBatch): DeviceBatch {
+    if (staged.owned) return this.#adopt(staged.tensors);
+    const copies = staged.tensors.map((t) => {
+      const data = this.#pool.acquire(t.dtype, t.size);
+      (data as unknown as { set(a: Storage): void }).set(t.data);
+      return new Tensor(data as never, t.shape, t.dtype);
+    });
+    return this.#adopt(copies);
+  }
+
+  resident(columns: readonly Tensor[]): ResidentStore {
+    const pool = this.#pool;
+    const adopt = (ts: Tensor[]) => this.#adopt(ts);
+    return {
+      bytes: columns.reduce((s, c) => s + c.byteLength, 0),
+      gather(ids: Uint32Array, start: number, end: number): DeviceBatch {
+        const n = end - start;
+        return adopt(
+          columns.map((c) => {
+            const out = pool.acquire(c.dtype, n * c.rowSize);
+            gatherRows(c.data, c.rowSize, ids, start, end, out);
+            return new Tensor(out as never, [n, ...c.shape.slice(1)], c.dtype);
+          }),
+        );
+      },
+      dispose() {},
+    };
+  }
+
+  close(): void {
+    this.#pool.clear();
+  }
+
+  #adopt(tensors: readonly Tensor[]): DeviceBatch {
+    const pool = this.#pool;
+    const parts = tensors.map((t) => [t.dtype, t.data] as const);
+    return {
+      tensors,
+      free() {
+        for (const [dtype, data] of parts) pool.recycle(dtype, data);
+      },
+    };
+  }
+}

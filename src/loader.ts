@@ -1,0 +1,269 @@
+// The DataLoader: a thin validating façade over the private pipeline. The rule: build the model
+// first, then the loader, so that device memory probes see what the model really uses; and take one
+// epoch at a time — a loader runs one epoch iterator at once.
+
+import { CpuDevice } from './device/cpu-device.js';
+import type { Device, ResidentStore } from './device/device.js';
+import type { AnyDataset } from './dataset/dataset.js';
+import { SourceReader } from './dataset/source-reader.js';
+import type { Batch } from './batch.js';
+import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
+import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { canFitResident } from './pipeline/budget.js';
+import type { DeliveryConfig } from './pipeline/delivery.js';
+import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
+import type { EpochRun } from './pipeline/epoch-run.js';
+import { type Fetcher, MainThreadFetcher } from './pipeline/fetcher.js';
+import { Governor } from './pipeline/governor.js';
+import { ResidentRun } from './pipeline/resident-run.js';
+import type { EpochStats } from './pipeline/stats.js';
+import { StreamingRun } from './pipeline/streaming-run.js';
+import { RandomSampler } from './sampler/random-sampler.js';
+import { type Sampler, validatedPicks } from './sampler/sampler.js';
+import { SequentialSampler } from './sampler/sequential-sampler.js';
+import { allocStorage } from './tensor/dtype.js';
+
+/** One epoch's batches: iterate it with `for await`; `length` is its batch count. */
+export interface Epoch extends AsyncIterable<Batch> {
+  readonly epoch: number;
+  readonly length: number;
+}
+
+export interface LoaderStats {
+  readonly device: string;
+  readonly mode: 'resident' | 'streaming';
+  /** Milliseconds `create` spent reading the dataset into memory (resident mode). */
+  readonly residentBuildMs: number;
+  /** One entry per epoch run so far, oldest first (the last 1000). */
+  readonly epochs: readonly EpochStats[];
+}
+
+const STATS_HISTORY = 1000;
+
+export class DataLoader {
+  readonly #opts: ResolvedOptions;
+  readonly #device: Device;
+  readonly #datasetLength: number;
+  readonly #sampler: Sampler;
+  readonly #customSampler: boolean;
+  readonly #delivery: DeliveryConfig;
+  readonly #resident: ResidentStore | undefined;
+  readonly #fetcher: Fetcher | undefined;
+  readonly #governor: Governor | undefined;
+  readonly #residentBuildMs: number;
+  readonly #history: EpochStats[] = [];
+  #active: EpochRun | undefined;
+  #closed = false;
+
+  private constructor(init: {
+    opts: ResolvedOptions;
+    device: Device;
+    datasetLength: number;
+    sampler: Sampler;
+    delivery: DeliveryConfig;
+    resident?: ResidentStore;
+    fetcher?: Fetcher;
+    governor?: Governor;
+    residentBuildMs: number;
+  }) {
+    this.#opts = init.opts;
+    this.#device = init.device;
+    this.#datasetLength = init.datasetLength;
+    this.#sampler = init.sampler;
+    this.#customSampler = init.opts.sampler !== undefined;
+    this.#delivery = init.delivery;
+    this.#resident = init.resident;
+    this.#fetcher = init.fetcher;
+    this.#governor = init.governor;
+    this.#residentBuildMs = init.residentBuildMs;
+  }
+
+  /**
+   * Validate the options, probe sample 0 (one dataset read), and either read the whole dataset into
+   * device memory (resident mode) or prepare the streaming pipeline.
+   */
+  static async create(dataset: AnyDataset, options: LoaderOptions): Promise<DataLoader> {
+    const opts = resolveOptions(options);
+    const length = checkDataset(dataset);
+    const device = new CpuDevice();
+    const probeContext = { signal: new AbortController().signal };
+    let reader: SourceReader;
+    try {
+      reader = await SourceReader.open(dataset, probeContext);
+    } catch (cause) {
+      throw wrapDatasetError('reading sample 0 to learn the dataset\'s shape failed', cause);
+    }
+    const { schema } = reader;
+    const count = schema.fields.length;
+    if (opts.names !== undefined && opts.names.length !== count) {
+      throw new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${opts.names.length}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
+    }
+    const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+    const picks = length * opts.augment;
+    if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
+    const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed) : new SequentialSampler(picks));
+    const delivery: DeliveryConfig = { names, transform: opts.transform, augment: opts.augment, seed: opts.seed };
+    const probe = device.probesMemory ? () => device.memInfo() : undefined;
+    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
+
+    if (resident) {
+      const t0 = performance.now();
+      let store: ResidentStore;
+      try {
+        const all = await reader.readAll(probeContext, allocStorage);
+        store = device.resident(all.tensors);
+      } catch (cause) {
+        throw wrapDatasetError("reading the dataset into memory (resident mode) failed. Fix the dataset, or pass mode: 'streaming' to read it batch by batch", cause);
+      }
+      return new DataLoader({ opts, device, datasetLength: length, sampler, delivery, resident: store, residentBuildMs: performance.now() - t0 });
+    }
+    const governor = new Governor(
+      { sampleBytes: schema.sampleBytes, batchSize: opts.batchSize, probe, vramMaxUsage: opts.vramMaxUsage },
+      opts.prefetch,
+      opts.activationReserve,
+    );
+    const fetcher = new MainThreadFetcher(reader, device.allocate);
+    return new DataLoader({ opts, device, datasetLength: length, sampler, delivery, fetcher, governor, residentBuildMs: 0 });
+  }
+
+  /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
+  epoch(epoch: number): Epoch {
+    if (!Number.isSafeInteger(epoch) || epoch < 0) throw invalidOption('epoch', 'an integer ≥ 0', epoch);
+    if (this.#closed) throw loaderClosed();
+    const loader = this;
+    return {
+      epoch,
+      length: this.numBatches,
+      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch),
+    };
+  }
+
+  /** Picks per epoch: dataset length × augment, or a custom sampler's length. */
+  get length(): number {
+    return this.#sampler.length;
+  }
+
+  get numBatches(): number {
+    return countBatches(this.#sampler.length, this.#opts.batchSize, this.#opts.dropLast);
+  }
+
+  get batchSize(): number {
+    return this.#opts.batchSize;
+  }
+
+  get device(): string {
+    return this.#device.name;
+  }
+
+  get names(): readonly string[] {
+    return this.#delivery.names;
+  }
+
+  get isResident(): boolean {
+    return this.#resident !== undefined;
+  }
+
+  /** Batches the streaming pipeline may hold ahead of the consumer; 0 in resident mode. */
+  get prefetchDepth(): number {
+    return this.#governor?.capacity ?? 0;
+  }
+
+  /** Pin the streaming depth (≥ 1) and turn adaptive sizing off. No-op in resident mode. */
+  setPrefetchDepth(depth: number): void {
+    if (!Number.isSafeInteger(depth) || depth < 0) throw invalidOption('setPrefetchDepth(depth)', 'an integer ≥ 0', depth);
+    this.#governor?.setDepth(depth);
+  }
+
+  /** Re-probe the device and pin the depth it allows; returns it (2 on the CPU, 0 in resident mode). */
+  autoResize(): number {
+    return this.#governor?.autoResize() ?? 0;
+  }
+
+  /** Declare the device memory a training step needs beyond what the probe sees. No-op in resident mode. */
+  setActivationReserve(bytes: number): void {
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidOption('setActivationReserve(bytes)', 'a byte count ≥ 0', bytes);
+    this.#governor?.setActivationReserve(bytes, 'user');
+  }
+
+  stats(): LoaderStats {
+    return {
+      device: this.#device.name,
+      mode: this.isResident ? 'resident' : 'streaming',
+      residentBuildMs: this.#residentBuildMs,
+      epochs: this.#history.map((s) => ({ ...s })),
+    };
+  }
+
+  /** Stop the active epoch, free memory and readers. Idempotent; never waits on a hanging read. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#active?.end();
+    this.#resident?.dispose();
+    await this.#fetcher?.close();
+    this.#device.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** The iterator of one `for await`: the run starts (and claims the loader) on the first `next()`. */
+  #lazyRun(epoch: number): AsyncIterator<Batch, undefined> {
+    let run: EpochRun | undefined;
+    let finished = false;
+    return {
+      next: async () => {
+        if (finished) return { done: true, value: undefined };
+        run ??= this.#start(epoch);
+        return run.next();
+      },
+      return: async () => {
+        finished = true;
+        run?.end();
+        return { done: true, value: undefined };
+      },
+    };
+  }
+
+  #start(epoch: number): EpochRun {
+    if (this.#closed) throw loaderClosed();
+    if (this.#active !== undefined) {
+      throw new LoaderError(
+        'ERR_EPOCH_ACTIVE',
+        `epoch ${epoch} cannot start while epoch ${this.#active.plan.epoch} is still being iterated. Finish or break out of that loop first (a loader runs one epoch at a time)`,
+      );
+    }
+    const picks = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : Uint32Array.from(this.#sampler.indices(epoch));
+    const plan = new EpochPlan(epoch, picks, this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
+    const onEnd = (run: EpochRun) => {
+      if (this.#active === run) this.#active = undefined;
+    };
+    const run =
+      this.#resident !== undefined
+        ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident)
+        : new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(this.#fetcher!, this.#device, this.#governor!);
+    this.#active = run;
+    this.#history.push(run.stats);
+    if (this.#history.length > STATS_HISTORY) this.#history.shift();
+    return run;
+  }
+}
+
+function checkDataset(dataset: unknown): number {
+  const ds = dataset as { length?: unknown; get?: unknown; getBatch?: unknown } | null;
+  if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
+    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: the dataset must have \`length\` and \`get(i)\` or \`getBatch(indices)\`, got ${show(dataset)}. Wrap arrays with sources.arrays(...)`);
+  }
+  if (typeof ds.length !== 'number' || !Number.isSafeInteger(ds.length) || ds.length < 0) {
+    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length must be an integer ≥ 0, got ${show(ds.length)}`);
+  }
+  if (ds.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', 'DataLoader: empty dataset (length 0). Give the loader at least one sample');
+  if (ds.length > 2 ** 32 - 2) throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length ${ds.length} exceeds the 2^32 − 2 samples a sampler can address`);
+  return ds.length;
+}
+
+function wrapDatasetError(what: string, cause: unknown): LoaderError {
+  if (cause instanceof LoaderError) return cause;
+  return new LoaderError('ERR_INVALID_DATASET', `DataLoader: ${what}: ${describeCause(cause)}`, { cause });
+}

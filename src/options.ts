@@ -1,0 +1,219 @@
+// The loader's options: their types, defaults with their reasons, and validation. The rule: every
+// option is checked at `DataLoader.create`, and a bad one throws a LoaderError that names the knob,
+// the bad value and the fix — nothing is discovered later, mid-epoch.
+
+import { invalidOption, LoaderError, show, unsupportedOption } from './errors.js';
+import { RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
+import type { Sampler } from './sampler/sampler.js';
+import type { PickKey } from './sampler/pick-key.js';
+import { type U64, toU64 } from './sampler/rng.js';
+import type { Tensor } from './tensor/tensor.js';
+
+/**
+ * A delivery transform: `(rows, keys) → rows`, one key per row. It runs on every delivery, on fresh
+ * rows that never alias cached data, so it may write into them. It must be a pure function of
+ * (rows, keys) — randomness only from `key.rng()` — and return as many tensors as it was given, each
+ * with the same number of rows (shapes and dtypes may change: a cast or a crop is fine).
+ */
+export type Transform = (rows: readonly Tensor[], keys: readonly PickKey[]) => readonly Tensor[] | Promise<readonly Tensor[]>;
+
+export interface LoaderOptions {
+  /** Rows per batch. Required. */
+  batchSize: number;
+  /** Where batches arrive. Default 'cpu'. */
+  device?: string;
+  /** Reshuffle every epoch. Default true. Ignored when `sampler` is given. */
+  shuffle?: boolean;
+  /** Seed of the shuffle and of the transform keys. Default 42 (flodl's). */
+  seed?: number | bigint;
+  /** A custom pick stream; overrides `shuffle`; cannot be combined with `augment > 1`. */
+  sampler?: Sampler;
+  /**
+   * Drop the final short batch. Default true: a last batch of one row gives BatchNorm a NaN
+   * variance, and a ragged last batch recompiles shape-specialized kernels.
+   */
+  dropLast?: boolean;
+  /** Field names, one per tensor. Default: the record keys of sample 0, else "0", "1", …. */
+  names?: readonly string[];
+  /** Views per sample per epoch (the pick space is n × augment). Default 1. */
+  augment?: number;
+  /** Applied at delivery, keyed per pick. */
+  transform?: Transform;
+  /** 'auto' (resident when the dataset fits, always on the CPU), 'resident' or 'streaming'. Default 'auto'. */
+  mode?: 'auto' | 'resident' | 'streaming';
+  /** Pin the streaming in-flight depth (turns adaptive sizing off). Default: sized by the budget law. */
+  prefetch?: number;
+  /** Fraction of total device memory prefetch may use, clamped to [0.50, 0.99]. Default 0.90. */
+  vramMaxUsage?: number;
+  /** Fraction of available host RAM the staging ring and sample cache share, clamped to [0, 0.90]. Default 0.50. */
+  ramMaxUsage?: number;
+  /** Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. */
+  activationReserve?: number;
+  /** Keep samples read from the source in RAM across epochs. Default true. */
+  sampleCache?: boolean;
+  /** Spill samples to a local pack file below the RAM cache. Default off. */
+  diskStage?: { gigabytes: number; dir?: string };
+  /** Keep samples on the GPU across epochs (CUDA only). Default true. */
+  vramPool?: boolean;
+  /** Reader threads. 0 reads on the main thread. */
+  workers?: number | 'auto';
+  /** This process's rank and the number of ranks. Default 0 of 1. */
+  rank?: number;
+  worldSize?: number;
+  /** What a failed batch does: 'throw' ends the epoch's loop with a BatchError; 'skip' drops the batch and counts it. Default 'throw'. */
+  errors?: 'throw' | 'skip';
+}
+
+/** Options after validation, defaults and clamps. */
+export interface ResolvedOptions {
+  readonly batchSize: number;
+  readonly device: string;
+  readonly shuffle: boolean;
+  readonly seed: U64;
+  readonly sampler: Sampler | undefined;
+  readonly dropLast: boolean;
+  readonly names: readonly string[] | undefined;
+  readonly augment: number;
+  readonly transform: Transform | undefined;
+  readonly mode: 'auto' | 'resident' | 'streaming';
+  readonly prefetch: number | undefined;
+  readonly vramMaxUsage: number;
+  readonly ramMaxUsage: number;
+  readonly activationReserve: number | undefined;
+  readonly sampleCache: boolean;
+  readonly vramPool: boolean;
+  readonly errors: 'throw' | 'skip';
+}
+
+const KNOWN = new Set([
+  'batchSize', 'device', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
+  'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'workers', 'rank',
+  'worldSize', 'errors',
+]);
+
+export function resolveOptions(options: LoaderOptions): ResolvedOptions {
+  if (options === null || typeof options !== 'object') {
+    throw invalidOption('options', 'an object such as { batchSize: 32 }', options);
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) {
+      const near = [...KNOWN].find((k) => k.toLowerCase() === key.toLowerCase().replace(/[_-]/g, ''));
+      throw new LoaderError('ERR_INVALID_OPTION', `unknown option ${show(key)}${near ? `; did you mean \`${near}\`?` : `. Known options: ${[...KNOWN].join(', ')}`}`);
+    }
+  }
+  const o = options as Partial<LoaderOptions> & Record<string, unknown>;
+
+  const batchSize = o.batchSize;
+  if (batchSize === undefined) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize, 'It is required: pass e.g. { batchSize: 32 }');
+  if (!isInt(batchSize) || batchSize < 1) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize);
+
+  const device = o.device ?? 'cpu';
+  if (typeof device !== 'string') throw invalidOption('device', "'cpu'", device);
+  if (device !== 'cpu') {
+    if (/^(cuda(:\d+)?|sim(:\d+)?)$/.test(device)) throw unsupportedOption('device', device, "this build runs on the CPU only; use device: 'cpu'");
+    throw invalidOption('device', "'cpu', 'cuda', 'cuda:N' or 'sim'", device);
+  }
+
+  const shuffle = bool(o, 'shuffle', true);
+  let seed: U64;
+  try {
+    seed = toU64(o.seed ?? 42);
+  } catch {
+    throw invalidOption('seed', 'an integer in [0, 2^53) or a bigint in [0, 2^64)', o.seed);
+  }
+
+  const sampler = o.sampler;
+  if (sampler !== undefined) {
+    if (sampler === null || typeof sampler !== 'object' || typeof (sampler as Sampler).indices !== 'function') {
+      throw invalidOption('sampler', 'an object with `length` and `indices(epoch)`', sampler);
+    }
+    if (!isInt(sampler.length) || sampler.length < 0) throw invalidOption('sampler.length', 'an integer ≥ 0', sampler.length);
+  }
+
+  const dropLast = bool(o, 'dropLast', true);
+
+  let names: readonly string[] | undefined;
+  if (o.names !== undefined) {
+    if (!Array.isArray(o.names) || !o.names.every((n) => typeof n === 'string' && n.length > 0)) {
+      throw invalidOption('names', 'an array of non-empty strings, one per tensor', o.names);
+    }
+    const dup = o.names.find((n, i) => o.names!.indexOf(n) !== i);
+    if (dup !== undefined) throw invalidOption('names', 'unique names', o.names, `${show(dup)} appears twice`);
+    names = Object.freeze([...o.names]);
+  }
+
+  const augment = o.augment ?? 1;
+  if (!isInt(augment) || augment < 1) throw invalidOption('augment', 'an integer ≥ 1 (views per sample per epoch)', augment);
+  if (augment > 1 && sampler !== undefined) {
+    throw new LoaderError(
+      'ERR_AUGMENT_WITH_SAMPLER',
+      `augment(${augment}) composes with the built-in samplers only: a custom sampler owns its index stream. Emit each sample id ${augment} times from the sampler instead, or drop \`sampler\``,
+    );
+  }
+
+  const transform = o.transform;
+  if (transform !== undefined && typeof transform !== 'function') throw invalidOption('transform', 'a function (rows, keys) => rows', transform);
+
+  const mode = o.mode ?? 'auto';
+  if (mode !== 'auto' && mode !== 'resident' && mode !== 'streaming') throw invalidOption('mode', "'auto', 'resident' or 'streaming'", mode);
+
+  const prefetch = o.prefetch;
+  if (prefetch !== undefined && (!isInt(prefetch) || prefetch < 0)) throw invalidOption('prefetch', 'an integer ≥ 0 (batches in flight; omit it for adaptive sizing)', prefetch);
+
+  const vramMaxUsage = fraction(o, 'vramMaxUsage', 0.9, VRAM_MAX_USAGE_RANGE);
+  const ramMaxUsage = fraction(o, 'ramMaxUsage', 0.5, RAM_MAX_USAGE_RANGE);
+
+  const activationReserve = o.activationReserve;
+  if (activationReserve !== undefined && (!isInt(activationReserve) || activationReserve < 0)) {
+    throw invalidOption('activationReserve', 'a byte count ≥ 0', activationReserve);
+  }
+
+  const sampleCache = bool(o, 'sampleCache', true);
+  const vramPool = bool(o, 'vramPool', true);
+
+  if (o.diskStage !== undefined) {
+    const ds = o.diskStage as { gigabytes?: unknown; dir?: unknown } | null;
+    if (ds === null || typeof ds !== 'object' || typeof ds.gigabytes !== 'number' || !(ds.gigabytes >= 0) || (ds.dir !== undefined && typeof ds.dir !== 'string')) {
+      throw invalidOption('diskStage', '{ gigabytes: number ≥ 0, dir?: string }', o.diskStage);
+    }
+    if (ds.gigabytes > 0) throw unsupportedOption('diskStage', o.diskStage, 'the disk stage arrives with the reader workers; omit `diskStage` (or set gigabytes: 0)');
+  }
+
+  if (o.workers !== undefined) {
+    if (o.workers !== 'auto' && (!isInt(o.workers) || (o.workers as number) < 0)) throw invalidOption('workers', "an integer ≥ 0 or 'auto'", o.workers);
+    if (o.workers !== 0) throw unsupportedOption('workers', o.workers, 'reader workers are not built yet; reads run on the main thread. Omit `workers` or pass 0');
+  }
+
+  const worldSize = o.worldSize ?? 1;
+  if (!isInt(worldSize) || worldSize < 1) throw invalidOption('worldSize', 'an integer ≥ 1', worldSize);
+  const rank = o.rank ?? 0;
+  if (!isInt(rank) || rank < 0 || rank >= worldSize) throw invalidOption('rank', `an integer in [0, worldSize = ${worldSize})`, rank);
+  if (worldSize > 1) throw unsupportedOption('worldSize', worldSize, 'sharding across processes is not built yet; run one process (worldSize: 1)');
+
+  const errors = o.errors ?? 'throw';
+  if (errors !== 'throw' && errors !== 'skip') throw invalidOption('errors', "'throw' or 'skip'", errors);
+
+  return {
+    batchSize, device, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
+    vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, errors,
+  };
+}
+
+function isInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v);
+}
+
+function bool(o: Record<string, unknown>, knob: string, fallback: boolean): boolean {
+  const v = o[knob];
+  if (v === undefined) return fallback;
+  if (typeof v !== 'boolean') throw invalidOption(knob, 'true or false', v);
+  return v;
+}
+
+/** A finite number, clamped into `range` as flodl clamps (an out-of-range value is not an error). */
+function fraction(o: Record<string, unknown>, knob: string, fallback: number, range: readonly [number, number]): number {
+  const v = o[knob];
+  if (v === undefined) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw invalidOption(knob, `a number (clamped to [${range[0]}, ${range[1]}])`, v);
+  return clamp(v, range[0], range[1]);
+}

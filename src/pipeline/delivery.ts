@@ -1,0 +1,79 @@
+// Internal: not exported from the package entry.
+// The last stage of both modes: apply the transform to a batch's fresh rows, keyed per pick, check
+// what it returned, and wrap the rows into a leased Batch. The rule: the transform only ever sees
+// memory the batch owns, so it may write in place without touching any retained tier.
+
+import { Batch } from '../batch.js';
+import type { DeviceBatch } from '../device/device.js';
+import { LoaderError, show } from '../errors.js';
+import type { Transform } from '../options.js';
+import { PickKey } from '../sampler/pick-key.js';
+import type { U64 } from '../sampler/rng.js';
+import { leased, Tensor } from '../tensor/tensor.js';
+import type { EpochPlan } from './epoch-plan.js';
+
+export interface DeliveryConfig {
+  readonly names: readonly string[];
+  readonly transform: Transform | undefined;
+  readonly augment: number;
+  readonly seed: U64;
+}
+
+/** Marks a failure of the user's transform (as opposed to the dataset). */
+export class TransformFailure {
+  constructor(readonly cause: unknown) {}
+}
+
+export async function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, memory: DeviceBatch): Promise<Batch> {
+  const start = plan.start(index);
+  const end = plan.end(index);
+  const picks = plan.picks.slice(start, end);
+  const sampleIds = plan.samples === plan.picks ? picks : plan.samples.slice(start, end);
+  let tensors = memory.tensors;
+  if (config.transform !== undefined) {
+    const keys = new Array<PickKey>(picks.length);
+    for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
+    let out: unknown;
+    try {
+      out = await config.transform(tensors, keys);
+    } catch (cause) {
+      memory.free();
+      throw new TransformFailure(cause);
+    }
+    try {
+      tensors = checkTransformOutput(out, config.names.length, picks.length);
+    } catch (error) {
+      memory.free();
+      throw error;
+    }
+  }
+  return new Batch({
+    names: config.names,
+    epoch: plan.epoch,
+    index,
+    sampleIds,
+    picks,
+    tensors: (lease) => tensors.map((t) => leased(t, lease)),
+    free: () => memory.free(),
+  });
+}
+
+function checkTransformOutput(out: unknown, count: number, rows: number): readonly Tensor[] {
+  if (!Array.isArray(out)) {
+    throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform must return an array of ${count} tensors (one per field), got ${show(out)}`);
+  }
+  if (out.length !== count) {
+    throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform returned ${out.length} tensors but the batch has ${count} fields; return one tensor per field, in order`);
+  }
+  return out.map((t: unknown, i) => {
+    const tensor = t instanceof Tensor ? t : ArrayBuffer.isView(t) ? new Tensor(t as never) : undefined;
+    if (tensor === undefined) throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform output ${i} is ${show(t)}; return Tensors (or typed arrays)`);
+    if (tensor.shape[0] !== rows) {
+      throw new LoaderError(
+        'ERR_TRANSFORM_OUTPUT',
+        `transform output ${i} has shape [${tensor.shape.join(', ')}] but the batch has ${rows} rows; a transform must keep the row count (first dimension)`,
+      );
+    }
+    return tensor;
+  });
+}

@@ -1,0 +1,38 @@
+// Internal: not exported from the package entry.
+// One epoch's plan: its picks, the sample id of each pick, and how they cut into batches.
+// The rule: batch b holds picks [b·batchSize, min((b+1)·batchSize, picks)), and with `dropLast` a
+// short tail is not a batch.
+
+export function countBatches(picks: number, batchSize: number, dropLast: boolean): number {
+  return dropLast ? Math.floor(picks / batchSize) : Math.ceil(picks / batchSize);
+}
+
+export class EpochPlan {
+  readonly epoch: number;
+  readonly picks: Uint32Array;
+  /** Sample id of each pick: floor(pick / augment). */
+  readonly samples: Uint32Array;
+  readonly batchSize: number;
+  readonly batches: number;
+
+  constructor(epoch: number, picks: Uint32Array, augment: number, batchSize: number, dropLast: boolean) {
+    this.epoch = epoch;
+    this.picks = picks;
+    if (augment <= 1) {
+      this.samples = picks;
+    } else {
+      this.samples = new Uint32Array(picks.length);
+      for (let i = 0; i < picks.length; i++) this.samples[i] = Math.floor(picks[i]! / augment);
+    }
+    this.batchSize = batchSize;
+    this.batches = countBatches(picks.length, batchSize, dropLast);
+  }
+
+  start(b: number): number {
+    return b * this.batchSize;
+  }
+
+  end(b: number): number {
+    return Math.min((b + 1) * this.batchSize, this.picks.length);
+  }
+}

@@ -1,0 +1,122 @@
+// Internal: not exported from the package entry.
+// What both modes share about running one epoch: the iterator protocol, the error policy, the
+// figures. NOTE [Epoch lifecycle]: a run starts on the consumer's first `next()`, ends when the last
+// batch is taken, when a batch error is thrown, when the consumer leaves the loop (`return()`), or
+// when the loader closes; ending aborts the run's signal, which cancels in-flight reads, and frees
+// every batch that was fetched but never delivered.
+
+import type { Batch } from '../batch.js';
+import { BatchError } from '../errors.js';
+import { type DeliveryConfig, TransformFailure, deliver } from './delivery.js';
+import type { DeviceBatch } from '../device/device.js';
+import type { EpochPlan } from './epoch-plan.js';
+import { type EpochStats, newEpochStats } from './stats.js';
+
+export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
+  readonly plan: EpochPlan;
+  readonly stats: EpochStats;
+  readonly #config: DeliveryConfig;
+  readonly #errors: 'throw' | 'skip';
+  readonly #controller = new AbortController();
+  readonly #onEnd: (run: EpochRun) => void;
+  #next = 0;
+  #started = 0;
+  #ended = false;
+
+  constructor(plan: EpochPlan, mode: 'resident' | 'streaming', config: DeliveryConfig, errors: 'throw' | 'skip', onEnd: (run: EpochRun) => void) {
+    this.plan = plan;
+    this.stats = newEpochStats(plan.epoch, mode);
+    this.#config = config;
+    this.#errors = errors;
+    this.#onEnd = onEnd;
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** Batch memory for batch `index`, or a rejection carrying the dataset's error. */
+  protected abstract produce(index: number): DeviceBatch | Promise<DeviceBatch>;
+
+  /** Called once when the run ends, after the signal aborted. */
+  protected abstract cleanup(): void;
+
+  /** Hook: a batch was handed to the consumer. */
+  protected onDelivered(): void {}
+
+  async next(): Promise<IteratorResult<Batch, undefined>> {
+    if (this.#ended) return { done: true, value: undefined };
+    const t0 = performance.now();
+    if (this.#started === 0) this.#started = t0;
+    try {
+      while (this.#next < this.plan.batches) {
+        const index = this.#next++;
+        let memory: DeviceBatch;
+        try {
+          memory = await this.produce(index);
+        } catch (cause) {
+          if (this.#ended) return { done: true, value: undefined };
+          this.#fail(index, 'dataset', cause);
+          continue;
+        }
+        if (this.#ended) {
+          memory.free();
+          return { done: true, value: undefined };
+        }
+        const tt = performance.now();
+        let batch: Batch;
+        try {
+          batch = await deliver(this.#config, this.plan, index, memory);
+        } catch (error) {
+          if (!(error instanceof TransformFailure)) throw error;
+          this.#fail(index, 'transform', error.cause);
+          continue;
+        } finally {
+          if (this.#config.transform !== undefined) this.stats.transformMs += performance.now() - tt;
+        }
+        this.stats.batches++;
+        this.stats.rowsDelivered += batch.rows;
+        this.onDelivered();
+        return { done: false, value: batch };
+      }
+      this.stats.complete = true;
+      this.end();
+      return { done: true, value: undefined };
+    } catch (error) {
+      this.end();
+      throw error;
+    } finally {
+      this.stats.waitMs += performance.now() - t0;
+      this.stats.wallMs = performance.now() - this.#started;
+    }
+  }
+
+  async return(): Promise<IteratorResult<Batch, undefined>> {
+    this.end();
+    return { done: true, value: undefined };
+  }
+
+  /** End the run (idempotent): abort in-flight work, free undelivered batches, release the loader. */
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#controller.abort();
+    this.cleanup();
+    if (this.#started !== 0) this.stats.wallMs = performance.now() - this.#started;
+    this.#onEnd(this);
+  }
+
+  #fail(index: number, stage: 'dataset' | 'transform', cause: unknown): void {
+    this.stats.failedBatches++;
+    if (this.#errors === 'skip') {
+      this.stats.skippedBatches++;
+      return;
+    }
+    const p = this.plan;
+    throw new BatchError(p.epoch, index, Array.from(p.samples.subarray(p.start(index), p.end(index))), stage, cause);
+  }
+}

@@ -1,0 +1,94 @@
+// Internal: not exported from the package entry.
+// The in-flight governor of a streaming loader: how many batches may be fetched ahead of the
+// consumer. The rule: `target` is a soft bound that may change at any moment (the consumer's honest
+// resize, the user's setter, an OOM halving); the pipeline re-reads it before every launch.
+// Sizing follows NOTE [The budget law] in budget.ts.
+
+import { type Probe, type ReserveSource, BOOTSTRAP_PREFETCH, DOUBLE_BUFFER, initialFillTarget, prefetchDepthFromVram } from './budget.js';
+
+export interface GovernorSizing {
+  readonly sampleBytes: number;
+  readonly batchSize: number;
+  readonly probe: Probe;
+  readonly vramMaxUsage: number;
+}
+
+export class Governor {
+  /** Current in-flight bound (≥ 1). */
+  target: number;
+  /** Ceiling on the in-flight window (flodl's channel capacity); what `prefetchDepth` reports. */
+  capacity: number;
+  /** Batches consumed this epoch and over the whole run. */
+  consumed = 0;
+  runConsumed = 0;
+  /** Set once, when the consumer has drained its second batch: the probe now sees step memory. */
+  honestResizeDone = false;
+  /** The user pinned the depth (`prefetch`, `setPrefetchDepth`, `autoResize`): no adaptive sizing. */
+  userOwned: boolean;
+  reserve = 0;
+  reserveSource: ReserveSource = 'bare';
+  readonly #sizing: GovernorSizing;
+
+  constructor(sizing: GovernorSizing, prefetch: number | undefined, activationReserve: number | undefined) {
+    this.#sizing = sizing;
+    this.userOwned = prefetch !== undefined;
+    // `prefetch: 0` is a rendezvous in flodl's channel; a window of at least one batch is what it means here.
+    this.capacity = prefetch !== undefined ? Math.max(prefetch, 1) : BOOTSTRAP_PREFETCH;
+    this.target = this.capacity;
+    if (activationReserve !== undefined) {
+      this.reserve = activationReserve;
+      this.reserveSource = 'user';
+    }
+  }
+
+  #depth(reserve: number): number {
+    const s = this.#sizing;
+    return prefetchDepthFromVram(s.sampleBytes, s.batchSize, s.probe, s.vramMaxUsage, reserve);
+  }
+
+  /** Size the window for a new epoch (reference §6.2). */
+  beginEpoch(): void {
+    this.consumed = 0;
+    if (this.userOwned) {
+      this.target = Math.max(this.capacity, 1);
+      return;
+    }
+    const full = this.#depth(0);
+    this.target = this.honestResizeDone ? Math.max(full, 1) : initialFillTarget(this.#depth(this.reserve), this.reserveSource);
+    this.capacity = Math.max(full, DOUBLE_BUFFER);
+  }
+
+  /** The consumer took a batch; fires the honest resize after the second one of the run. */
+  onConsumed(): void {
+    this.consumed++;
+    this.runConsumed++;
+    if (this.runConsumed >= 2 && !this.honestResizeDone) {
+      this.honestResizeDone = true;
+      if (!this.userOwned) this.target = Math.max(this.#depth(0), 1);
+    }
+  }
+
+  /** Batches that may be in flight right now. */
+  get window(): number {
+    return Math.max(Math.min(this.target, this.capacity), 1);
+  }
+
+  setDepth(depth: number): void {
+    this.capacity = Math.max(depth, 1);
+    this.target = this.capacity;
+    this.userOwned = true;
+  }
+
+  /** Re-probe and pin the depth (reference §1.5 `auto_resize`). */
+  autoResize(): number {
+    const d = Math.max(this.#depth(this.honestResizeDone ? 0 : this.reserve), 1);
+    this.setDepth(d);
+    return d;
+  }
+
+  setActivationReserve(bytes: number, source: ReserveSource = 'user'): void {
+    if (source === 'auto' && this.reserveSource !== 'bare') return;
+    this.reserve = bytes;
+    this.reserveSource = source;
+  }
+}

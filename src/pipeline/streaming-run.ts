@@ -1,0 +1,96 @@
+// Internal: not exported from the package entry.
+// Streaming mode: batches are read ahead of the consumer within the governor's window, uploaded as
+// they arrive, and delivered strictly in plan order whatever order reads finish in.
+// The rule: at most `governor.window` batches are in flight (launched, not yet taken); the window is
+// re-read before every launch, so a resize takes effect at once. See NOTE [Epoch lifecycle].
+
+import type { Device, DeviceBatch } from '../device/device.js';
+import type { EpochPlan } from './epoch-plan.js';
+import { EpochRun } from './epoch-run.js';
+import type { Fetcher } from './fetcher.js';
+import type { Governor } from './governor.js';
+
+type Outcome = { readonly memory: DeviceBatch } | { readonly error: unknown };
+
+export class StreamingRun extends EpochRun {
+  #fetcher!: Fetcher;
+  #device!: Device;
+  #governor!: Governor;
+  readonly #inflight = new Map<number, Promise<Outcome>>();
+  #launched = 0;
+  #taken = 0;
+  #abandoned: Promise<void> | undefined;
+
+  bind(fetcher: Fetcher, device: Device, governor: Governor): this {
+    this.#fetcher = fetcher;
+    this.#device = device;
+    this.#governor = governor;
+    governor.beginEpoch();
+    return this;
+  }
+
+  /** Batches launched and not yet taken by the consumer. */
+  get inFlight(): number {
+    return this.#launched - this.#taken;
+  }
+
+  protected async produce(index: number): Promise<DeviceBatch> {
+    this.#taken = index;
+    this.#fill();
+    const pending = this.#inflight.get(index)!;
+    const outcome = await Promise.race([pending, this.#whenAbandoned()]);
+    // Abandoned: the pending read stays in the map, and cleanup() frees what it brings.
+    if (outcome === undefined) throw new Error('epoch ended');
+    this.#inflight.delete(index);
+    // Read ahead while the consumer works on this batch: `window` batches beyond it, as flodl's
+    // gate allows `target` batches sent and not yet consumed.
+    this.#taken = index + 1;
+    this.#fill();
+    if ('error' in outcome) throw outcome.error;
+    return outcome.memory;
+  }
+
+  protected override onDelivered(): void {
+    this.#governor.onConsumed();
+  }
+
+  #fill(): void {
+    const plan = this.plan;
+    while (this.#launched < plan.batches && this.#launched - this.#taken < this.#governor.window) {
+      const index = this.#launched++;
+      this.#inflight.set(index, this.#launch(plan, index));
+    }
+  }
+
+  async #launch(plan: EpochPlan, index: number): Promise<Outcome> {
+    const ids = plan.samples.subarray(plan.start(index), plan.end(index));
+    const t0 = performance.now();
+    try {
+      const staged = await this.#fetcher.fetch(ids, this.signal);
+      this.stats.rowsFetched += ids.length;
+      this.stats.fetchMs += performance.now() - t0;
+      return { memory: this.#device.upload(staged) };
+    } catch (error) {
+      this.stats.fetchMs += performance.now() - t0;
+      return { error };
+    }
+  }
+
+  #whenAbandoned(): Promise<undefined> {
+    this.#abandoned ??= new Promise<void>((resolve) => {
+      if (this.signal.aborted) resolve();
+      else this.signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    return this.#abandoned.then(() => undefined);
+  }
+
+  protected cleanup(): void {
+    // Reads still in flight finish on their own (they saw the abort); their memory goes back now.
+    for (const pending of this.#inflight.values()) {
+      void pending.then((o) => {
+        if ('memory' in o) o.memory.free();
+      });
+    }
+    this.#inflight.clear();
+  }
+}
