@@ -5,6 +5,7 @@
 // when the loader closes; ending aborts the run's signal, which cancels in-flight reads, and frees
 // every batch that was fetched but never delivered.
 
+import { setMaxListeners } from 'node:events';
 import type { Batch } from '../batch.js';
 import { BatchError } from '../errors.js';
 import { type DeliveryConfig, TransformFailure, deliver } from './delivery.js';
@@ -29,6 +30,9 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
     this.#config = config;
     this.#errors = errors;
     this.#onEnd = onEnd;
+    // Every async read of the epoch may listen for the abort: one listener per read in flight is
+    // expected, not a leak.
+    setMaxListeners(0, this.#controller.signal);
   }
 
   get signal(): AbortSignal {
