@@ -168,7 +168,7 @@ describe('buffer recycling on cpu', () => {
     const c = (await it0.next()).value!;
     assert.equal(c.get('x').data.buffer, aBuffer, 'released memory is reused');
     const x = c.get('x').data as Float32Array;
-    c.sampleIds.forEach((id, r) => assert.equal(x[r * 4], id));
+    c.sampleIds.forEach((id: number, r: number) => assert.equal(x[r * 4], id));
     await it0.return!();
   });
 });
