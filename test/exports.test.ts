@@ -1,0 +1,16 @@
+// The public surface changes only on purpose: this pins the runtime export list of src/index.ts.
+
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import * as stoker from '../src/index.js';
+
+it('exports exactly the public surface', () => {
+  assert.deepEqual(Object.keys(stoker).sort(), [
+    'Batch', 'BatchError', 'DTYPES', 'DataLoader', 'LoaderError', 'PickKey', 'RandomSampler', 'Rng', 'SequentialSampler',
+    'Tensor', 'elementSize', 'sources', 'tensor',
+  ]);
+});
+
+it('exposes one built-in source per format, starting with arrays', () => {
+  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays']);
+});
