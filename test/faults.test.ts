@@ -232,3 +232,14 @@ describe('stacking checks', () => {
     assert.throws(() => tensor(new Float32Array(4), [2, -2]), { code: 'ERR_INVALID_TENSOR' });
   });
 });
+
+describe('concurrent next() calls', () => {
+  for (const mode of MODES) {
+    it(`are served in call order (${mode})`, async () => {
+      const loader = await DataLoader.create(scriptedDataset(12, { async: true }), { batchSize: 3, shuffle: false, mode });
+      const it0 = loader.epoch(0)[Symbol.asyncIterator]();
+      const results = await Promise.all([it0.next(), it0.next(), it0.next(), it0.next(), it0.next()]);
+      assert.deepEqual(results.map((r) => (r.done ? 'done' : ys(r.value))), [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11], 'done']);
+    });
+  }
+});

@@ -339,3 +339,43 @@ describe('DataLoader mode choice on cpu', () => {
     assert.equal(loader.prefetchDepth, 0);
   });
 });
+
+describe('streaming depth on cpu', () => {
+  it('starts at depth ≥ 2 and reflects setPrefetchDepth at once', async () => {
+    const loader = await DataLoader.create(arraysDataset(40), { batchSize: 4, mode: 'streaming' });
+    assert.ok(loader.prefetchDepth >= 2);
+    await epochIds(loader.epoch(0));
+    assert.equal(loader.prefetchDepth, 2, 'the CPU sizes a double buffer');
+    loader.setPrefetchDepth(5);
+    assert.equal(loader.prefetchDepth, 5);
+    loader.setPrefetchDepth(0);
+    assert.equal(loader.prefetchDepth, 1, 'a depth of 0 means a window of one batch');
+  });
+
+  it('autoResize() gives 2 on the CPU and pins it', async () => {
+    const loader = await DataLoader.create(arraysDataset(40), { batchSize: 4, mode: 'streaming', prefetch: 7 });
+    assert.equal(loader.prefetchDepth, 7);
+    assert.equal(loader.autoResize(), 2);
+    assert.equal(loader.prefetchDepth, 2);
+  });
+
+  it('keeps delivering every batch when the depth changes between and during epochs', async () => {
+    const loader = await DataLoader.create(scriptedDataset(20, { async: true }), { batchSize: 4, mode: 'streaming', prefetch: 2 });
+    assert.equal((await collect(loader.epoch(0))).length, 5);
+    loader.setPrefetchDepth(4);
+    const ids: number[] = [];
+    let k = 0;
+    for await (const b of loader.epoch(1)) {
+      ids.push(...ys(b));
+      loader.setPrefetchDepth(++k % 3 + 1);
+    }
+    assert.deepEqual(sorted(ids), range(20));
+  });
+
+  it('delivers all batches across epochs after an early drop with prefetch 2', async () => {
+    const loader = await DataLoader.create(scriptedDataset(10, { async: true }), { batchSize: 1, mode: 'streaming', prefetch: 2 });
+    for await (const _ of loader.epoch(0)) break;
+    assert.equal((await collect(loader.epoch(1))).length, 10);
+    assert.equal((await collect(loader.epoch(2))).length, 10);
+  });
+});

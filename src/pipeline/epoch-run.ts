@@ -23,6 +23,7 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
   #next = 0;
   #started = 0;
   #ended = false;
+  #queue: Promise<void> = Promise.resolve();
 
   constructor(plan: EpochPlan, mode: 'resident' | 'streaming', config: DeliveryConfig, errors: 'throw' | 'skip', onEnd: (run: EpochRun) => void) {
     this.plan = plan;
@@ -52,7 +53,14 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
   /** Hook: a batch was handed to the consumer. */
   protected onDelivered(): void {}
 
-  async next(): Promise<IteratorResult<Batch, undefined>> {
+  /** Calls are served one at a time, in call order, even when the caller does not await each. */
+  next(): Promise<IteratorResult<Batch, undefined>> {
+    const step = this.#queue.then(() => this.#step());
+    this.#queue = step.then(noop, noop);
+    return step;
+  }
+
+  async #step(): Promise<IteratorResult<Batch, undefined>> {
     if (this.#ended) return { done: true, value: undefined };
     const t0 = performance.now();
     if (this.#started === 0) this.#started = t0;
@@ -124,3 +132,5 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
     throw new BatchError(p.epoch, index, Array.from(p.samples.subarray(p.start(index), p.end(index))), stage, cause);
   }
 }
+
+function noop(): void {}
