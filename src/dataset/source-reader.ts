@@ -7,7 +7,7 @@
 import { LoaderError, show } from '../errors.js';
 import { type DType, type StorageOf, inferDType } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
-import { Tensor } from '../tensor/tensor.js';
+import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import { ArraySource, kColumns } from './arrays-source.js';
 import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset } from './dataset.js';
 import { type FieldSpec, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
@@ -53,30 +53,30 @@ export class SourceReader {
     return this.read(ids, context, alloc);
   }
 
-  read(ids: readonly number[], context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
+  read(ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
     const ds = this.#ds;
     if (ds instanceof ArraySource) return this.#gatherColumns(ds, ids, alloc);
     if (isBatchDataset(ds)) return this.#readBatch(ds, ids, context);
     return this.#readSamples(ds, ids, context, alloc);
   }
 
-  #gatherColumns(ds: ArraySource, ids: readonly number[], alloc: Allocate): StagedBatch {
+  #gatherColumns(ds: ArraySource, ids: ArrayLike<number>, alloc: Allocate): StagedBatch {
     const n = ids.length;
     const tensors = ds[kColumns].tensors.map((t) => {
       const out = alloc(t.dtype, n * t.rowSize);
       gatherRows(t.data, t.rowSize, ids, 0, n, out);
-      return new Tensor(out as never, [n, ...t.shape.slice(1)], t.dtype);
+      return trustedTensor(t.dtype, out, [n, ...t.shape.slice(1)]);
     });
     return { tensors, owned: true };
   }
 
-  async #readBatch(ds: BatchDataset, ids: readonly number[], context: ReadContext): Promise<StagedBatch> {
-    const cols = await ds.getBatch(ids, context);
+  async #readBatch(ds: BatchDataset, ids: ArrayLike<number>, context: ReadContext): Promise<StagedBatch> {
+    const cols = await ds.getBatch(Array.from(ids), context);
     const { tensors } = batchColumns(cols, ids.length, this.schema, 'dataset.getBatch');
     return { tensors, owned: false };
   }
 
-  #readSamples(ds: Dataset, ids: readonly number[], context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
+  #readSamples(ds: Dataset, ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
     const { fields, keys } = this.schema;
     const n = ids.length;
     const outs = fields.map((f) => alloc(f.dtype, n * f.rowSize));
@@ -88,7 +88,7 @@ export class SourceReader {
       else writeSample(got, id, row, fields, keys, outs);
     }
     const finish = (): StagedBatch => ({
-      tensors: fields.map((f, i) => new Tensor(outs[i] as never, [n, ...f.shape], f.dtype)),
+      tensors: fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])),
       owned: true,
     });
     if (pending.length === 0) return finish();

@@ -6,7 +6,7 @@
 import type { StagedBatch } from '../dataset/source-reader.js';
 import type { DType, Storage, StorageOf } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
-import { Tensor } from '../tensor/tensor.js';
+import { type Tensor, trustedTensor } from '../tensor/tensor.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { HostPool } from './host-pool.js';
 
@@ -25,7 +25,7 @@ export class CpuDevice implements Device {
     const copies = staged.tensors.map((t) => {
       const data = this.#pool.acquire(t.dtype, t.size);
       (data as unknown as { set(a: Storage): void }).set(t.data);
-      return new Tensor(data as never, t.shape, t.dtype);
+      return trustedTensor(t.dtype, data, t.shape);
     });
     return this.#adopt(copies);
   }
@@ -41,7 +41,7 @@ export class CpuDevice implements Device {
           columns.map((c) => {
             const out = pool.acquire(c.dtype, n * c.rowSize);
             gatherRows(c.data, c.rowSize, ids, start, end, out);
-            return new Tensor(out as never, [n, ...c.shape.slice(1)], c.dtype);
+            return trustedTensor(c.dtype, out, [n, ...c.shape.slice(1)]);
           }),
         );
       },

@@ -24,29 +24,39 @@ export class TransformFailure {
   constructor(readonly cause: unknown) {}
 }
 
-export async function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, memory: DeviceBatch): Promise<Batch> {
+/** Synchronous when there is no transform (the common resident path pays no promise). */
+export function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, memory: DeviceBatch): Batch | Promise<Batch> {
   const start = plan.start(index);
   const end = plan.end(index);
-  const picks = plan.picks.slice(start, end);
-  const sampleIds = plan.samples === plan.picks ? picks : plan.samples.slice(start, end);
-  let tensors = memory.tensors;
-  if (config.transform !== undefined) {
-    const keys = new Array<PickKey>(picks.length);
-    for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
-    let out: unknown;
-    try {
-      out = await config.transform(tensors, keys);
-    } catch (cause) {
-      memory.free();
-      throw new TransformFailure(cause);
-    }
-    try {
-      tensors = checkTransformOutput(out, config.names.length, picks.length);
-    } catch (error) {
-      memory.free();
-      throw error;
-    }
+  // Views of the plan's arrays: nothing writes to them after the plan is made.
+  const picks = plan.picks.subarray(start, end);
+  const sampleIds = plan.samples === plan.picks ? picks : plan.samples.subarray(start, end);
+  if (config.transform === undefined) return makeBatch(config, plan, index, picks, sampleIds, memory, memory.tensors);
+  return transformed(config, plan, index, picks, sampleIds, memory);
+}
+
+async function transformed(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch): Promise<Batch> {
+  const transform = config.transform!;
+  const keys = new Array<PickKey>(picks.length);
+  for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
+  let out: unknown;
+  try {
+    out = await transform(memory.tensors, keys);
+  } catch (cause) {
+    memory.free();
+    throw new TransformFailure(cause);
   }
+  let tensors: readonly Tensor[];
+  try {
+    tensors = checkTransformOutput(out, config.names.length, picks.length);
+  } catch (error) {
+    memory.free();
+    throw error;
+  }
+  return makeBatch(config, plan, index, picks, sampleIds, memory, tensors);
+}
+
+function makeBatch(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch, tensors: readonly Tensor[]): Batch {
   return new Batch({
     names: config.names,
     epoch: plan.epoch,

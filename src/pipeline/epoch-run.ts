@@ -69,7 +69,8 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
         const index = this.#next++;
         let memory: DeviceBatch;
         try {
-          memory = await this.produce(index);
+          const produced = this.produce(index);
+          memory = produced instanceof Promise ? await produced : produced;
         } catch (cause) {
           if (this.#ended) return { done: true, value: undefined };
           this.#fail(index, 'dataset', cause);
@@ -82,7 +83,8 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
         const tt = performance.now();
         let batch: Batch;
         try {
-          batch = await deliver(this.#config, this.plan, index, memory);
+          const delivered = deliver(this.#config, this.plan, index, memory);
+          batch = delivered instanceof Promise ? await delivered : delivered;
         } catch (error) {
           if (!(error instanceof TransformFailure)) throw error;
           this.#fail(index, 'transform', error.cause);

@@ -26,7 +26,7 @@ export class MainThreadFetcher implements Fetcher {
 
   async fetch(sampleIds: Uint32Array, signal: AbortSignal): Promise<StagedBatch> {
     signal.throwIfAborted();
-    return this.#reader.read(Array.from(sampleIds), { signal }, this.#alloc);
+    return this.#reader.read(sampleIds, { signal }, this.#alloc);
   }
 
   async close(): Promise<void> {}

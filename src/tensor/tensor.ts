@@ -20,7 +20,16 @@ export class Tensor<D extends DType = DType> {
    * @param shape defaults to `[data.length]`.
    * @param dtype defaults to the array's natural dtype; required for float16/bfloat16 (Uint16Array).
    */
-  constructor(data: TypedArray, shape?: readonly number[], dtype?: D, lease?: Lease) {
+  constructor(data: TypedArray, shape?: readonly number[], dtype?: D, lease?: Lease, trusted?: typeof kTrusted) {
+    if (trusted === kTrusted) {
+      // Internal fast path: data, shape and dtype come from a tensor that was already checked.
+      this.dtype = dtype!;
+      this.shape = shape!;
+      this.size = data.length;
+      this.#data = data as StorageOf[D];
+      this.#lease = lease;
+      return;
+    }
     const resolved = (dtype ?? inferDType(data)) as D | undefined;
     if (resolved === undefined || !isDType(resolved)) {
       throw new LoaderError('ERR_INVALID_TENSOR', `tensor data must be a typed array of a supported dtype, got ${show(data)}${dtype !== undefined ? ` with dtype ${show(dtype)}` : ''}`);
@@ -104,9 +113,17 @@ export function tensor<D extends DType>(data: TypedArray, shape?: readonly numbe
   return new Tensor<D>(data, shape, dtype);
 }
 
+/** Internal: marks constructor calls whose arguments are known to be consistent. */
+const kTrusted: unique symbol = Symbol('stoker.trusted');
+
 /** Internal: the same memory as `t`, bound to `lease`. */
 export function leased<D extends DType>(t: Tensor<D>, lease: Lease): Tensor<D> {
-  return new Tensor(t.data, t.shape, t.dtype, lease);
+  return new Tensor(t.data as TypedArray, t.shape, t.dtype, lease, kTrusted);
+}
+
+/** Internal: a tensor over storage of `dtype` whose length is the product of `shape` (not re-checked). */
+export function trustedTensor<D extends DType>(dtype: D, data: StorageOf[D], shape: readonly number[]): Tensor<D> {
+  return new Tensor(data as TypedArray, Object.freeze(shape), dtype, undefined, kTrusted);
 }
 
 function storageName(dtype: DType): string {
