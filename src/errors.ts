@@ -19,7 +19,12 @@ export type LoaderErrorCode =
   | 'ERR_UNKNOWN_FIELD'
   | 'ERR_EPOCH_ACTIVE'
   | 'ERR_LOADER_CLOSED'
-  | 'ERR_INVALID_TENSOR';
+  | 'ERR_INVALID_TENSOR'
+  | 'ERR_DISK_STAGE'
+  | 'ERR_IMPURE_DATASET'
+  | 'ERR_WORKER_START'
+  | 'ERR_WORKER_DIED'
+  | 'ERR_NEEDS_SAMPLE_LAYER';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;

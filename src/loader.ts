@@ -6,6 +6,14 @@ import { CpuDevice } from './device/cpu-device.js';
 import type { Device, ResidentStore } from './device/device.js';
 import type { AnyDataset } from './dataset/dataset.js';
 import { SourceReader } from './dataset/source-reader.js';
+import { ArraySource } from './dataset/arrays-source.js';
+import type { Schema } from './dataset/schema.js';
+import { isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
+import { DiskStage } from './cache/disk-stage.js';
+import { SampleCache } from './cache/sample-cache.js';
+import { TierCounters } from './cache/tier-counters.js';
+import { ReaderPool, resolveWorkers } from './pipeline/reader-pool.js';
+import { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
 import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
@@ -34,6 +42,8 @@ export interface LoaderStats {
   readonly mode: 'resident' | 'streaming';
   /** Milliseconds `create` spent reading the dataset into memory (resident mode). */
   readonly residentBuildMs: number;
+  /** Live reader workers (0 = reads on the main thread). */
+  readonly workers: number;
   /** One entry per epoch run so far, oldest first (the last 1000). */
   readonly epochs: readonly EpochStats[];
 }
@@ -48,7 +58,7 @@ export class DataLoader {
   readonly #customSampler: boolean;
   readonly #delivery: DeliveryConfig;
   readonly #resident: ResidentStore | undefined;
-  readonly #fetcher: Fetcher | undefined;
+  readonly #streaming: StreamingParts | undefined;
   readonly #governor: Governor | undefined;
   readonly #residentBuildMs: number;
   readonly #history: EpochStats[] = [];
@@ -62,8 +72,7 @@ export class DataLoader {
     sampler: Sampler;
     delivery: DeliveryConfig;
     resident?: ResidentStore;
-    fetcher?: Fetcher;
-    governor?: Governor;
+    streaming?: StreamingParts;
     residentBuildMs: number;
   }) {
     this.#opts = init.opts;
@@ -73,8 +82,8 @@ export class DataLoader {
     this.#customSampler = init.opts.sampler !== undefined;
     this.#delivery = init.delivery;
     this.#resident = init.resident;
-    this.#fetcher = init.fetcher;
-    this.#governor = init.governor;
+    this.#streaming = init.streaming;
+    this.#governor = init.streaming?.governor;
     this.#residentBuildMs = init.residentBuildMs;
   }
 
@@ -82,21 +91,34 @@ export class DataLoader {
    * Validate the options, probe sample 0 (one dataset read), and either read the whole dataset into
    * device memory (resident mode) or prepare the streaming pipeline.
    */
-  static async create(dataset: AnyDataset, options: LoaderOptions): Promise<DataLoader> {
+  static async create(dataset: AnyDataset | SourceSpec, options: LoaderOptions): Promise<DataLoader> {
     const opts = resolveOptions(options);
-    const length = checkDataset(dataset);
     const device = new CpuDevice();
     const probeContext = { signal: new AbortController().signal };
-    let reader: SourceReader;
+    const spec = specOf(dataset);
+    let ds: AnyDataset;
     try {
-      reader = await SourceReader.open(dataset, probeContext);
+      ds = isSourceSpec(dataset) ? await openSource(dataset) : dataset;
     } catch (cause) {
-      throw wrapDatasetError('reading sample 0 to learn the dataset\'s shape failed', cause);
+      throw wrapDatasetError('opening the source failed', cause);
     }
-    const { schema } = reader;
+    const length = checkDataset(ds);
+    let schema: Schema;
+    try {
+      schema = await SourceReader.probe(ds, probeContext);
+    } catch (cause) {
+      throw wrapDatasetError("reading sample 0 to learn the dataset's shape failed", cause);
+    }
     const count = schema.fields.length;
     if (opts.names !== undefined && opts.names.length !== count) {
       throw new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${opts.names.length}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
+    }
+    const perSample = SourceReader.isPerSample(ds);
+    if (opts.diskStage !== undefined && (!perSample || !opts.sampleCache)) {
+      throw new LoaderError(
+        'ERR_NEEDS_SAMPLE_LAYER',
+        `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
+      );
     }
     const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
     const picks = length * opts.augment;
@@ -105,25 +127,58 @@ export class DataLoader {
     const delivery: DeliveryConfig = { names, transform: opts.transform, augment: opts.augment, seed: opts.seed };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
     const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
+    const base = { opts, device, datasetLength: length, sampler, delivery };
 
     if (resident) {
       const t0 = performance.now();
       let store: ResidentStore;
       try {
-        const all = await reader.readAll(probeContext, allocStorage);
+        const all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
         store = device.resident(all.tensors);
       } catch (cause) {
         throw wrapDatasetError("reading the dataset into memory (resident mode) failed. Fix the dataset, or pass mode: 'streaming' to read it batch by batch", cause);
       }
-      return new DataLoader({ opts, device, datasetLength: length, sampler, delivery, resident: store, residentBuildMs: performance.now() - t0 });
+      return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
+    }
+
+    const workers = resolveWorkers(opts.workers ?? (spec !== undefined && !(ds instanceof ArraySource) ? 'auto' : 0));
+    if (workers > 0 && spec === undefined) {
+      throw invalidOption(
+        'workers',
+        '0 for a plain dataset object',
+        opts.workers,
+        'Reader workers open the dataset themselves: describe it with sources.module(moduleUrl, exportName, options), or read on the main thread with workers: 0',
+      );
+    }
+    const counters = new TierCounters();
+    const cache = perSample && opts.sampleCache ? SampleCache.create(length, schema.sampleBytes) : undefined;
+    const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
+    let disk: DiskStage | undefined;
+    if (opts.diskStage !== undefined) {
+      disk = DiskStage.create({ gigabytes: opts.diskStage.gigabytes, dir: opts.diskStage.dir, payloadBytes: schema.sampleBytes, length, warn });
+    }
+    const purityProbe = process.env.NODE_ENV !== 'production';
+    let fetcher: Fetcher;
+    let pool: ReaderPool | undefined;
+    if (workers > 0) {
+      try {
+        pool = await ReaderPool.start({
+          spec: spec!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
+        });
+      } catch (error) {
+        disk?.close();
+        throw error;
+      }
+      fetcher = pool;
+    } else {
+      fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
     }
     const governor = new Governor(
       { sampleBytes: schema.sampleBytes, batchSize: opts.batchSize, probe, vramMaxUsage: opts.vramMaxUsage },
       opts.prefetch,
       opts.activationReserve,
     );
-    const fetcher = new MainThreadFetcher(reader, device.allocate);
-    return new DataLoader({ opts, device, datasetLength: length, sampler, delivery, fetcher, governor, residentBuildMs: 0 });
+    return new DataLoader({ ...base, streaming: new StreamingParts({ fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes }), residentBuildMs: 0 });
   }
 
   /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
@@ -186,10 +241,12 @@ export class DataLoader {
   }
 
   stats(): LoaderStats {
+    if (this.#active !== undefined) this.#streaming?.refresh(this.#active.stats);
     return {
       device: this.#device.name,
       mode: this.isResident ? 'resident' : 'streaming',
       residentBuildMs: this.#residentBuildMs,
+      workers: this.#streaming?.pool?.workers ?? 0,
       epochs: this.#history.map((s) => ({ ...s })),
     };
   }
@@ -200,7 +257,8 @@ export class DataLoader {
     this.#closed = true;
     this.#active?.end();
     this.#resident?.dispose();
-    await this.#fetcher?.close();
+    await this.#streaming?.fetcher.close();
+    this.#streaming?.disk?.close();
     this.#device.close();
   }
 
@@ -226,6 +284,15 @@ export class DataLoader {
     };
   }
 
+  /** NOTE [The budget law] (pipeline/budget.ts): one MemAvailable probe per epoch sizes the RAM cache. */
+  #startStreaming(plan: EpochPlan, onEnd: (run: EpochRun) => void): EpochRun {
+    const parts = this.#streaming!;
+    parts.beginEpoch(this.#opts, plan.batches);
+    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.fetcher, this.#device, parts.governor);
+    parts.trackEpoch(run.stats);
+    return run;
+  }
+
   #start(epoch: number): EpochRun {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
@@ -238,11 +305,12 @@ export class DataLoader {
     const plan = new EpochPlan(epoch, picks, this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
     const onEnd = (run: EpochRun) => {
       if (this.#active === run) this.#active = undefined;
+      this.#streaming?.finishEpoch(run.stats);
     };
     const run =
       this.#resident !== undefined
         ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident)
-        : new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(this.#fetcher!, this.#device, this.#governor!);
+        : this.#startStreaming(plan, onEnd);
     this.#active = run;
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();

@@ -49,13 +49,26 @@ export interface LoaderOptions {
   ramMaxUsage?: number;
   /** Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. */
   activationReserve?: number;
-  /** Keep samples read from the source in RAM across epochs. Default true. */
+  /**
+   * Keep samples read from a per-sample dataset in RAM across epochs (streaming mode), within the
+   * RAM share. Default true: under a fresh shuffle each epoch, K cached samples of N serve K/N reads.
+   */
   sampleCache?: boolean;
-  /** Spill samples to a local pack file below the RAM cache. Default off. */
+  /**
+   * Stage samples that did not fit the RAM cache in a pack file on local disk (streaming mode,
+   * per-sample datasets). Pays when the source is slower than the local drive. Default off.
+   * `dir` defaults to the system temp directory; the file lives in a private 0700 directory and is
+   * removed on close, on exit and on SIGINT/SIGTERM.
+   */
   diskStage?: { gigabytes: number; dir?: string };
   /** Keep samples on the GPU across epochs (CUDA only). Default true. */
   vramPool?: boolean;
-  /** Reader threads. 0 reads on the main thread. */
+  /**
+   * Reader threads (worker_threads) for streaming mode; 'auto' = cores − 1 (at least 1); 0 reads on
+   * the main thread. Workers need a worker-openable dataset (`sources.module(...)` or a built-in
+   * source). Default: 'auto' for worker-openable sources, except in-memory arrays (a gather is
+   * cheaper than a hand-off); 0 for plain dataset objects.
+   */
   workers?: number | 'auto';
   /** This process's rank and the number of ranks. Default 0 of 1. */
   rank?: number;
@@ -82,6 +95,9 @@ export interface ResolvedOptions {
   readonly activationReserve: number | undefined;
   readonly sampleCache: boolean;
   readonly vramPool: boolean;
+  readonly diskStage: { readonly gigabytes: number; readonly dir: string | undefined } | undefined;
+  /** undefined = the default for the dataset (see `LoaderOptions.workers`). */
+  readonly workers: number | 'auto' | undefined;
   readonly errors: 'throw' | 'skip';
 }
 
@@ -171,17 +187,19 @@ export function resolveOptions(options: LoaderOptions): ResolvedOptions {
   const sampleCache = bool(o, 'sampleCache', true);
   const vramPool = bool(o, 'vramPool', true);
 
+  let diskStage: { gigabytes: number; dir: string | undefined } | undefined;
   if (o.diskStage !== undefined) {
     const ds = o.diskStage as { gigabytes?: unknown; dir?: unknown } | null;
-    if (ds === null || typeof ds !== 'object' || typeof ds.gigabytes !== 'number' || !(ds.gigabytes >= 0) || (ds.dir !== undefined && typeof ds.dir !== 'string')) {
+    if (ds === null || typeof ds !== 'object' || typeof ds.gigabytes !== 'number' || !Number.isFinite(ds.gigabytes) || ds.gigabytes < 0 || (ds.dir !== undefined && typeof ds.dir !== 'string')) {
       throw invalidOption('diskStage', '{ gigabytes: number ≥ 0, dir?: string }', o.diskStage);
     }
-    if (ds.gigabytes > 0) throw unsupportedOption('diskStage', o.diskStage, 'the disk stage arrives with the reader workers; omit `diskStage` (or set gigabytes: 0)');
+    if (ds.gigabytes > 0) diskStage = { gigabytes: ds.gigabytes, dir: ds.dir as string | undefined };
   }
 
+  let workers: number | 'auto' | undefined;
   if (o.workers !== undefined) {
-    if (o.workers !== 'auto' && (!isInt(o.workers) || (o.workers as number) < 0)) throw invalidOption('workers', "an integer ≥ 0 or 'auto'", o.workers);
-    if (o.workers !== 0) throw unsupportedOption('workers', o.workers, 'reader workers are not built yet; reads run on the main thread. Omit `workers` or pass 0');
+    if (o.workers !== 'auto' && (!isInt(o.workers) || (o.workers as number) < 0)) throw invalidOption('workers', "an integer ≥ 0 or 'auto' (cores − 1)", o.workers);
+    workers = o.workers as number | 'auto';
   }
 
   const worldSize = o.worldSize ?? 1;
@@ -195,7 +213,7 @@ export function resolveOptions(options: LoaderOptions): ResolvedOptions {
 
   return {
     batchSize, device, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
-    vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, errors,
+    vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, diskStage, workers, errors,
   };
 }
 

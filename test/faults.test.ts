@@ -185,7 +185,8 @@ describe('cancellation (streaming)', () => {
       }
     })());
     const startedAtBreak = ds.started.length;
-    assert.equal(ds.aborted, startedAtBreak - 1 - 4, 'every hanging read saw the abort');
+    assert.ok(ds.aborted > 0);
+    assert.equal(ds.aborted, ds.started.filter((i) => i >= 4).length, 'every hanging read saw the abort');
     await sleep(20);
     assert.equal(ds.started.length, startedAtBreak, 'no read starts after the loop ended');
   });

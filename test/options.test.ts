@@ -90,9 +90,11 @@ describe('option validation', () => {
 
   it('checks diskStage, workers, rank and worldSize', async () => {
     await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 'lots' } }, 'ERR_INVALID_OPTION', /`diskStage` must be \{ gigabytes/);
-    await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1 } }, 'ERR_UNSUPPORTED_OPTION', /`diskStage`/);
+    await rejectsWith({ batchSize: 4, diskStage: { gigabytes: -1 } }, 'ERR_INVALID_OPTION', /`diskStage` must be \{ gigabytes/);
+    await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1, dir: 7 } }, 'ERR_INVALID_OPTION', /`diskStage`/);
+    await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1 } }, 'ERR_NEEDS_SAMPLE_LAYER', /diskStage requires the sample layer.*getBatch/);
     await rejectsWith({ batchSize: 4, workers: -1 }, 'ERR_INVALID_OPTION', /`workers` must be an integer ≥ 0 or 'auto'/);
-    await rejectsWith({ batchSize: 4, workers: 4 }, 'ERR_UNSUPPORTED_OPTION', /`workers`/);
+    await rejectsWith({ batchSize: 4, workers: 1.5 }, 'ERR_INVALID_OPTION', /`workers`/);
     await rejectsWith({ batchSize: 4, worldSize: 0 }, 'ERR_INVALID_OPTION', /`worldSize` must be an integer ≥ 1/);
     await rejectsWith({ batchSize: 4, rank: 1 }, 'ERR_INVALID_OPTION', /`rank` must be an integer in \[0, worldSize = 1\)/);
     await rejectsWith({ batchSize: 4, rank: 1, worldSize: 2 }, 'ERR_UNSUPPORTED_OPTION', /`worldSize`/);

@@ -3,17 +3,18 @@
 // written, so the caller must not mutate them while a loader uses them.
 
 import { LoaderError, show } from '../errors.js';
-import { type TypedArray, allocStorage } from '../tensor/dtype.js';
+import { type DType, type TypedArray, allocStorage, elementSize, storageView } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { BatchDataset, ReadContext } from './dataset.js';
+import { type Reopenable, type SourceSpec, kSourceSpec } from './source-spec.js';
 
 /** Internal: lets the loader read the columns directly (resident mode, gathers into its own memory). */
 export const kColumns: unique symbol = Symbol('stoker.columns');
 
 export type ArrayColumns = readonly (Tensor | TypedArray)[] | { readonly [name: string]: Tensor | TypedArray };
 
-export class ArraySource implements BatchDataset {
+export class ArraySource implements BatchDataset, Reopenable {
   readonly length: number;
   readonly [kColumns]: { readonly tensors: readonly Tensor[]; readonly keys: readonly string[] | undefined };
 
@@ -47,6 +48,29 @@ export class ArraySource implements BatchDataset {
     this[kColumns] = { tensors, keys };
   }
 
+  #spec: SourceSpec | undefined;
+
+  /**
+   * How reader workers open these columns: as SharedArrayBuffer views, shared, not copied per
+   * worker. Columns not already in shared memory are copied there once, on first use.
+   */
+  [kSourceSpec](): SourceSpec {
+    if (this.#spec === undefined) {
+      const { tensors, keys } = this[kColumns];
+      const columns = tensors.map((t) => {
+        let data = t.data;
+        if (!(data.buffer instanceof SharedArrayBuffer)) {
+          const shared = allocSharedStorage(t.dtype, t.size);
+          (shared as unknown as { set(a: unknown): void }).set(data);
+          data = shared;
+        }
+        return { data, shape: t.shape, dtype: t.dtype };
+      });
+      this.#spec = { module: import.meta.url, export: 'openArrays', options: { columns, keys } };
+    }
+    return this.#spec;
+  }
+
   getBatch(indices: readonly number[], _context?: ReadContext): Tensor[] | Record<string, Tensor> {
     const { tensors, keys } = this[kColumns];
     for (const i of indices) {
@@ -66,4 +90,14 @@ export class ArraySource implements BatchDataset {
 
 export function hasColumns(ds: unknown): ds is ArraySource {
   return ds instanceof ArraySource;
+}
+
+/** Worker-side factory of `sources.arrays` (see ArraySource[kSourceSpec]). */
+export function openArrays(options: { columns: { data: TypedArray; shape: number[]; dtype: DType }[]; keys: string[] | undefined }): ArraySource {
+  const tensors = options.columns.map((c) => new Tensor(c.data, c.shape, c.dtype));
+  return new ArraySource(options.keys === undefined ? tensors : Object.fromEntries(options.keys.map((k, i) => [k, tensors[i]!])));
+}
+
+function allocSharedStorage(dtype: DType, length: number) {
+  return storageView(dtype, new SharedArrayBuffer(length * elementSize(dtype)), 0, length);
 }

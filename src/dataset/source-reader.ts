@@ -1,11 +1,15 @@
 // Internal: not exported from the package entry.
 // Reads rows from any dataset shape (per-sample, per-batch, in-memory columns) into batch-shaped
-// tensors, and enforces the schema learned from sample 0. The rule: rows written into memory from
-// `alloc` are fresh and owned by the caller; rows returned with `owned: false` may alias the
-// dataset's memory and must be copied before anyone writes to them.
+// memory, through the sample tiers when they are attached, and enforces the schema learned from
+// sample 0. Runs on the main thread and inside reader workers alike. The rule: rows written into
+// caller memory are fresh; rows returned with `owned: false` may alias the dataset's memory and must
+// be copied before anyone writes to them.
 
+import type { SampleCache } from '../cache/sample-cache.js';
+import type { TierCounters } from '../cache/tier-counters.js';
+import type { DiskStage } from '../cache/disk-stage.js';
 import { LoaderError, show } from '../errors.js';
-import { type DType, type StorageOf, inferDType } from '../tensor/dtype.js';
+import { type DType, type Storage, type StorageOf, allocStorage, elementSize, inferDType } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import { ArraySource, kColumns } from './arrays-source.js';
@@ -17,32 +21,55 @@ export interface StagedBatch {
   readonly tensors: readonly Tensor[];
   /** True when the tensors live in memory from the caller's allocator (fresh, never aliased). */
   readonly owned: boolean;
+  /** Called once the rows were copied out (staging memory goes back to its ring). */
+  readonly done?: () => void;
 }
 
 export type Allocate = <D extends DType>(dtype: D, length: number) => StorageOf[D];
 
+/** The sample tiers a per-sample read goes through: RAM cache, then disk stage, then the source. */
+export interface SampleTiers {
+  readonly cache: SampleCache | undefined;
+  readonly disk: DiskStage | undefined;
+  readonly counters: TierCounters;
+  /** Read the first source miss twice and compare (development mode, reference §5.4). */
+  readonly purityProbe: boolean;
+}
+
 export class SourceReader {
   readonly schema: Schema;
   readonly #ds: AnyDataset;
+  readonly #tiers: SampleTiers | undefined;
+  readonly #fieldBytes: number[];
+  readonly #scratch: Uint8Array;
+  #probed = false;
 
-  private constructor(ds: AnyDataset, schema: Schema) {
+  constructor(ds: AnyDataset, schema: Schema, tiers?: SampleTiers) {
     this.#ds = ds;
     this.schema = schema;
+    this.#tiers = tiers;
+    this.#fieldBytes = schema.fields.map((f) => f.rowSize * elementSize(f.dtype));
+    this.#scratch = new Uint8Array(schema.sampleBytes);
   }
 
   /** Learn the schema from sample 0 (one dataset read, as flodl's build-time probe). */
-  static async open(ds: AnyDataset, context: ReadContext): Promise<SourceReader> {
+  static async probe(ds: AnyDataset, context: ReadContext): Promise<Schema> {
     if (ds instanceof ArraySource) {
       const { tensors, keys } = ds[kColumns];
-      return new SourceReader(ds, schemaOfColumns(tensors, keys));
+      return schemaOfColumns(tensors, keys);
     }
     if (isBatchDataset(ds)) {
       const cols = await ds.getBatch([0], context);
       const { tensors, keys } = batchColumns(cols, 1, undefined, 'dataset.getBatch([0])');
-      return new SourceReader(ds, schemaOfColumns(tensors, keys));
+      return schemaOfColumns(tensors, keys);
     }
     const sample = await ds.get(0, context);
-    return new SourceReader(ds, schemaOf(sampleFields(sample, undefined, 'dataset.get(0)'), 'dataset.get(0)'));
+    return schemaOf(sampleFields(sample, undefined, 'dataset.get(0)'), 'dataset.get(0)');
+  }
+
+  /** True when reads go sample by sample (the only shape the sample tiers can serve). */
+  static isPerSample(ds: AnyDataset): boolean {
+    return !isBatchDataset(ds);
   }
 
   /** The whole dataset as columns, for resident mode. Never copies in-memory columns. */
@@ -53,56 +80,182 @@ export class SourceReader {
     return this.read(ids, context, alloc);
   }
 
+  /** Rows of `ids`, in that order, in memory from `alloc` (or borrowed from a per-batch dataset). */
   read(ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
-    const ds = this.#ds;
-    if (ds instanceof ArraySource) return this.#gatherColumns(ds, ids, alloc);
-    if (isBatchDataset(ds)) return this.#readBatch(ds, ids, context);
-    return this.#readSamples(ds, ids, context, alloc);
-  }
-
-  #gatherColumns(ds: ArraySource, ids: ArrayLike<number>, alloc: Allocate): StagedBatch {
+    if (isBatchDataset(this.#ds) && !(this.#ds instanceof ArraySource)) return this.#readBorrowed(this.#ds, ids, context);
     const n = ids.length;
-    const tensors = ds[kColumns].tensors.map((t) => {
-      const out = alloc(t.dtype, n * t.rowSize);
-      gatherRows(t.data, t.rowSize, ids, 0, n, out);
-      return trustedTensor(t.dtype, out, [n, ...t.shape.slice(1)]);
-    });
-    return { tensors, owned: true };
+    const outs = this.schema.fields.map((f) => alloc(f.dtype, n * f.rowSize) as Storage);
+    const finish = (): StagedBatch => ({ tensors: this.schema.fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])), owned: true });
+    const done = this.readInto(ids, context, outs, 0);
+    return done === undefined ? finish() : done.then(finish);
   }
 
-  async #readBatch(ds: BatchDataset, ids: ArrayLike<number>, context: ReadContext): Promise<StagedBatch> {
+  /**
+   * Write the rows of `ids` into `outs` (one storage per field, batch-shaped) from row `rowOffset`.
+   * Synchronous when every read is; the reader workers write straight into staging memory this way.
+   */
+  readInto(ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean): void | Promise<void> {
+    const ds = this.#ds;
+    if (cancelled?.()) throw cancelledError();
+    if (ds instanceof ArraySource) {
+      const t0 = performance.now();
+      ds[kColumns].tensors.forEach((t, f) => gatherIntoAt(t, ids, outs[f]!, rowOffset));
+      this.#countSource(ids.length, performance.now() - t0);
+      return;
+    }
+    if (isBatchDataset(ds)) {
+      return this.#readBorrowed(ds, ids, context).then((staged) => {
+        staged.tensors.forEach((t, f) => (outs[f] as unknown as { set(a: Storage, o: number): void }).set(t.data, rowOffset * t.rowSize));
+      });
+    }
+    return this.#readSamples(ds, ids, context, outs, rowOffset, cancelled);
+  }
+
+  async #readBorrowed(ds: BatchDataset, ids: ArrayLike<number>, context: ReadContext): Promise<StagedBatch> {
+    const t0 = performance.now();
     const cols = await ds.getBatch(Array.from(ids), context);
     const { tensors } = batchColumns(cols, ids.length, this.schema, 'dataset.getBatch');
+    this.#countSource(ids.length, performance.now() - t0);
     return { tensors, owned: false };
   }
 
-  #readSamples(ds: Dataset, ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
+  #countSource(rows: number, ms: number): void {
+    this.#tiers?.counters.add('sourceRows', rows);
+    this.#tiers?.counters.add('sourceNs', ms * 1e6);
+  }
+
+  #readSamples(ds: Dataset, ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean): void | Promise<void> {
+    const tiers = this.#tiers;
     const { fields, keys } = this.schema;
-    const n = ids.length;
-    const outs = fields.map((f) => alloc(f.dtype, n * f.rowSize));
-    const pending: { row: number; value: Promise<unknown> }[] = [];
-    for (let row = 0; row < n; row++) {
-      const id = ids[row]!;
+    const pending: { row: number; id: number; value: Promise<unknown>; t0: number }[] = [];
+    let sourceRows = 0;
+    let sourceMs = 0;
+    let ramRows = 0;
+    let diskRows = 0;
+    for (let i = 0; i < ids.length; i++) {
+      context.signal.throwIfAborted();
+      if (cancelled?.()) throw cancelledError();
+      const id = ids[i]!;
+      const row = rowOffset + i;
+      if (tiers !== undefined) {
+        const cached = tiers.cache?.lookup(id);
+        if (cached !== undefined) {
+          this.#unpack(cached, outs, row);
+          ramRows++;
+          continue;
+        }
+        if (tiers.disk !== undefined && tiers.disk.read(id, this.#scratch) === 'hit') {
+          this.#unpack(this.#scratch, outs, row);
+          diskRows++;
+          continue;
+        }
+      }
+      const t0 = performance.now();
       const got = ds.get(id, context);
-      if (isPromise(got)) pending.push({ row, value: got });
-      else writeSample(got, id, row, fields, keys, outs);
+      if (isPromise(got)) {
+        pending.push({ row, id, value: got, t0 });
+        continue;
+      }
+      sourceMs += performance.now() - t0;
+      sourceRows++;
+      writeSample(got, id, row, fields, keys, outs);
+      this.#afterSource(ds, id, outs, row, context);
     }
-    const finish = (): StagedBatch => ({
-      tensors: fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])),
-      owned: true,
-    });
-    if (pending.length === 0) return finish();
-    return Promise.all(pending.map((p) => p.value)).then((samples) => {
-      samples.forEach((s, k) => {
-        const row = pending[k]!.row;
-        writeSample(s, ids[row]!, row, fields, keys, outs);
+    if (tiers !== undefined) {
+      tiers.counters.add('ramRows', ramRows);
+      tiers.counters.add('diskRows', diskRows);
+      tiers.counters.add('sourceRows', sourceRows);
+      tiers.counters.add('sourceNs', sourceMs * 1e6);
+    }
+    if (pending.length === 0) return;
+    return (async () => {
+      const samples = await Promise.all(pending.map((p) => p.value.then((v) => [v, performance.now() - p.t0] as const)));
+      let ms = 0;
+      samples.forEach(([s, dt], k) => {
+        const { row, id } = pending[k]!;
+        ms += dt;
+        writeSample(s, id, row, fields, keys, outs);
       });
-      return finish();
-    });
+      for (const { row, id } of pending) await this.#afterSource(ds, id, outs, row, context);
+      tiers?.counters.add('sourceRows', pending.length);
+      tiers?.counters.add('sourceNs', ms * 1e6);
+    })();
+  }
+
+  /** A sample just came from the source: probe purity once, then offer it to the tiers. */
+  #afterSource(ds: Dataset, id: number, outs: readonly Storage[], row: number, context: ReadContext): void | Promise<void> {
+    const tiers = this.#tiers;
+    if (tiers === undefined) return;
+    const cache = tiers.cache;
+    const disk = tiers.disk;
+    const cacheRoom = cache !== undefined && cache.rowsHeld < cache.capacity;
+    const diskRoom = disk !== undefined && !disk.latched;
+    if (!cacheRoom && !diskRoom) return;
+    const packed = this.#pack(outs, row);
+    const admit = () => {
+      if (!(cacheRoom && cache!.admit(id, packed)) && diskRoom) disk!.admit(id, packed);
+    };
+    if (!tiers.purityProbe || this.#probed) return admit();
+    this.#probed = true;
+    // Other reads of this reader may reuse the scratch buffer while the second read is pending.
+    const first = packed.slice();
+    const again = ds.get(id, context);
+    const check = (second: unknown) => {
+      const probeOuts = this.schema.fields.map((f) => allocStorage(f.dtype, f.rowSize) as Storage);
+      writeSample(second, id, 0, this.schema.fields, this.schema.keys, probeOuts);
+      if (!bytesEqual(first, this.#pack(probeOuts, 0))) throw impure(id);
+      this.#scratch.set(first);
+      admit();
+    };
+    return isPromise(again) ? again.then(check) : check(again);
+  }
+
+  #pack(outs: readonly Storage[], row: number): Uint8Array {
+    let off = 0;
+    for (let f = 0; f < outs.length; f++) {
+      const rb = this.#fieldBytes[f]!;
+      const o = outs[f]!;
+      this.#scratch.set(new Uint8Array(o.buffer, o.byteOffset + row * rb, rb), off);
+      off += rb;
+    }
+    return this.#scratch;
+  }
+
+  #unpack(bytes: Uint8Array, outs: readonly Storage[], row: number): void {
+    let off = 0;
+    for (let f = 0; f < outs.length; f++) {
+      const rb = this.#fieldBytes[f]!;
+      const o = outs[f]!;
+      new Uint8Array(o.buffer, o.byteOffset + row * rb, rb).set(bytes.subarray(off, off + rb));
+      off += rb;
+    }
   }
 }
 
-function writeSample(sample: unknown, id: number, row: number, fields: readonly FieldSpec[], keys: readonly string[] | undefined, outs: StorageOf[DType][]): void {
+function gatherIntoAt(src: Tensor, ids: ArrayLike<number>, out: Storage, rowOffset: number): void {
+  const rs = src.rowSize;
+  const view = (out as unknown as { subarray(a: number, b: number): Storage }).subarray(rowOffset * rs, (rowOffset + ids.length) * rs);
+  gatherRows(src.data, rs, ids, 0, ids.length, view);
+}
+
+function cancelledError(): Error {
+  return new DOMException('the read was cancelled', 'AbortError');
+}
+
+function impure(id: number): LoaderError {
+  return new LoaderError(
+    'ERR_IMPURE_DATASET',
+    `dataset.get(${id}) returned different content on two reads. A dataset must be a pure function of the index: the sample cache and the disk stage keep the first read and serve it every epoch. Move randomness into the loader's transform (take it from key.rng()), or pass sampleCache: false`,
+  );
+}
+
+function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+export function writeSample(sample: unknown, id: number, row: number, fields: readonly FieldSpec[], keys: readonly string[] | undefined, outs: readonly Storage[]): void {
   const where = `dataset.get(${id})`;
   const { values } = sampleFields(sample as never, keys, where);
   if (values.length !== fields.length) {
@@ -146,4 +299,3 @@ function label(keys: readonly string[] | undefined, i: number): string {
 function isPromise(v: unknown): v is Promise<unknown> {
   return v !== null && typeof v === 'object' && typeof (v as { then?: unknown }).then === 'function';
 }
-

@@ -24,11 +24,31 @@ export interface EpochStats {
   wallMs: number;
   /** The consumer received every batch of the epoch. */
   complete: boolean;
+  /** Streaming, per tier: rows served by the RAM sample cache, the disk stage, and the source. */
+  rowsFromCache: number;
+  rowsFromDisk: number;
+  rowsFromSource: number;
+  bytesFromCache: number;
+  bytesFromDisk: number;
+  bytesFromSource: number;
+  /** Time spent in source reads, summed over reader threads. */
+  sourceReadMs: number;
+  /** Bytes the RAM cache holds, and its admission ceiling this epoch. */
+  cacheHeldBytes: number;
+  cacheBudgetBytes: number;
+  /** Bytes staged on disk, and records that failed verification (read as misses). */
+  diskStagedBytes: number;
+  diskCorruptRecords: number;
+  /** Reader workers alive, and staging slots (the ring's depth); 0 when reading on the main thread. */
+  workers: number;
+  ringSlots: number;
 }
 
 export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): EpochStats {
   return {
     epoch, mode, batches: 0, rowsDelivered: 0, rowsFetched: 0, fetchMs: 0, waitMs: 0, transformMs: 0,
     failedBatches: 0, skippedBatches: 0, wallMs: 0, complete: false,
+    rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
+    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0,
   };
 }

@@ -69,7 +69,11 @@ export class StreamingRun extends EpochRun {
       const staged = await this.#fetcher.fetch(ids, this.signal);
       this.stats.rowsFetched += ids.length;
       this.stats.fetchMs += performance.now() - t0;
-      return { memory: this.#device.upload(staged) };
+      try {
+        return { memory: this.#device.upload(staged) };
+      } finally {
+        staged.done?.();
+      }
     } catch (error) {
       this.stats.fetchMs += performance.now() - t0;
       return { error };

@@ -1,0 +1,355 @@
+// Internal: not exported from the package entry.
+// The reader pool: worker_threads that open the dataset themselves and write rows straight into
+// shared staging slots. It is the streaming pipeline's fetcher when `workers` > 0.
+//
+// NOTE [Reader pool protocol]
+// - A batch (a job) takes one staging slot and is cut into one contiguous chunk of rows per live
+//   worker. `tokens[slot]` holds the job id while the job is wanted; cancelling writes 0, and
+//   workers check it before every sample, so queued reads of an abandoned epoch cost nothing.
+// - Every chunk is answered exactly once (done, failed, cancelled) or settled by the worker's death.
+//   The slot returns to the ring only when all its chunks are settled and its rows were copied out.
+// - A worker that dies fails only the chunks it held; it is replaced. A worker that dies before it
+//   reported ready stops the respawning: the pool fails with the reason, and every later read fails
+//   with it too (never a respawn loop).
+// - Workers are ref'd only while reads are outstanding, so an idle loader never holds the process
+//   open; close() asks workers to exit, then terminates any still alive after a time limit.
+
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { DiskStageShared } from '../cache/disk-stage.js';
+import type { SampleCacheShared } from '../cache/sample-cache.js';
+import type { Schema } from '../dataset/schema.js';
+import type { StagedBatch } from '../dataset/source-reader.js';
+import type { SourceSpec } from '../dataset/source-spec.js';
+import { LoaderError, describeCause } from '../errors.js';
+import { trustedTensor } from '../tensor/tensor.js';
+import type { Fetcher } from './fetcher.js';
+import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
+import { type SlotLayout, slotLayout, slotViews } from './staging.js';
+
+const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './reader-worker.ts' : './reader-worker.js', import.meta.url);
+/** How long close() lets a worker finish before terminating it. */
+const CLOSE_GRACE_MS = 1000;
+
+export function resolveWorkers(workers: number | 'auto'): number {
+  return workers === 'auto' ? Math.max(1, availableParallelism() - 1) : workers;
+}
+
+export interface ReaderPoolOptions {
+  readonly spec: SourceSpec;
+  readonly workers: number;
+  readonly schema: Schema;
+  readonly batchSize: number;
+  readonly cache: SampleCacheShared | undefined;
+  readonly disk: DiskStageShared | undefined;
+  readonly counters: BigInt64Array;
+  readonly purityProbe: boolean;
+  readonly warn: (message: string) => void;
+}
+
+interface Member {
+  readonly index: number;
+  readonly worker: Worker;
+  ready: boolean;
+  /** Chunks this worker holds: job → chunk starts. */
+  readonly held: Map<number, Set<number>>;
+  cause: unknown;
+}
+
+interface Job {
+  readonly id: number;
+  readonly slot: number;
+  readonly ids: Uint32Array;
+  /** Chunks not yet settled. */
+  open: number;
+  finished: boolean;
+  readonly resolve: (s: StagedBatch) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+export class ReaderPool implements Fetcher {
+  readonly #opts: ReaderPoolOptions;
+  readonly #layout: SlotLayout;
+  readonly #tokens = new Int32Array(new SharedArrayBuffer(4 * 1024));
+  readonly #slots: SharedArrayBuffer[] = [];
+  readonly #free: number[] = [];
+  readonly #members: (Member | undefined)[] = [];
+  readonly #jobs = new Map<number, Job>();
+  #nextJob = 1;
+  #rr = 0;
+  #failure: LoaderError | undefined;
+  #closing = false;
+  /** Workers start ref'd so that awaiting their start keeps the process alive. */
+  #refd = true;
+  #started = 0;
+
+  private constructor(opts: ReaderPoolOptions) {
+    this.#opts = opts;
+    this.#layout = slotLayout(opts.schema, opts.batchSize);
+  }
+
+  /** Start the workers and wait until each has opened the dataset; fails with the reason if one cannot. */
+  static async start(opts: ReaderPoolOptions): Promise<ReaderPool> {
+    const pool = new ReaderPool(opts);
+    const ready = Array.from({ length: opts.workers }, (_, i) => pool.#spawn(i));
+    try {
+      await Promise.all(ready);
+    } catch (error) {
+      await pool.close();
+      throw error;
+    }
+    pool.#refresh();
+    return pool;
+  }
+
+  get workers(): number {
+    return this.#members.filter((m) => m?.ready).length;
+  }
+
+  /** Staging slots allocated (the ring's depth). */
+  get slots(): number {
+    return this.#slots.length;
+  }
+
+  get slotBytes(): number {
+    return this.#layout.bytes;
+  }
+
+  /** Workers started over the pool's life (replacements included). */
+  get started(): number {
+    return this.#started;
+  }
+
+  fetch(sampleIds: Uint32Array, signal: AbortSignal): Promise<StagedBatch> {
+    if (this.#failure) return Promise.reject(this.#failure);
+    if (this.#closing) return Promise.reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
+    signal.throwIfAborted();
+    return new Promise<StagedBatch>((resolve, reject) => {
+      const slot = this.#acquireSlot();
+      const job: Job = { id: this.#nextJob++, slot, ids: sampleIds, open: 0, finished: false, resolve, reject };
+      if (this.#nextJob > 0x7ffffff0) this.#nextJob = 1;
+      Atomics.store(this.#tokens, slot, job.id);
+      this.#jobs.set(job.id, job);
+      this.#refresh();
+      const members = this.#live();
+      if (members.length === 0) {
+        this.#finish(job, new LoaderError('ERR_WORKER_DIED', 'no reader worker is alive to read this batch'));
+        return;
+      }
+      const n = sampleIds.length;
+      const parts = Math.max(1, Math.min(members.length, n));
+      const size = Math.ceil(n / parts);
+      for (let start = 0; start < n; start += size) {
+        const member = members[this.#rr++ % members.length]!;
+        const ids = sampleIds.slice(start, Math.min(start + size, n));
+        job.open++;
+        let held = member.held.get(job.id);
+        if (held === undefined) member.held.set(job.id, (held = new Set()));
+        held.add(start);
+        this.#post(member, { t: 'read', job: job.id, slot, start, rows: n, ids });
+      }
+      signal.addEventListener('abort', () => this.#cancel(job, signal.reason), { once: true });
+    });
+  }
+
+  /** Post newly allocated cache chunks to every worker (before the cache's capacity is raised). */
+  shareChunks(chunks: readonly SharedArrayBuffer[]): void {
+    for (const m of this.#members) if (m) this.#post(m, { t: 'chunks', chunks });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closing) return;
+    this.#closing = true;
+    const error = new LoaderError('ERR_LOADER_CLOSED', 'the loader closed while this batch was being read');
+    for (const job of this.#jobs.values()) this.#finish(job, error);
+    await Promise.all(this.#members.map((m) => (m ? this.#stop(m) : undefined)));
+  }
+
+  #live(): Member[] {
+    const ready = this.#members.filter((m): m is Member => m?.ready === true);
+    return ready.length > 0 ? ready : this.#members.filter((m): m is Member => m !== undefined);
+  }
+
+  #acquireSlot(): number {
+    const free = this.#free.pop();
+    if (free !== undefined) return free;
+    if (this.#slots.length >= this.#tokens.length) throw new LoaderError('ERR_INVALID_OPTION', `more than ${this.#tokens.length} batches in flight; lower \`prefetch\``);
+    this.#slots.push(new SharedArrayBuffer(this.#layout.bytes));
+    for (const m of this.#members) if (m) this.#post(m, { t: 'slots', slots: this.#slots });
+    return this.#slots.length - 1;
+  }
+
+  #spawn(index: number): Promise<void> {
+    const init: ReaderInit = {
+      index, spec: this.#opts.spec, schema: this.#opts.schema, layout: this.#layout, tokens: this.#tokens, slots: this.#slots,
+      cache: this.#opts.cache, disk: this.#opts.disk, counters: this.#opts.counters, purityProbe: this.#opts.purityProbe,
+    };
+    const worker = new Worker(bootCode(this.#opts.spec), { eval: true, workerData: init, stdout: false, stderr: false });
+    const member: Member = { index, worker, ready: false, held: new Map(), cause: undefined };
+    this.#members[index] = member;
+    this.#started++;
+    if (!this.#refd) worker.unref();
+    return new Promise<void>((resolve, reject) => {
+      worker.on('message', (m: FromWorker) => {
+        if (m.t === 'ready') {
+          member.ready = true;
+          resolve();
+        } else if (m.t === 'warn') this.#opts.warn(m.message);
+        else this.#settle(member, m.job, m.start, m.t === 'failed' ? fromWire(m.error) : m.t);
+      });
+      worker.on('error', (error) => {
+        member.cause ??= error;
+      });
+      worker.on('exit', (code) => {
+        if (this.#members[index] === member) this.#members[index] = undefined;
+        if (!member.ready) {
+          const why = member.cause !== undefined ? describeCause(member.cause) : `it exited with code ${code}`;
+          const failure = new LoaderError(
+            'ERR_WORKER_START',
+            `a reader worker failed to start: ${why}. Respawning stopped. Check that ${this.#opts.spec.module} (export ${JSON.stringify(this.#opts.spec.export)}) opens in a worker thread, or pass workers: 0 to read on the main thread`,
+            { cause: member.cause },
+          );
+          if (!this.#closing) this.#fail(failure);
+          reject(failure);
+          this.#orphan(member, failure);
+          return;
+        }
+        if (this.#closing) return;
+        const why = member.cause !== undefined ? describeCause(member.cause) : `exit code ${code}`;
+        this.#orphan(member, undefined, why);
+        if (!this.#failure) void this.#spawn(index).catch(() => {});
+      });
+    });
+  }
+
+  /** Settle every chunk a dead worker held. */
+  #orphan(member: Member, failure: LoaderError | undefined, why?: string): void {
+    for (const [jobId, starts] of member.held) {
+      const job = this.#jobs.get(jobId);
+      for (const start of starts) {
+        const error =
+          failure ??
+          new LoaderError(
+            'ERR_WORKER_DIED',
+            `reader worker ${member.index} died (${why}) while reading samples ${describeIds(job?.ids)}; this batch fails and the worker is replaced`,
+          );
+        this.#settle(member, jobId, start, error);
+      }
+    }
+    member.held.clear();
+  }
+
+  #settle(member: Member, jobId: number, start: number, outcome: 'done' | 'cancelled' | Error): void {
+    const held = member.held.get(jobId);
+    if (held === undefined || !held.delete(start)) return;
+    if (held.size === 0) member.held.delete(jobId);
+    const job = this.#jobs.get(jobId);
+    if (job === undefined) return;
+    job.open--;
+    if (outcome instanceof Error) this.#finish(job, outcome);
+    if (job.open > 0) return;
+    this.#jobs.delete(job.id);
+    if (job.finished) {
+      this.#release(job.slot);
+    } else {
+      job.finished = true;
+      const rows = job.ids.length;
+      const views = slotViews(this.#opts.schema, this.#layout, this.#slots[job.slot]!, rows);
+      const tensors = this.#opts.schema.fields.map((f, i) => trustedTensor(f.dtype, views[i]!, [rows, ...f.shape]));
+      let released = false;
+      job.resolve({
+        tensors,
+        owned: false,
+        done: () => {
+          if (released) return;
+          released = true;
+          this.#release(job.slot);
+        },
+      });
+    }
+    this.#refresh();
+  }
+
+  /** End a job early (error or cancel): reject its promise now; its slot returns when its chunks settle. */
+  #finish(job: Job, error: unknown): void {
+    if (job.finished) return;
+    job.finished = true;
+    if (Atomics.load(this.#tokens, job.slot) === job.id) Atomics.store(this.#tokens, job.slot, 0);
+    job.reject(error);
+    for (const m of this.#members) if (m?.held.has(job.id)) this.#post(m, { t: 'cancel', job: job.id });
+    if (job.open === 0) {
+      this.#jobs.delete(job.id);
+      this.#release(job.slot);
+    }
+  }
+
+  #cancel(job: Job, reason: unknown): void {
+    this.#finish(job, reason);
+  }
+
+  #release(slot: number): void {
+    Atomics.store(this.#tokens, slot, 0);
+    this.#free.push(slot);
+  }
+
+  #fail(failure: LoaderError): void {
+    this.#failure = failure;
+    for (const job of this.#jobs.values()) this.#finish(job, failure);
+  }
+
+  /** Keep the process alive only while reads are outstanding. */
+  #refresh(): void {
+    const want = this.#jobs.size > 0;
+    if (want === this.#refd) return;
+    this.#refd = want;
+    for (const m of this.#members) if (m) (want ? m.worker.ref() : m.worker.unref());
+  }
+
+  #post(member: Member, message: ToWorker): void {
+    member.worker.postMessage(message);
+  }
+
+  #stop(member: Member): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => void member.worker.terminate(), CLOSE_GRACE_MS);
+      member.worker.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      member.worker.ref();
+      this.#post(member, { t: 'close' });
+    });
+  }
+}
+
+/**
+ * The worker's first line. Workers do not inherit tsx's module hooks on Node 20 (the entry resolves
+ * before `--import tsx` applies), so when the worker entry or the user's source module is TypeScript,
+ * the boot registers tsx first — if it is installed — and then imports the entry.
+ */
+function bootCode(spec: SourceSpec): string {
+  const entry = JSON.stringify(WORKER_URL.href);
+  const typescript = /\.[cm]?tsx?$/.test(WORKER_URL.pathname) || /\.[cm]?tsx?$/.test(spec.module);
+  let tsx: string | undefined;
+  if (typescript) {
+    try {
+      tsx = import.meta.resolve('tsx/esm/api');
+    } catch {
+      tsx = undefined;
+    }
+  }
+  return tsx === undefined ? `import(${entry})` : `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${entry}); })`;
+}
+
+function fromWire(w: WireError): Error {
+  const error = w.code !== undefined ? new LoaderError(w.code as never, w.message) : new Error(w.message);
+  error.name = w.name;
+  if (w.stack !== undefined) error.stack = w.stack;
+  return error;
+}
+
+function describeIds(ids: Uint32Array | undefined): string {
+  if (ids === undefined) return '[]';
+  const shown = Array.from(ids.subarray(0, 8)).join(', ');
+  return ids.length > 8 ? `[${shown}, … ${ids.length - 8} more]` : `[${shown}]`;
+}
