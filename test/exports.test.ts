@@ -11,6 +11,6 @@ it('exports exactly the public surface', () => {
   ]);
 });
 
-it('exposes one built-in source per format, starting with arrays', () => {
-  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays']);
+it('exposes the built-in sources: in-memory arrays and worker-openable modules', () => {
+  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays', 'module']);
 });
