@@ -246,9 +246,13 @@ export class ReaderPool implements Fetcher {
     const job = this.#jobs.get(jobId);
     if (job === undefined) return;
     job.open--;
-    if (outcome instanceof Error) this.#finish(job, outcome);
-    if (job.open > 0) return;
-    this.#jobs.delete(job.id);
+    if (outcome instanceof Error) this.#reject(job, outcome);
+    this.#retireIfSettled(job);
+  }
+
+  /** Once every chunk of a job is settled: hand its rows over, or put its slot back. */
+  #retireIfSettled(job: Job): void {
+    if (job.open > 0 || !this.#jobs.delete(job.id)) return;
     if (job.finished) {
       this.#release(job.slot);
     } else {
@@ -270,17 +274,18 @@ export class ReaderPool implements Fetcher {
     this.#refresh();
   }
 
-  /** End a job early (error or cancel): reject its promise now; its slot returns when its chunks settle. */
-  #finish(job: Job, error: unknown): void {
+  /** Fail a job now (its promise rejects at once); its slot waits for its chunks to settle. */
+  #reject(job: Job, error: unknown): void {
     if (job.finished) return;
     job.finished = true;
     if (Atomics.load(this.#tokens, job.slot) === job.id) Atomics.store(this.#tokens, job.slot, 0);
     job.reject(error);
     for (const m of this.#members) if (m?.held.has(job.id)) this.#post(m, { t: 'cancel', job: job.id });
-    if (job.open === 0) {
-      this.#jobs.delete(job.id);
-      this.#release(job.slot);
-    }
+  }
+
+  #finish(job: Job, error: unknown): void {
+    this.#reject(job, error);
+    this.#retireIfSettled(job);
   }
 
   #cancel(job: Job, reason: unknown): void {

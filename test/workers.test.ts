@@ -1,0 +1,290 @@
+// Reader workers: exactly-once and ordered delivery through the pool, faults that fail only the
+// batches they touch, cancellation, close() that never hangs and leaves nothing alive, and the
+// sample tiers (RAM cache, disk stage) counted by the source's own read counter.
+
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, writeFileSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BatchError, DataLoader, type LoaderOptions, sources } from '../src/index.js';
+import type { ScriptedOptions } from './fixtures/scripted-source.js';
+import { collect, epochIds, range, sorted, within, ys } from './fixtures.js';
+
+const FIXTURE = new URL('./fixtures/scripted-source.ts', import.meta.url);
+
+function counter(n: number): Int32Array {
+  return new Int32Array(new SharedArrayBuffer(4 * (n + 1)));
+}
+
+function scripted(options: ScriptedOptions) {
+  return sources.module(FIXTURE, 'openScripted', options);
+}
+
+function make(options: ScriptedOptions, loader: Omit<LoaderOptions, 'mode'>) {
+  return DataLoader.create(scripted(options), { mode: 'streaming', ...loader });
+}
+
+function threads(): number {
+  return readdirSync('/proc/self/task').length;
+}
+
+describe('reader workers', { timeout: 60_000 }, () => {
+  for (const workers of [1, 2, 3]) {
+    it(`deliver every sample exactly once per epoch, in plan order (${workers} worker${workers > 1 ? 's' : ''})`, async () => {
+      const pooled = await make({ n: 103, latencyMs: workers === 2 ? 1 : 0 }, { batchSize: 8, workers, dropLast: false, seed: 3 });
+      const plain = await DataLoader.create({ length: 103, get: (i: number) => ({ x: new Float32Array([i, i + 0.5]), y: Int32Array.of(i) }) }, { batchSize: 8, dropLast: false, seed: 3, mode: 'streaming' });
+      for (let e = 0; e < 2; e++) {
+        const batches = await within(20_000, 'epoch', collect(pooled.epoch(e)));
+        assert.deepEqual(batches.map((b) => b.index), range(batches.length));
+        const ids = batches.flatMap(ys);
+        assert.deepEqual(sorted(ids), range(103));
+        assert.deepEqual(ids, await epochIds(plain.epoch(e)), 'same order as the main-thread reader');
+        for (const b of batches) {
+          const x = b.get('x').data as Float32Array;
+          b.sampleIds.forEach((id, r) => assert.deepEqual([x[2 * r], x[2 * r + 1]], [id, id + 0.5]));
+        }
+      }
+      assert.equal(pooled.stats().workers, workers);
+      await pooled.close();
+    });
+  }
+
+  it('default to cores − 1 for a worker-openable source, and to the main thread for in-memory arrays', async () => {
+    const spec = await make({ n: 10 }, { batchSize: 5 });
+    assert.ok(spec.stats().workers >= 1);
+    await spec.close();
+    const arrays = await DataLoader.create(sources.arrays({ y: new Int32Array(10) }), { batchSize: 5, mode: 'streaming' });
+    assert.equal(arrays.stats().workers, 0);
+    const pooledArrays = await DataLoader.create(sources.arrays({ y: Int32Array.from(range(10)) }), { batchSize: 5, mode: 'streaming', workers: 2, shuffle: false });
+    assert.deepEqual(await epochIds(pooledArrays.epoch(0)), range(10));
+    await pooledArrays.close();
+  });
+
+  it('refuse workers for a plain dataset object, naming the fix', async () => {
+    await assert.rejects(DataLoader.create({ length: 4, get: (i: number) => [Int32Array.of(i)] }, { batchSize: 2, mode: 'streaming', workers: 2 }), {
+      code: 'ERR_INVALID_OPTION', message: /`workers` must be 0 for a plain dataset object.*sources.module/,
+    });
+  });
+
+  it('a throwing dataset fails its batch only; workers survive and the next epoch is whole', async () => {
+    const once = new Int32Array(new SharedArrayBuffer(4));
+    const loader = await make({ n: 40, throwAt: [17], once }, { batchSize: 4, workers: 2, shuffle: false });
+    const error = await collect(loader.epoch(0)).catch((e: unknown) => e);
+    assert.ok(error instanceof BatchError);
+    assert.equal(error.batchIndex, 4);
+    assert.deepEqual(error.sampleIds, [16, 17, 18, 19]);
+    assert.match(error.message, /sample 17 is unreadable/);
+    assert.deepEqual(await within(10_000, 'next epoch', epochIds(loader.epoch(1))), range(40));
+    assert.equal(loader.stats().workers, 2);
+    await loader.close();
+  });
+
+  for (const [fault, key] of [['exits (process.exit)', 'exitAt'], ['throws an uncaught error', 'crashAt']] as const) {
+    it(`a worker that ${fault} fails only the batches it held and is replaced`, async () => {
+      const once = new Int32Array(new SharedArrayBuffer(4));
+      const loader = await make({ n: 48, [key]: [21], once, latencyMs: 0 }, { batchSize: 4, workers: 2, shuffle: false, errors: 'skip', sampleCache: false });
+      const ids = await within(20_000, 'faulty epoch', epochIds(loader.epoch(0)));
+      const s = loader.stats().epochs[0]!;
+      assert.ok(s.failedBatches >= 1 && s.failedBatches <= 2, `failed ${s.failedBatches}`);
+      // Every delivered sample once; the missing ones are exactly the failed batches' rows, and 21 is among them.
+      assert.equal(new Set(ids).size, ids.length);
+      assert.ok(!ids.includes(21));
+      assert.equal(ids.length, 48 - 4 * s.failedBatches);
+      for (let b = 0; b < 12; b++) {
+        const rows = range(4).map((r) => 4 * b + r);
+        const got = rows.filter((r) => ids.includes(r)).length;
+        assert.ok(got === 0 || got === 4, `batch ${b} delivered whole or not at all`);
+      }
+      assert.deepEqual(await within(20_000, 'next epoch', epochIds(loader.epoch(1))), range(48));
+      await within(5_000, 'the replacement worker', (async () => {
+        while (loader.stats().workers < 2) await sleep(10);
+      })());
+      await loader.close();
+    });
+  }
+
+  it('a worker that fails while starting stops the respawning with an error that says why', async () => {
+    // Warm up once: the first start also brings up the process's shared thread pools.
+    await make({ n: 10, failOpenInWorker: true }, { batchSize: 2, workers: 2 }).catch(() => {});
+    await sleep(50);
+    const before = threads();
+    await assert.rejects(within(20_000, 'create', make({ n: 10, failOpenInWorker: true }, { batchSize: 2, workers: 2 })), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_WORKER_START');
+      assert.match(e.message, /a reader worker failed to start: .*cannot open the scripted source in a worker.*Respawning stopped/);
+      return true;
+    });
+    await sleep(50);
+    assert.ok(threads() <= before, 'no worker thread left behind');
+  });
+
+  it('abandoning an epoch cancels queued reads and frees their slots', async () => {
+    const reads = counter(200);
+    const loader = await make({ n: 200, reads, latencyMs: 2 }, { batchSize: 10, workers: 2, shuffle: false, prefetch: 4, sampleCache: false });
+    for await (const _ of loader.epoch(0)) break;
+    await sleep(100);
+    const after = Atomics.load(reads, 0);
+    assert.ok(after < 1 + 200, `reads stopped early (${after})`);
+    await sleep(100);
+    assert.equal(Atomics.load(reads, 0), after, 'no read starts after the loop ended');
+    const s = loader.stats();
+    assert.deepEqual(sorted(await epochIds(loader.epoch(1))), range(200));
+    assert.ok(loader.stats().epochs[1]!.ringSlots <= 5, `slots were reused (${s.epochs[0]!.ringSlots} → ${loader.stats().epochs[1]!.ringSlots})`);
+    await loader.close();
+  });
+
+  it('close() never hangs on a worker stuck in synchronous code, and leaves no thread, timer or handle', async () => {
+    const baseline = threads();
+    const resources = process.getActiveResourcesInfo().length;
+    const loader = await make({ n: 20, spinAt: [5] }, { batchSize: 5, workers: 2, shuffle: false });
+    assert.ok(threads() >= baseline + 2);
+    const it0 = loader.epoch(0)[Symbol.asyncIterator]();
+    await it0.next();
+    const pending = it0.next();
+    await sleep(20);
+    await within(5_000, 'close()', loader.close());
+    assert.deepEqual(await within(1_000, 'pending next()', pending), { done: true, value: undefined });
+    await sleep(50);
+    assert.ok(threads() <= baseline, `threads ${threads()} > ${baseline}`);
+    assert.ok(process.getActiveResourcesInfo().length <= resources, `handles left: ${process.getActiveResourcesInfo()}`);
+  });
+
+  it('an idle pool does not hold the process open', () => {
+    const child = spawnNode(`
+      import { DataLoader, sources } from ${JSON.stringify(new URL('../src/index.ts', import.meta.url).href)};
+      const loader = await DataLoader.create(sources.module(${JSON.stringify(FIXTURE.href)}, 'openScripted', { n: 8 }), { batchSize: 4, workers: 2, mode: 'streaming' });
+      for await (const b of loader.epoch(0)) b.release();
+      console.log('done');
+    `);
+    assert.equal(child.status, 0, child.stderr);
+    assert.match(child.stdout, /done/);
+  });
+});
+
+describe('the RAM sample cache', { timeout: 60_000 }, () => {
+  for (const workers of [0, 2]) {
+    it(`serves later epochs without source reads (${workers} workers)`, async () => {
+      const reads = counter(30);
+      const loader = await make({ n: 30, reads }, { batchSize: 5, workers });
+      const first = await epochIds(loader.epoch(0));
+      const afterFirst = Atomics.load(reads, 0);
+      assert.ok(afterFirst >= 1 + 30 && afterFirst <= 1 + 30 + Math.max(workers, 1), `first epoch reads ${afterFirst}`);
+      for (let i = 0; i < 30; i++) assert.ok(Atomics.load(reads, 1 + i) >= 1);
+      const second = await epochIds(loader.epoch(1));
+      const third = await epochIds(loader.epoch(2));
+      assert.equal(Atomics.load(reads, 0), afterFirst, 'epochs 1 and 2 read nothing from the source');
+      assert.deepEqual(sorted(second), range(30));
+      assert.deepEqual(sorted(third), range(30));
+      assert.notDeepEqual(first, second);
+      const s = loader.stats().epochs;
+      assert.equal(s[0]!.rowsFromSource, 30);
+      assert.equal(s[1]!.rowsFromCache, 30);
+      assert.equal(s[1]!.rowsFromSource, 0);
+      assert.equal(s[1]!.bytesFromCache, 30 * 12);
+      assert.equal(s[2]!.cacheHeldBytes, 30 * 12);
+      await loader.close();
+    });
+  }
+
+  it('serves content identical to the source across epochs', async () => {
+    const loader = await make({ n: 24 }, { batchSize: 6, workers: 2 });
+    for (let e = 0; e < 3; e++) {
+      for await (const b of loader.epoch(e)) {
+        const x = b.get('x').data as Float32Array;
+        b.sampleIds.forEach((id, r) => {
+          assert.deepEqual([x[2 * r], x[2 * r + 1]], [id, id + 0.5]);
+          assert.equal((b.get('y').data as Int32Array)[r], id);
+        });
+      }
+    }
+    await loader.close();
+  });
+
+  it('with sampleCache: false re-reads every epoch (1 probe + n per epoch)', async () => {
+    const reads = counter(16);
+    const loader = await make({ n: 16, reads }, { batchSize: 4, workers: 0, sampleCache: false });
+    for (let e = 0; e < 3; e++) await epochIds(loader.epoch(e));
+    assert.equal(Atomics.load(reads, 0), 1 + 16 * 3);
+    await loader.close();
+  });
+
+  it('with no RAM share (ramMaxUsage: 0) admits nothing', async () => {
+    const reads = counter(16);
+    const loader = await make({ n: 16, reads }, { batchSize: 4, workers: 0, ramMaxUsage: 0 });
+    for (let e = 0; e < 2; e++) await epochIds(loader.epoch(e));
+    assert.equal(loader.stats().epochs[1]!.rowsFromCache, 0);
+    assert.equal(Atomics.load(reads, 0), 1 + 16 * 2);
+    await loader.close();
+  });
+
+  it('catches an impure dataset with the purity probe', async () => {
+    const loader = await make({ n: 8, impure: true }, { batchSize: 4, workers: 0 });
+    const error = await collect(loader.epoch(0)).catch((e: unknown) => e);
+    assert.ok(error instanceof BatchError);
+    assert.equal((error.cause as { code?: string }).code, 'ERR_IMPURE_DATASET');
+    assert.match(error.message, /pure function of the index/);
+    await loader.close();
+  });
+});
+
+describe('the disk stage through the loader', { timeout: 60_000 }, () => {
+  for (const workers of [0, 2]) {
+    it(`stages samples below a full RAM cache, serves them next epoch, and is removed on close (${workers} workers)`, async () => {
+      const reads = counter(20);
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(w.message);
+      process.on('warning', onWarning);
+      const loader = await make({ n: 20, reads }, { batchSize: 5, workers, ramMaxUsage: 0, diskStage: { gigabytes: 0.001 } });
+      await epochIds(loader.epoch(0));
+      const afterFirst = Atomics.load(reads, 0);
+      const s0 = loader.stats().epochs[0]!;
+      assert.equal(s0.diskStagedBytes, 20 * (16 + 12));
+      assert.deepEqual(sorted(await epochIds(loader.epoch(1))), range(20));
+      assert.equal(Atomics.load(reads, 0), afterFirst, 'epoch 1 read nothing from the source');
+      assert.equal(loader.stats().epochs[1]!.rowsFromDisk, 20);
+      const dir = packDir();
+      assert.ok(dir !== undefined && existsSync(dir));
+      await loader.close();
+      assert.ok(!existsSync(dir!), 'the stage directory is removed on close');
+      process.off('warning', onWarning);
+      assert.deepEqual(warnings.filter((w) => /disk stage/.test(w)), []);
+    });
+  }
+
+  it('treats corrupt pack records as misses, counts them, and still delivers the right content', async () => {
+    const reads = counter(12);
+    const loader = await make({ n: 12, reads }, { batchSize: 4, workers: 0, ramMaxUsage: 0, diskStage: { gigabytes: 0.001 } });
+    await epochIds(loader.epoch(0));
+    const file = `${packDir()}/stage.pack`;
+    const bytes = readFileSync(file);
+    for (let k = 0; k < 12; k += 3) bytes[k * 28 + 20]! ^= 0xff; // flip a payload byte of every third record
+    writeFileSync(file, bytes);
+    const before = Atomics.load(reads, 0);
+    for await (const b of loader.epoch(1)) {
+      const x = b.get('x').data as Float32Array;
+      b.sampleIds.forEach((id, r) => assert.deepEqual([x[2 * r], x[2 * r + 1]], [id, id + 0.5]));
+    }
+    const s = loader.stats().epochs[1]!;
+    assert.equal(s.diskCorruptRecords, 4);
+    assert.equal(s.rowsFromDisk, 8);
+    assert.equal(s.rowsFromSource, 4);
+    assert.equal(Atomics.load(reads, 0) - before, 4);
+    await loader.close();
+  });
+
+  it('requires the sample layer', async () => {
+    await assert.rejects(make({ n: 4 }, { batchSize: 2, sampleCache: false, diskStage: { gigabytes: 1 } }), { code: 'ERR_NEEDS_SAMPLE_LAYER', message: /Remove sampleCache: false/ });
+  });
+});
+
+/** The newest stoker stage directory under the temp dir. */
+function packDir(): string | undefined {
+  const tmp = dirname(new URL(import.meta.url).pathname) && (process.env.TMPDIR ?? '/tmp');
+  const dirs = readdirSync(tmp).filter((d) => d.startsWith('stoker-stage-'));
+  return dirs.length > 0 ? `${tmp}/${dirs.sort().at(-1)}` : undefined;
+}
+
+import { spawnSync } from 'node:child_process';
+function spawnNode(code: string) {
+  return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 30_000 });
+}
