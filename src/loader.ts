@@ -288,7 +288,7 @@ export class DataLoader {
   #startStreaming(plan: EpochPlan, onEnd: (run: EpochRun) => void): EpochRun {
     const parts = this.#streaming!;
     parts.beginEpoch(this.#opts, plan.batches);
-    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.fetcher, this.#device, parts.governor);
+    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight);
     parts.trackEpoch(run.stats);
     return run;
   }

@@ -133,6 +133,18 @@ describe('reader workers', { timeout: 60_000 }, () => {
     await loader.close();
   });
 
+  it('bound the staging ring by the RAM share: no share leaves one slot, whatever the prefetch', async () => {
+    const loader = await make({ n: 64, latencyMs: 1 }, { batchSize: 4, workers: 2, prefetch: 6, ramMaxUsage: 0, shuffle: false });
+    assert.deepEqual(await epochIds(loader.epoch(0)), range(64));
+    assert.equal(loader.stats().epochs[0]!.ringSlots, 1);
+    await loader.close();
+    const roomy = await make({ n: 64, latencyMs: 1 }, { batchSize: 4, workers: 2, prefetch: 6, shuffle: false });
+    assert.deepEqual(await epochIds(roomy.epoch(0)), range(64));
+    const slots = roomy.stats().epochs[0]!.ringSlots;
+    assert.ok(slots > 1 && slots <= 7, `ring slots ${slots}`);
+    await roomy.close();
+  });
+
   it('close() never hangs on a worker stuck in synchronous code, and leaves no thread, timer or handle', async () => {
     const baseline = threads();
     const resources = process.getActiveResourcesInfo().length;

@@ -7,7 +7,7 @@ import type { DiskStage } from '../cache/disk-stage.js';
 import type { SampleCache } from '../cache/sample-cache.js';
 import { type TierCounters, type TierSnapshot, diffSnapshots } from '../cache/tier-counters.js';
 import type { ResolvedOptions } from '../options.js';
-import { memAvailable, sampleCacheBudget } from './budget.js';
+import { RING_SLOTS_WITH_CACHE, memAvailable, ringSlotsFromRam, sampleCacheBudget } from './budget.js';
 import type { Fetcher } from './fetcher.js';
 import type { Governor } from './governor.js';
 import type { ReaderPool } from './reader-pool.js';
@@ -23,6 +23,8 @@ export class StreamingParts {
   readonly #sampleBytes: number;
   readonly #starts = new WeakMap<EpochStats, TierSnapshot>();
   #budget = 0;
+  /** Batches the reader pool may stage at once this epoch (the ring's bound); unbounded on the main thread. */
+  maxInFlight = Number.POSITIVE_INFINITY;
 
   constructor(init: {
     fetcher: Fetcher;
@@ -42,14 +44,22 @@ export class StreamingParts {
     this.#sampleBytes = init.sampleBytes;
   }
 
-  /** Size the RAM cache for the coming epoch; a host without a MemAvailable probe never admits. */
-  beginEpoch(opts: ResolvedOptions, _batches: number): void {
+  /**
+   * Size the staging ring and the RAM cache for the coming epoch from one MemAvailable probe. The ring
+   * gets at least one slot (workers need somewhere to write); a host without the probe falls back to
+   * 4 slots and never admits to the cache.
+   */
+  beginEpoch(opts: ResolvedOptions, batches: number): void {
     const cache = this.cache;
-    if (cache === undefined) return;
     const available = memAvailable();
-    if (available === undefined) return;
+    if (this.pool !== undefined) {
+      let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, opts.ramMaxUsage, available, batches);
+      if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
+      this.maxInFlight = Math.max(slots, 1);
+    }
+    if (cache === undefined || available === undefined) return;
     // The staging ring shares the RAM share with the cache: its bytes come off the top.
-    const ringBytes = (this.pool?.slots ?? 0) * (this.pool?.slotBytes ?? 0);
+    const ringBytes = this.pool !== undefined ? Math.min(this.maxInFlight, batches) * this.pool.slotBytes : 0;
     this.#budget = sampleCacheBudget(available, cache.heldBytes, ringBytes, opts.ramMaxUsage);
     const chunks = cache.setCapacity(Math.floor(this.#budget / this.#sampleBytes));
     if (chunks !== undefined) this.pool?.shareChunks(chunks);

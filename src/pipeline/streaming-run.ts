@@ -21,7 +21,11 @@ export class StreamingRun extends EpochRun {
   #taken = 0;
   #abandoned: Promise<void> | undefined;
 
-  bind(fetcher: Fetcher, device: Device, governor: Governor): this {
+  /** Hard bound on batches in flight (the staging ring's slots), below the governor's window. */
+  #limit = Number.POSITIVE_INFINITY;
+
+  bind(fetcher: Fetcher, device: Device, governor: Governor, limit = Number.POSITIVE_INFINITY): this {
+    this.#limit = limit;
     this.#fetcher = fetcher;
     this.#device = device;
     this.#governor = governor;
@@ -56,7 +60,7 @@ export class StreamingRun extends EpochRun {
 
   #fill(): void {
     const plan = this.plan;
-    while (this.#launched < plan.batches && this.#launched - this.#taken < this.#governor.window) {
+    while (this.#launched < plan.batches && this.#launched - this.#taken < Math.min(this.#governor.window, this.#limit)) {
       const index = this.#launched++;
       this.#inflight.set(index, this.#launch(plan, index));
     }
