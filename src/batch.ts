@@ -11,9 +11,11 @@
 
 import { LoaderError, batchReleased, show } from './errors.js';
 import type { Lease } from './tensor/lease.js';
+import type { AnyTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
 
-export class Batch implements Lease {
+/** `T` is `Tensor` on the CPU and `DeviceTensor` on an accelerator. */
+export class Batch<T extends AnyTensor = Tensor> implements Lease {
   /** Field names, in positional order. */
   readonly names: readonly string[];
   /** Epoch this batch belongs to. */
@@ -24,7 +26,7 @@ export class Batch implements Lease {
   readonly sampleIds: Uint32Array;
   /** Pick of each row (sample id × augment + repeat). */
   readonly picks: Uint32Array;
-  #tensors: readonly Tensor[];
+  #tensors: readonly T[];
   #holds = 0;
   #delivered = true;
   #free: (() => void) | undefined;
@@ -36,7 +38,7 @@ export class Batch implements Lease {
     index: number;
     sampleIds: Uint32Array;
     picks: Uint32Array;
-    tensors: (lease: Lease) => readonly Tensor[];
+    tensors: (lease: Lease) => readonly AnyTensor[];
     free: () => void;
   }) {
     this.names = init.names;
@@ -44,7 +46,7 @@ export class Batch implements Lease {
     this.index = init.index;
     this.sampleIds = init.sampleIds;
     this.picks = init.picks;
-    this.#tensors = init.tensors(this);
+    this.#tensors = init.tensors(this) as readonly T[];
     this.#free = init.free;
   }
 
@@ -59,13 +61,13 @@ export class Batch implements Lease {
   }
 
   /** All tensors, in positional order. */
-  get tensors(): readonly Tensor[] {
+  get tensors(): readonly T[] {
     this.#check();
     return this.#tensors;
   }
 
   /** The tensor at position `i`. */
-  at(i: number): Tensor {
+  at(i: number): T {
     this.#check();
     const t = this.#tensors[i];
     if (t === undefined) {
@@ -75,7 +77,7 @@ export class Batch implements Lease {
   }
 
   /** The tensor named `name`. Throws ERR_UNKNOWN_FIELD naming the available fields if there is none. */
-  get(name: string): Tensor {
+  get(name: string): T {
     this.#check();
     const i = this.names.indexOf(name);
     if (i < 0) throw new LoaderError('ERR_UNKNOWN_FIELD', `Batch: unknown field ${show(name)}. Available: [${this.names.join(', ')}]`);

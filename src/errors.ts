@@ -24,7 +24,11 @@ export type LoaderErrorCode =
   | 'ERR_IMPURE_DATASET'
   | 'ERR_WORKER_START'
   | 'ERR_WORKER_DIED'
-  | 'ERR_NEEDS_SAMPLE_LAYER';
+  | 'ERR_NEEDS_SAMPLE_LAYER'
+  | 'ERR_DEVICE_OOM'
+  | 'ERR_CUDA'
+  | 'ERR_CUDA_UNAVAILABLE'
+  | 'ERR_KERNEL_MISSING';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;

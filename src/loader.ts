@@ -2,10 +2,13 @@
 // first, then the loader, so that device memory probes see what the model really uses; and take one
 // epoch at a time — a loader runs one epoch iterator at once.
 
-import { CpuDevice } from './device/cpu-device.js';
+import { openDevice } from './device/open-device.js';
+import { isDeviceOutOfMemory } from './device/backend.js';
+import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
+import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import type { AnyDataset } from './dataset/dataset.js';
-import { SourceReader } from './dataset/source-reader.js';
+import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
 import { ArraySource } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
 import { isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
@@ -32,7 +35,7 @@ import { SequentialSampler } from './sampler/sequential-sampler.js';
 import { allocStorage } from './tensor/dtype.js';
 
 /** One epoch's batches: iterate it with `for await`; `length` is its batch count. */
-export interface Epoch extends AsyncIterable<Batch> {
+export interface Epoch<T extends AnyTensor = Tensor> extends AsyncIterable<Batch<T>> {
   readonly epoch: number;
   readonly length: number;
 }
@@ -44,13 +47,16 @@ export interface LoaderStats {
   readonly residentBuildMs: number;
   /** Live reader workers (0 = reads on the main thread). */
   readonly workers: number;
+  /** Device bytes and page-locked host bytes the loader holds now (0 after close). */
+  readonly memory: { readonly device: number; readonly pinned: number };
   /** One entry per epoch run so far, oldest first (the last 1000). */
   readonly epochs: readonly EpochStats[];
 }
 
 const STATS_HISTORY = 1000;
 
-export class DataLoader {
+/** `T` is the tensor type of the batches: `Tensor` on the CPU, `DeviceTensor` on 'cuda' and 'sim'. */
+export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #opts: ResolvedOptions;
   readonly #device: Device;
   readonly #datasetLength: number;
@@ -91,9 +97,24 @@ export class DataLoader {
    * Validate the options, probe sample 0 (one dataset read), and either read the whole dataset into
    * device memory (resident mode) or prepare the streaming pipeline.
    */
-  static async create(dataset: AnyDataset | SourceSpec, options: LoaderOptions): Promise<DataLoader> {
+  static create(dataset: AnyDataset | SourceSpec, options: LoaderOptions<Tensor> & { device?: 'cpu' }): Promise<DataLoader<Tensor>>;
+  static create(dataset: AnyDataset | SourceSpec, options: LoaderOptions<DeviceTensor> & { device: `cuda${string}` | 'sim' }): Promise<DataLoader<DeviceTensor>>;
+  // A device chosen at run time: batches may hold either kind of tensor.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  static create(dataset: AnyDataset | SourceSpec, options: LoaderOptions<any>): Promise<DataLoader<AnyTensor>>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  static async create(dataset: AnyDataset | SourceSpec, options: LoaderOptions<any>): Promise<DataLoader<any>> {
     const opts = resolveOptions(options);
-    const device = new CpuDevice();
+    const device = await openDevice(opts.device, opts.sim);
+    try {
+      return await DataLoader.#build(dataset, opts, device);
+    } catch (error) {
+      device.close();
+      throw error;
+    }
+  }
+
+  static async #build(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<DataLoader<AnyTensor>> {
     const probeContext = { signal: new AbortController().signal };
     const spec = specOf(dataset);
     let ds: AnyDataset;
@@ -131,14 +152,20 @@ export class DataLoader {
 
     if (resident) {
       const t0 = performance.now();
-      let store: ResidentStore;
+      let all: StagedBatch;
       try {
-        const all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
-        store = device.resident(all.tensors);
+        all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
       } catch (cause) {
         throw wrapDatasetError("reading the dataset into memory (resident mode) failed. Fix the dataset, or pass mode: 'streaming' to read it batch by batch", cause);
       }
-      return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
+      try {
+        const store = device.resident(all.tensors as readonly Tensor[]);
+        return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
+      } catch (error) {
+        // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
+        if (!isDeviceOutOfMemory(error) || opts.mode === 'resident') throw error;
+        process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
+      }
     }
 
     const workers = resolveWorkers(opts.workers ?? (spec !== undefined && !(ds instanceof ArraySource) ? 'auto' : 0));
@@ -164,6 +191,7 @@ export class DataLoader {
       try {
         pool = await ReaderPool.start({
           spec: spec!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
+          pin: (slot) => device.pinStaging(slot),
         });
       } catch (error) {
         disk?.close();
@@ -182,14 +210,14 @@ export class DataLoader {
   }
 
   /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
-  epoch(epoch: number): Epoch {
+  epoch(epoch: number): Epoch<T> {
     if (!Number.isSafeInteger(epoch) || epoch < 0) throw invalidOption('epoch', 'an integer ≥ 0', epoch);
     if (this.#closed) throw loaderClosed();
     const loader = this;
     return {
       epoch,
       length: this.numBatches,
-      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch),
+      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch) as AsyncIterator<Batch<T>>,
     };
   }
 
@@ -247,6 +275,7 @@ export class DataLoader {
       mode: this.isResident ? 'resident' : 'streaming',
       residentBuildMs: this.#residentBuildMs,
       workers: this.#streaming?.pool?.workers ?? 0,
+      memory: this.#device.live(),
       epochs: this.#history.map((s) => ({ ...s })),
     };
   }
@@ -267,7 +296,7 @@ export class DataLoader {
   }
 
   /** The iterator of one `for await`: the run starts (and claims the loader) on the first `next()`. */
-  #lazyRun(epoch: number): AsyncIterator<Batch, undefined> {
+  #lazyRun(epoch: number): AsyncIterator<Batch<AnyTensor>, undefined> {
     let run: EpochRun | undefined;
     let finished = false;
     return {
@@ -311,6 +340,7 @@ export class DataLoader {
       this.#resident !== undefined
         ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident)
         : this.#startStreaming(plan, onEnd);
+    run.autoRelease = this.#device.autoRelease;
     this.#active = run;
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();

@@ -5,9 +5,12 @@
 import { invalidOption, LoaderError, show, unsupportedOption } from './errors.js';
 import { RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
 import type { Sampler } from './sampler/sampler.js';
+import { DEVICE_PATTERN } from './device/open-device.js';
+import type { SimOptions } from './device/sim/sim-backend.js';
 import type { PickKey } from './sampler/pick-key.js';
 import { type U64, toU64 } from './sampler/rng.js';
 import type { Tensor } from './tensor/tensor.js';
+import type { AnyTensor } from './device/device-tensor.js';
 
 /**
  * A delivery transform: `(rows, keys) → rows`, one key per row. It runs on every delivery, on fresh
@@ -15,13 +18,19 @@ import type { Tensor } from './tensor/tensor.js';
  * (rows, keys) — randomness only from `key.rng()` — and return as many tensors as it was given, each
  * with the same number of rows (shapes and dtypes may change: a cast or a crop is fine).
  */
-export type Transform = (rows: readonly Tensor[], keys: readonly PickKey[]) => readonly Tensor[] | Promise<readonly Tensor[]>;
+export type Transform<T extends AnyTensor = Tensor> = (rows: readonly T[], keys: readonly PickKey[]) => readonly T[] | Promise<readonly T[]>;
 
-export interface LoaderOptions {
+export interface LoaderOptions<T extends AnyTensor = Tensor> {
   /** Rows per batch. Required. */
   batchSize: number;
-  /** Where batches arrive. Default 'cpu'. */
+  /**
+   * Where batches arrive: 'cpu' (default), 'cuda' / 'cuda:N' (an NVIDIA GPU through the driver API),
+   * or 'sim' (a simulated GPU: the same device-side policies, run in host memory — for tests and
+   * planning without a GPU).
+   */
   device?: string;
+  /** The simulated GPU of `device: 'sim'`: its memory, memory already in use, and allocation faults. */
+  sim?: SimOptions;
   /** Reshuffle every epoch. Default true. Ignored when `sampler` is given. */
   shuffle?: boolean;
   /** Seed of the shuffle and of the transform keys. Default 42 (flodl's). */
@@ -38,7 +47,7 @@ export interface LoaderOptions {
   /** Views per sample per epoch (the pick space is n × augment). Default 1. */
   augment?: number;
   /** Applied at delivery, keyed per pick. */
-  transform?: Transform;
+  transform?: Transform<T>;
   /** 'auto' (resident when the dataset fits, always on the CPU), 'resident' or 'streaming'. Default 'auto'. */
   mode?: 'auto' | 'resident' | 'streaming';
   /** Pin the streaming in-flight depth (turns adaptive sizing off). Default: sized by the budget law. */
@@ -81,13 +90,15 @@ export interface LoaderOptions {
 export interface ResolvedOptions {
   readonly batchSize: number;
   readonly device: string;
+  readonly sim: SimOptions | undefined;
   readonly shuffle: boolean;
   readonly seed: U64;
   readonly sampler: Sampler | undefined;
   readonly dropLast: boolean;
   readonly names: readonly string[] | undefined;
   readonly augment: number;
-  readonly transform: Transform | undefined;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly transform: Transform<any> | undefined;
   readonly mode: 'auto' | 'resident' | 'streaming';
   readonly prefetch: number | undefined;
   readonly vramMaxUsage: number;
@@ -102,12 +113,13 @@ export interface ResolvedOptions {
 }
 
 const KNOWN = new Set([
-  'batchSize', 'device', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
+  'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
   'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'workers', 'rank',
   'worldSize', 'errors',
 ]);
 
-export function resolveOptions(options: LoaderOptions): ResolvedOptions {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   if (options === null || typeof options !== 'object') {
     throw invalidOption('options', 'an object such as { batchSize: 32 }', options);
   }
@@ -117,17 +129,23 @@ export function resolveOptions(options: LoaderOptions): ResolvedOptions {
       throw new LoaderError('ERR_INVALID_OPTION', `unknown option ${show(key)}${near ? `; did you mean \`${near}\`?` : `. Known options: ${[...KNOWN].join(', ')}`}`);
     }
   }
-  const o = options as Partial<LoaderOptions> & Record<string, unknown>;
+  const o = options as Partial<LoaderOptions<AnyTensor>> & Record<string, unknown>;
 
   const batchSize = o.batchSize;
   if (batchSize === undefined) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize, 'It is required: pass e.g. { batchSize: 32 }');
   if (!isInt(batchSize) || batchSize < 1) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize);
 
   const device = o.device ?? 'cpu';
-  if (typeof device !== 'string') throw invalidOption('device', "'cpu'", device);
-  if (device !== 'cpu') {
-    if (/^(cuda(:\d+)?|sim(:\d+)?)$/.test(device)) throw unsupportedOption('device', device, "this build runs on the CPU only; use device: 'cpu'");
-    throw invalidOption('device', "'cpu', 'cuda', 'cuda:N' or 'sim'", device);
+  if (typeof device !== 'string' || !DEVICE_PATTERN.test(device)) throw invalidOption('device', "'cpu', 'cuda', 'cuda:N' or 'sim'", device);
+  let sim: SimOptions | undefined;
+  if (o.sim !== undefined) {
+    const v = o.sim as Record<string, unknown> | null;
+    const bytes = (k: string) => v?.[k] === undefined || (isInt(v[k]) && (v[k] as number) >= 0);
+    if (v === null || typeof v !== 'object' || !bytes('totalBytes') || !bytes('usedBytes') || (v.failAllocation !== undefined && typeof v.failAllocation !== 'function')) {
+      throw invalidOption('sim', '{ totalBytes?: bytes, usedBytes?: bytes, failAllocation?: (ordinal, bytes) => boolean }', o.sim);
+    }
+    if (device !== 'sim') throw invalidOption('sim', "used with device: 'sim' only", o.sim, "Pass device: 'sim', or drop `sim`");
+    sim = v as SimOptions;
   }
 
   const shuffle = bool(o, 'shuffle', true);
@@ -212,7 +230,7 @@ export function resolveOptions(options: LoaderOptions): ResolvedOptions {
   if (errors !== 'throw' && errors !== 'skip') throw invalidOption('errors', "'throw' or 'skip'", errors);
 
   return {
-    batchSize, device, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
+    batchSize, device, sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, diskStage, workers, errors,
   };
 }

@@ -3,12 +3,12 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DataLoader, PickKey, Tensor, sources, tensor } from '../src/index.js';
+import { DataLoader, type LoaderOptions, PickKey, Tensor, sources, tensor } from '../src/index.js';
 import { MODES, arraysDataset, batchDataset, collect, epochIds, range, scriptedDataset, sorted, ys } from './fixtures.js';
 
 for (const mode of MODES) {
   describe(`DataLoader on cpu, ${mode} mode`, () => {
-    const make = (ds: Parameters<typeof DataLoader.create>[0], opts: Omit<Parameters<typeof DataLoader.create>[1], 'mode'>) => DataLoader.create(ds, { ...opts, mode });
+    const make = (ds: Parameters<typeof DataLoader.create>[0], opts: Omit<LoaderOptions, 'mode' | 'device'>) => DataLoader.create(ds, { ...opts, mode });
 
     it('cuts 20 samples into 4 batches of 5 with shapes [5, 4] and [5]', async () => {
       const loader = await make(arraysDataset(20), { batchSize: 5 });

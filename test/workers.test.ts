@@ -21,7 +21,7 @@ function scripted(options: ScriptedOptions) {
   return sources.module(FIXTURE, 'openScripted', options);
 }
 
-function make(options: ScriptedOptions, loader: Omit<LoaderOptions, 'mode'>) {
+function make(options: ScriptedOptions, loader: Omit<LoaderOptions, 'mode' | 'device'>) {
   return DataLoader.create(scripted(options), { mode: 'streaming', ...loader });
 }
 

@@ -13,6 +13,7 @@ import { HostPool } from './host-pool.js';
 export class CpuDevice implements Device {
   readonly name = 'cpu';
   readonly probesMemory = false;
+  readonly autoRelease = false;
   readonly #pool = new HostPool();
   readonly allocate = <D extends DType>(dtype: D, length: number): StorageOf[D] => this.#pool.acquire(dtype, length);
 
@@ -20,13 +21,20 @@ export class CpuDevice implements Device {
     return undefined;
   }
 
+  pinStaging(_memory: SharedArrayBuffer): void {}
+
+  live(): { device: number; pinned: number } {
+    return { device: 0, pinned: 0 };
+  }
+
   upload(staged: StagedBatch): DeviceBatch {
-    if (staged.owned) return this.#adopt(staged.tensors);
-    const copies = staged.tensors.map((t) => {
+    if (staged.owned) return this.#adopt(staged.tensors as readonly Tensor[]);
+    const copies = (staged.tensors as readonly Tensor[]).map((t) => {
       const data = this.#pool.acquire(t.dtype, t.size);
       (data as unknown as { set(a: Storage): void }).set(t.data);
       return trustedTensor(t.dtype, data, t.shape);
     });
+    staged.done?.();
     return this.#adopt(copies);
   }
 
@@ -35,6 +43,7 @@ export class CpuDevice implements Device {
     const adopt = (ts: Tensor[]) => this.#adopt(ts);
     return {
       bytes: columns.reduce((s, c) => s + c.byteLength, 0),
+      prepare() {},
       gather(ids: Uint32Array, start: number, end: number): DeviceBatch {
         const n = end - start;
         return adopt(

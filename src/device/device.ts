@@ -6,6 +6,7 @@
 
 import type { Allocate, StagedBatch } from '../dataset/source-reader.js';
 import type { Tensor } from '../tensor/tensor.js';
+import type { AnyTensor } from './device-tensor.js';
 
 export interface MemInfo {
   /** Bytes in use on the device, as the driver counts them. */
@@ -15,7 +16,9 @@ export interface MemInfo {
 
 /** Batch memory on a device. */
 export interface DeviceBatch {
-  readonly tensors: readonly Tensor[];
+  readonly tensors: readonly AnyTensor[];
+  /** Order the consumer after the batch's data (accelerators: the consumer stream waits on its event). */
+  beforeDelivery?(): void;
   /** Give the memory back to the device. Called once. */
   free(): void;
 }
@@ -23,24 +26,36 @@ export interface DeviceBatch {
 /** The whole dataset held on a device (resident mode). */
 export interface ResidentStore {
   readonly bytes: number;
+  /** Called at the start of each epoch with its sample ids (accelerators upload them once). */
+  prepare(samples: Uint32Array): void;
   /** Rows `ids[start] … ids[end − 1]` of every column, as one gather per column. */
   gather(ids: Uint32Array, start: number, end: number): DeviceBatch;
   dispose(): void;
 }
 
 export interface Device {
-  /** 'cpu', 'cuda:0', … */
+  /** 'cpu', 'cuda:0', 'sim', … */
   readonly name: string;
   /**
    * False for the CPU: no memory probe, the budget law's non-device branch applies (resident always
    * fits, prefetch depth 2).
    */
   readonly probesMemory: boolean;
+  /** End each batch's delivery lease when the consumer asks for the next one (scarce device memory). */
+  readonly autoRelease: boolean;
   /** Driver-level usage; undefined when the probe failed. */
   memInfo(): MemInfo | undefined;
+  /** Memory this device holds for the loader right now (device bytes, page-locked host bytes). */
+  live(): { device: number; pinned: number };
   /** Host staging memory for readers; memory from here may be adopted by `upload` without a copy. */
   readonly allocate: Allocate;
-  /** Move staged rows into batch memory; staged memory that is `owned` came from `allocate`. */
+  /** Page-lock a staging buffer that readers write into (once per buffer). */
+  pinStaging(memory: SharedArrayBuffer): void;
+  /**
+   * Move staged rows into batch memory; staged memory that is `owned` came from `allocate`. On
+   * success the device calls `staged.done()` once it no longer reads the staged memory; when it
+   * throws (out of memory), the caller still owns the staged memory.
+   */
   upload(staged: StagedBatch): DeviceBatch;
   /** Hold `columns` (batch dimension = dataset rows) for resident gathers. */
   resident(columns: readonly Tensor[]): ResidentStore;

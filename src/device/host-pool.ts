@@ -9,6 +9,12 @@ const KEEP_PER_SHAPE = 8;
 
 export class HostPool {
   readonly #free = new Map<string, unknown[]>();
+  readonly #alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D];
+
+  /** `alloc` makes new buffers (default: plain zeroed memory; accelerators pass page-locked memory). */
+  constructor(alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D] = allocStorage) {
+    this.#alloc = alloc;
+  }
   #reused = 0;
   #allocated = 0;
 
@@ -20,7 +26,7 @@ export class HostPool {
       return hit as StorageOf[D];
     }
     this.#allocated++;
-    return allocStorage(dtype, length);
+    return this.#alloc(dtype, length);
   }
 
   /** Give back a buffer acquired from this pool. The caller guarantees nothing reads it any more. */

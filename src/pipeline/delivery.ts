@@ -10,11 +10,13 @@ import type { Transform } from '../options.js';
 import { PickKey } from '../sampler/pick-key.js';
 import type { U64 } from '../sampler/rng.js';
 import { leased, Tensor } from '../tensor/tensor.js';
+import { type AnyTensor, DeviceTensor } from '../device/device-tensor.js';
 import type { EpochPlan } from './epoch-plan.js';
 
 export interface DeliveryConfig {
   readonly names: readonly string[];
-  readonly transform: Transform | undefined;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly transform: Transform<any> | undefined;
   readonly augment: number;
   readonly seed: U64;
 }
@@ -25,7 +27,7 @@ export class TransformFailure {
 }
 
 /** Synchronous when there is no transform (the common resident path pays no promise). */
-export function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, memory: DeviceBatch): Batch | Promise<Batch> {
+export function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, memory: DeviceBatch): Batch<AnyTensor> | Promise<Batch<AnyTensor>> {
   const start = plan.start(index);
   const end = plan.end(index);
   // Views of the plan's arrays: nothing writes to them after the plan is made.
@@ -35,18 +37,18 @@ export function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, 
   return transformed(config, plan, index, picks, sampleIds, memory);
 }
 
-async function transformed(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch): Promise<Batch> {
+async function transformed(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch): Promise<Batch<AnyTensor>> {
   const transform = config.transform!;
   const keys = new Array<PickKey>(picks.length);
   for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
   let out: unknown;
   try {
-    out = await transform(memory.tensors, keys);
+    out = await (transform as (rows: readonly AnyTensor[], keys: readonly PickKey[]) => unknown)(memory.tensors, keys);
   } catch (cause) {
     memory.free();
     throw new TransformFailure(cause);
   }
-  let tensors: readonly Tensor[];
+  let tensors: readonly AnyTensor[];
   try {
     tensors = checkTransformOutput(out, config.names.length, picks.length);
   } catch (error) {
@@ -56,19 +58,19 @@ async function transformed(config: DeliveryConfig, plan: EpochPlan, index: numbe
   return makeBatch(config, plan, index, picks, sampleIds, memory, tensors);
 }
 
-function makeBatch(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch, tensors: readonly Tensor[]): Batch {
-  return new Batch({
+function makeBatch(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch, tensors: readonly AnyTensor[]): Batch<AnyTensor> {
+  return new Batch<AnyTensor>({
     names: config.names,
     epoch: plan.epoch,
     index,
     sampleIds,
     picks,
-    tensors: (lease) => tensors.map((t) => leased(t, lease)),
+    tensors: (lease) => tensors.map((t) => (t instanceof DeviceTensor ? t.withLease(lease) : leased(t, lease))),
     free: () => memory.free(),
   });
 }
 
-function checkTransformOutput(out: unknown, count: number, rows: number): readonly Tensor[] {
+function checkTransformOutput(out: unknown, count: number, rows: number): readonly AnyTensor[] {
   if (!Array.isArray(out)) {
     throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform must return an array of ${count} tensors (one per field), got ${show(out)}`);
   }
@@ -76,8 +78,8 @@ function checkTransformOutput(out: unknown, count: number, rows: number): readon
     throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform returned ${out.length} tensors but the batch has ${count} fields; return one tensor per field, in order`);
   }
   return out.map((t: unknown, i) => {
-    const tensor = t instanceof Tensor ? t : ArrayBuffer.isView(t) ? new Tensor(t as never) : undefined;
-    if (tensor === undefined) throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform output ${i} is ${show(t)}; return Tensors (or typed arrays)`);
+    const tensor = t instanceof Tensor || t instanceof DeviceTensor ? t : ArrayBuffer.isView(t) ? new Tensor(t as never) : undefined;
+    if (tensor === undefined) throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform output ${i} is ${show(t)}; return Tensors, DeviceTensors or typed arrays`);
     if (tensor.shape[0] !== rows) {
       throw new LoaderError(
         'ERR_TRANSFORM_OUTPUT',

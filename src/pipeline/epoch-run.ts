@@ -7,13 +7,14 @@
 
 import { setMaxListeners } from 'node:events';
 import type { Batch } from '../batch.js';
+import type { AnyTensor } from '../device/device-tensor.js';
 import { BatchError } from '../errors.js';
 import { type DeliveryConfig, TransformFailure, deliver } from './delivery.js';
 import type { DeviceBatch } from '../device/device.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { type EpochStats, newEpochStats } from './stats.js';
 
-export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
+export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefined> {
   readonly plan: EpochPlan;
   readonly stats: EpochStats;
   readonly #config: DeliveryConfig;
@@ -24,6 +25,9 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
   #started = 0;
   #ended = false;
   #queue: Promise<void> = Promise.resolve();
+  #previous: Batch<AnyTensor> | undefined;
+  /** Set by the loader for devices whose batches are released when the next one is asked for. */
+  autoRelease = false;
 
   constructor(plan: EpochPlan, mode: 'resident' | 'streaming', config: DeliveryConfig, errors: 'throw' | 'skip', onEnd: (run: EpochRun) => void) {
     this.plan = plan;
@@ -54,13 +58,19 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
   protected onDelivered(): void {}
 
   /** Calls are served one at a time, in call order, even when the caller does not await each. */
-  next(): Promise<IteratorResult<Batch, undefined>> {
+  next(): Promise<IteratorResult<Batch<AnyTensor>, undefined>> {
     const step = this.#queue.then(() => this.#step());
     this.#queue = step.then(noop, noop);
     return step;
   }
 
-  async #step(): Promise<IteratorResult<Batch, undefined>> {
+  async #step(): Promise<IteratorResult<Batch<AnyTensor>, undefined>> {
+    // NOTE [Batch leasing] (batch.ts): on devices with scarce memory, asking for the next batch ends
+    // the previous one's delivery lease (a retained batch lives on until its release).
+    if (this.autoRelease) {
+      this.#previous?.endDelivery();
+      this.#previous = undefined;
+    }
     if (this.#ended) return { done: true, value: undefined };
     const t0 = performance.now();
     if (this.#started === 0) this.#started = t0;
@@ -81,7 +91,7 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
           return { done: true, value: undefined };
         }
         const tt = performance.now();
-        let batch: Batch;
+        let batch: Batch<AnyTensor>;
         try {
           const delivered = deliver(this.#config, this.plan, index, memory);
           batch = delivered instanceof Promise ? await delivered : delivered;
@@ -92,8 +102,10 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
         } finally {
           if (this.#config.transform !== undefined) this.stats.transformMs += performance.now() - tt;
         }
+        memory.beforeDelivery?.();
         this.stats.batches++;
         this.stats.rowsDelivered += batch.rows;
+        if (this.autoRelease) this.#previous = batch;
         this.onDelivered();
         return { done: false, value: batch };
       }
@@ -109,7 +121,7 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
     }
   }
 
-  async return(): Promise<IteratorResult<Batch, undefined>> {
+  async return(): Promise<IteratorResult<Batch<AnyTensor>, undefined>> {
     this.end();
     return { done: true, value: undefined };
   }
@@ -118,6 +130,10 @@ export abstract class EpochRun implements AsyncIterator<Batch, undefined> {
   end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    if (this.autoRelease) {
+      this.#previous?.endDelivery();
+      this.#previous = undefined;
+    }
     this.#controller.abort();
     this.cleanup();
     if (this.#started !== 0) this.stats.wallMs = performance.now() - this.#started;

@@ -45,6 +45,8 @@ export interface ReaderPoolOptions {
   readonly counters: BigInt64Array;
   readonly purityProbe: boolean;
   readonly warn: (message: string) => void;
+  /** Page-lock a new staging slot (accelerators); called once per slot. */
+  readonly pin?: (slot: SharedArrayBuffer) => void;
 }
 
 interface Member {
@@ -174,7 +176,9 @@ export class ReaderPool implements Fetcher {
     const free = this.#free.pop();
     if (free !== undefined) return free;
     if (this.#slots.length >= this.#tokens.length) throw new LoaderError('ERR_INVALID_OPTION', `more than ${this.#tokens.length} batches in flight; lower \`prefetch\``);
-    this.#slots.push(new SharedArrayBuffer(this.#layout.bytes));
+    const slot = new SharedArrayBuffer(this.#layout.bytes);
+    this.#opts.pin?.(slot);
+    this.#slots.push(slot);
     for (const m of this.#members) if (m) this.#post(m, { t: 'slots', slots: this.#slots });
     return this.#slots.length - 1;
   }

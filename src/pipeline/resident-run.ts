@@ -10,6 +10,7 @@ export class ResidentRun extends EpochRun {
 
   bind(store: ResidentStore): this {
     this.#store = store;
+    store.prepare(this.plan.samples);
     return this;
   }
 

@@ -42,6 +42,8 @@ export interface EpochStats {
   /** Reader workers alive, and staging slots (the ring's depth); 0 when reading on the main thread. */
   workers: number;
   ringSlots: number;
+  /** Transient device out-of-memory errors retried (each halved the in-flight target). */
+  oomRetries: number;
 }
 
 export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): EpochStats {
@@ -49,6 +51,6 @@ export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): Ep
     epoch, mode, batches: 0, rowsDelivered: 0, rowsFetched: 0, fetchMs: 0, waitMs: 0, transformMs: 0,
     failedBatches: 0, skippedBatches: 0, wallMs: 0, complete: false,
     rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
-    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0,
+    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0,
   };
 }

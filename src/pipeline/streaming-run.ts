@@ -4,7 +4,11 @@
 // The rule: at most `governor.window` batches are in flight (launched, not yet taken); the window is
 // re-read before every launch, so a resize takes effect at once. See NOTE [Epoch lifecycle].
 
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, DeviceBatch } from '../device/device.js';
+import type { StagedBatch } from '../dataset/source-reader.js';
+import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from './budget.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { EpochRun } from './epoch-run.js';
 import type { Fetcher } from './fetcher.js';
@@ -49,8 +53,8 @@ export class StreamingRun extends EpochRun {
     // Read ahead while the consumer works on this batch: `window` batches beyond it, as flodl's
     // gate allows `target` batches sent and not yet consumed.
     this.#taken = index + 1;
-    this.#fill();
     if ('error' in outcome) throw outcome.error;
+    this.#fill();
     return outcome.memory;
   }
 
@@ -73,14 +77,31 @@ export class StreamingRun extends EpochRun {
       const staged = await this.#fetcher.fetch(ids, this.signal);
       this.stats.rowsFetched += ids.length;
       this.stats.fetchMs += performance.now() - t0;
-      try {
-        return { memory: this.#device.upload(staged) };
-      } finally {
-        staged.done?.();
-      }
+      return { memory: await this.#uploadWithPatience(staged) };
     } catch (error) {
       this.stats.fetchMs += performance.now() - t0;
       return { error };
+    }
+  }
+
+  /**
+   * Upload, retrying a transient device out-of-memory as reference §6.5 does: halve the in-flight
+   * target (it re-grows at the next epoch's sizing), wait 100 ms, retry — at most 10 retries. Other
+   * errors, and the 11th out-of-memory, fail the batch.
+   */
+  async #uploadWithPatience(staged: StagedBatch): Promise<DeviceBatch> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return this.#device.upload(staged);
+      } catch (error) {
+        if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) {
+          staged.done?.();
+          throw error;
+        }
+        this.stats.oomRetries++;
+        this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
+        await sleep(OOM_RETRY_SLEEP_MS);
+      }
     }
   }
 

@@ -1,0 +1,206 @@
+// Internal: not exported from the package entry.
+// An accelerator (CUDA or sim) as the pipeline's device. Staged rows cross on the copy stream in one
+// async copy per field; every batch carries a ready event; the consumer stream waits on it at
+// delivery; a released batch's device memory is reused only after an event recorded on the consumer
+// stream at release. The rule: no host or device memory is reused while a queued operation may still
+// read it — every reuse goes through `#retire`, which checks the event recorded after the last use.
+
+import type { StagedBatch } from '../dataset/source-reader.js';
+import { type DType, type StorageOf, elementSize, storageView } from '../tensor/dtype.js';
+import type { Tensor } from '../tensor/tensor.js';
+import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
+import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
+import { DeviceTensor } from './device-tensor.js';
+import { HostPool } from './host-pool.js';
+
+/** Device buffers kept per size for reuse; past this, released buffers are freed. */
+const KEEP_PER_SIZE = 16;
+
+interface Pending {
+  readonly event: DeviceEvent;
+  readonly run: () => void;
+}
+
+export class AcceleratorDevice implements Device {
+  readonly backend: Backend;
+  readonly probesMemory = true;
+  readonly autoRelease = true;
+  readonly #hostPool: HostPool;
+  readonly #unpins: (() => void)[] = [];
+  readonly #free = new Map<number, DeviceBuffer[]>();
+  readonly #pending: Pending[] = [];
+  /** Buffers of batches not yet released, freed at close (their tensors then refuse to be read). */
+  readonly #live = new Set<readonly DeviceBuffer[]>();
+  readonly allocate: <D extends DType>(dtype: D, length: number) => StorageOf[D];
+  #closed = false;
+
+  constructor(backend: Backend) {
+    this.backend = backend;
+    this.#hostPool = new HostPool((dtype, length) => {
+      // Page-locked once, when the pool first makes the buffer; reused for every later batch.
+      const sab = new SharedArrayBuffer(Math.max(length * elementSize(dtype), 1));
+      this.pinStaging(sab);
+      return storageView(dtype, sab, 0, length);
+    });
+    this.allocate = (dtype, length) => {
+      this.#retire();
+      return this.#hostPool.acquire(dtype, length);
+    };
+  }
+
+  get name(): string {
+    return this.backend.name;
+  }
+
+  memInfo(): MemInfo | undefined {
+    return this.backend.memInfo();
+  }
+
+  live(): { device: number; pinned: number } {
+    return this.backend.live();
+  }
+
+  pinStaging(memory: SharedArrayBuffer): void {
+    this.#unpins.push(this.backend.pin(memory));
+  }
+
+  upload(staged: StagedBatch): DeviceBatch {
+    this.#retire();
+    const buffers: DeviceBuffer[] = [];
+    try {
+      for (const t of staged.tensors) buffers.push(this.#acquire(t.byteLength));
+    } catch (error) {
+      for (const b of buffers) this.#recycle(b);
+      throw error;
+    }
+    staged.tensors.forEach((t, i) => this.backend.copyToDevice(buffers[i]!, 0, (t as Tensor).bytes(), 'copy'));
+    const ready = this.backend.record('copy');
+    // SAFETY: the staged host memory is read by the copies until `ready` is done.
+    this.#pending.push({
+      event: ready,
+      run: () => {
+        staged.done?.();
+        if (staged.owned) for (const t of staged.tensors) this.#hostPool.recycle(t.dtype, (t as Tensor).data);
+      },
+    });
+    return this.#batch(staged.tensors.map((t, i) => ({ buffer: buffers[i]!, dtype: t.dtype, shape: t.shape })), ready);
+  }
+
+  resident(columns: readonly Tensor[]): ResidentStore {
+    const backend = this.backend;
+    const held: DeviceBuffer[] = [];
+    try {
+      for (const c of columns) {
+        const buffer = backend.alloc(c.byteLength);
+        held.push(buffer);
+        backend.copyToDevice(buffer, 0, c.bytes(), 'copy');
+      }
+      const uploaded = backend.record('copy');
+      backend.synchronize(uploaded);
+      backend.recycle(uploaded);
+    } catch (error) {
+      for (const b of held) backend.free(b);
+      throw error;
+    }
+    let ids: DeviceBuffer | undefined;
+    const device = this;
+    return {
+      bytes: columns.reduce((s, c) => s + c.byteLength, 0),
+      prepare(samples: Uint32Array): void {
+        if (ids === undefined || ids.bytes < samples.byteLength) {
+          if (ids !== undefined) device.#freeAfterCopies(ids);
+          ids = backend.alloc(Math.max(samples.byteLength, 4));
+        }
+        // SAFETY: `samples` is the epoch plan's array, alive for the whole epoch; gathers that read
+        // `ids` are queued on the same stream after this copy.
+        backend.copyToDevice(ids, 0, new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength), 'copy');
+      },
+      gather(_samples: Uint32Array, start: number, end: number): DeviceBatch {
+        device.#retire();
+        const rows = end - start;
+        const outs: DeviceBuffer[] = [];
+        try {
+          for (const c of columns) outs.push(device.#acquire(rows * c.rowSize * elementSize(c.dtype)));
+        } catch (error) {
+          for (const b of outs) device.#recycle(b);
+          throw error;
+        }
+        columns.forEach((c, i) => backend.gather(outs[i]!, held[i]!, c.rowSize * elementSize(c.dtype), ids!, start, rows, 'copy'));
+        const ready = backend.record('copy');
+        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape.slice(1)] })), ready);
+      },
+      dispose(): void {
+        for (const b of held) device.#freeAfterCopies(b);
+        if (ids !== undefined) device.#freeAfterCopies(ids);
+        held.length = 0;
+      },
+    };
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const p of this.#pending) this.backend.synchronize(p.event);
+    this.#retire();
+    for (const buffers of this.#live) for (const b of buffers) this.backend.free(b);
+    this.#live.clear();
+    for (const list of this.#free.values()) for (const b of list) this.backend.free(b);
+    this.#free.clear();
+    this.#hostPool.clear();
+    for (const unpin of this.#unpins.splice(0)) unpin();
+    this.backend.close();
+  }
+
+  #batch(parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent): DeviceBatch {
+    const backend = this.backend;
+    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready }));
+    const buffers = parts.map((p) => p.buffer);
+    this.#live.add(buffers);
+    return {
+      tensors,
+      beforeDelivery: () => backend.wait('consumer', ready),
+      free: () => {
+        if (this.#closed || !this.#live.delete(buffers)) return;
+        const released = backend.record('consumer');
+        // SAFETY: kernels the consumer queued before the release may still read these buffers.
+        this.#pending.push({
+          event: released,
+          run: () => {
+            for (const p of parts) this.#recycle(p.buffer);
+            backend.recycle(released);
+            backend.recycle(ready);
+          },
+        });
+      },
+    };
+  }
+
+  #acquire(bytes: number): DeviceBuffer {
+    const size = Math.max(bytes, 1);
+    const hit = this.#free.get(size)?.pop();
+    return hit ?? this.backend.alloc(size);
+  }
+
+  #recycle(buffer: DeviceBuffer): void {
+    let list = this.#free.get(buffer.bytes);
+    if (list === undefined) this.#free.set(buffer.bytes, (list = []));
+    if (list.length < KEEP_PER_SIZE) list.push(buffer);
+    else this.backend.free(buffer);
+  }
+
+  #freeAfterCopies(buffer: DeviceBuffer): void {
+    const event = this.backend.record('copy');
+    this.#pending.push({ event, run: () => { this.backend.free(buffer); this.backend.recycle(event); } });
+  }
+
+  /** Run the follow-ups of every completed event (host staging back to its owner, buffers to the pool). */
+  #retire(): void {
+    for (let i = 0; i < this.#pending.length; ) {
+      const p = this.#pending[i]!;
+      if (this.backend.done(p.event)) {
+        this.#pending.splice(i, 1);
+        p.run();
+      } else i++;
+    }
+  }
+}

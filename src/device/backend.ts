@@ -1,0 +1,56 @@
+// Internal: not exported from the package entry.
+// What an accelerator backend provides to the accelerator device: device memory, a copy stream and
+// a consumer stream with events ordering them, a row gather, and page-locking of host memory. Two
+// backends implement it: CUDA (the driver API through koffi) and `sim` (a simulation that runs the
+// same device-side policies in CI). The rule: an operation enqueued on a stream completes later;
+// nothing may be read from a buffer or reused until an event recorded after the operation is done.
+
+import type { MemInfo } from './device.js';
+
+export type StreamName = 'copy' | 'consumer';
+
+/** Device memory. `ptr` is the device address (opaque for sim). */
+export interface DeviceBuffer {
+  readonly ptr: bigint;
+  readonly bytes: number;
+}
+
+/** A point in a stream's work. */
+export interface DeviceEvent {
+  /** Backend handle (a CUevent pointer on CUDA), for users who pass it to their own CUDA code. */
+  readonly handle: bigint;
+}
+
+export interface Backend {
+  readonly name: string;
+  /** True after close(): device tensors refuse to be read. */
+  readonly closed: boolean;
+  memInfo(): MemInfo | undefined;
+  /** Throws an error recognized by `isDeviceOutOfMemory` when the device is full. */
+  alloc(bytes: number): DeviceBuffer;
+  free(buffer: DeviceBuffer): void;
+  /** Page-lock host memory for fast async copies; returns the unpin. Once per buffer, never per batch. */
+  pin(memory: ArrayBufferLike): () => void;
+  /** Enqueue host → device; `src` must stay untouched until an event recorded after this is done. */
+  copyToDevice(dst: DeviceBuffer, dstOffset: number, src: Uint8Array, stream: StreamName): void;
+  /** Enqueue device → host. */
+  copyToHost(dst: Uint8Array, src: DeviceBuffer, srcOffset: number, stream: StreamName): void;
+  /** Enqueue dst row r = src row ids[idsOffset + r] for r < rows (ids: uint32 on the device). */
+  gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void;
+  record(stream: StreamName): DeviceEvent;
+  done(event: DeviceEvent): boolean;
+  /** Block the host until the event is done. */
+  synchronize(event: DeviceEvent): void;
+  /** Make later work on `stream` wait for `event`. */
+  wait(stream: StreamName, event: DeviceEvent): void;
+  /** Return an event to the backend once nobody will query it again. */
+  recycle(event: DeviceEvent): void;
+  /** Device bytes allocated and host bytes pinned through this backend, not yet released. */
+  live(): { device: number; pinned: number };
+  close(): void;
+}
+
+/** The marker both backends put on out-of-memory errors. */
+export function isDeviceOutOfMemory(error: unknown): boolean {
+  return (error as { driverName?: unknown } | null)?.driverName === 'CUDA_ERROR_OUT_OF_MEMORY';
+}

@@ -1,0 +1,104 @@
+// A tensor in device memory: what another CUDA consumer needs (address, byte length, shape, dtype,
+// strides, device, ready event) plus `toHost()` for checks. The rule: read it only after its ready
+// event — Stoker makes the consumer stream wait on it before delivery — and never after its batch is
+// released (every accessor then throws ERR_BATCH_RELEASED).
+
+import { batchReleased, loaderClosed } from '../errors.js';
+import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
+import type { Lease } from '../tensor/lease.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
+
+export class DeviceTensor<D extends DType = DType> {
+  readonly dtype: D;
+  readonly shape: readonly number[];
+  readonly size: number;
+  /** 'cuda:0', 'sim', … */
+  readonly device: string;
+  readonly #buffer: DeviceBuffer;
+  readonly #offset: number;
+  readonly #ready: DeviceEvent | undefined;
+  readonly #backend: Backend;
+  readonly #lease: Lease | undefined;
+
+  /** Internal: device tensors are made by the loader. */
+  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | undefined; lease?: Lease }) {
+    this.#backend = init.backend;
+    this.#buffer = init.buffer;
+    this.#offset = init.offset;
+    this.dtype = init.dtype;
+    this.shape = Object.freeze([...init.shape]);
+    this.size = this.shape.reduce((a, b) => a * b, 1);
+    this.device = init.backend.name;
+    this.#ready = init.ready;
+    this.#lease = init.lease;
+  }
+
+  /** Device address of element 0. */
+  get ptr(): bigint {
+    this.#check();
+    return this.#buffer.ptr + BigInt(this.#offset);
+  }
+
+  get byteLength(): number {
+    return this.size * elementSize(this.dtype);
+  }
+
+  /** Row-major strides, in elements. */
+  get strides(): readonly number[] {
+    const out = new Array<number>(this.shape.length);
+    let s = 1;
+    for (let i = this.shape.length - 1; i >= 0; i--) {
+      out[i] = s;
+      s *= this.shape[i]!;
+    }
+    return out;
+  }
+
+  get rowSize(): number {
+    let n = 1;
+    for (let i = 1; i < this.shape.length; i++) n *= this.shape[i]!;
+    return n;
+  }
+
+  /** The event after which the data is complete (a CUevent handle on CUDA); undefined when already complete. */
+  get readyEvent(): DeviceEvent | undefined {
+    this.#check();
+    return this.#ready;
+  }
+
+  /** Copy to a fresh host tensor (waits for the data to be ready; blocks the host for the copy). */
+  async toHost(): Promise<Tensor<D>> {
+    this.#check();
+    const data = allocStorage(this.dtype, this.size) as StorageOf[D];
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (this.#ready !== undefined) this.#backend.wait('copy', this.#ready);
+    this.#backend.copyToHost(bytes, this.#buffer, this.#offset, 'copy');
+    const done = this.#backend.record('copy');
+    this.#backend.synchronize(done);
+    this.#backend.recycle(done);
+    return new Tensor(data as never, this.shape, this.dtype);
+  }
+
+  /** Internal: the same memory bound to a batch's lease. */
+  withLease(lease: Lease): DeviceTensor<D> {
+    return new DeviceTensor({ backend: this.#backend, buffer: this.#buffer, offset: this.#offset, dtype: this.dtype, shape: this.shape, ready: this.#ready, lease });
+  }
+
+  /** Internal: the backing buffer (for kernels of the loader). */
+  get buffer(): DeviceBuffer {
+    this.#check();
+    return this.#buffer;
+  }
+
+  toString(): string {
+    return `DeviceTensor(${this.dtype}, [${this.shape.join(', ')}], ${this.device})`;
+  }
+
+  #check(): void {
+    if (this.#lease?.released) throw batchReleased();
+    if (this.#backend.closed) throw loaderClosed();
+  }
+}
+
+export type AnyTensor = Tensor | DeviceTensor;

@@ -1,0 +1,191 @@
+// Internal: not exported from the package entry.
+// The `sim` backend: a simulated accelerator for CI and for planning without a GPU. Device memory is
+// host memory with a fixed capacity and real out-of-memory errors; streams are FIFO queues whose work
+// runs later (on a later turn of the event loop), so events, waits and slot reuse follow the same
+// rules as on CUDA and every device-side policy runs the same code paths.
+
+import { LoaderError } from '../../errors.js';
+import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
+import type { MemInfo } from '../device.js';
+
+export interface SimOptions {
+  /** Device memory in bytes. Default 16 GiB. */
+  readonly totalBytes?: number;
+  /** Bytes already in use by others (a model, another process). Default 0. */
+  readonly usedBytes?: number;
+  /** Fault injection: allocation `ordinal` (0, 1, …) of `bytes` fails with out-of-memory when this returns true. */
+  readonly failAllocation?: (ordinal: number, bytes: number) => boolean;
+}
+
+class SimOutOfMemory extends LoaderError {
+  readonly driverName = 'CUDA_ERROR_OUT_OF_MEMORY';
+  readonly result = 2;
+}
+
+interface SimBuffer extends DeviceBuffer {
+  readonly data: Uint8Array;
+}
+
+interface SimEvent extends DeviceEvent {
+  readonly stream: SimStream;
+  readonly mark: number;
+}
+
+class SimStream {
+  readonly #queue: (() => void)[] = [];
+  #completed = 0;
+  #enqueued = 0;
+  #scheduled = false;
+
+  get enqueued(): number {
+    return this.#enqueued;
+  }
+
+  get completed(): number {
+    return this.#completed;
+  }
+
+  push(op: () => void): void {
+    this.#queue.push(op);
+    this.#enqueued++;
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => {
+        this.#scheduled = false;
+        this.runUntil(this.#enqueued);
+      });
+    }
+  }
+
+  /** Run queued work in order until `mark` operations have completed. */
+  runUntil(mark: number): void {
+    while (this.#completed < mark) {
+      const op = this.#queue.shift();
+      if (op === undefined) return;
+      this.#completed++;
+      op();
+    }
+  }
+}
+
+export class SimBackend implements Backend {
+  readonly name = 'sim';
+  readonly #total: number;
+  readonly #baseUsed: number;
+  readonly #fail: SimOptions['failAllocation'];
+  readonly #streams: Record<StreamName, SimStream> = { copy: new SimStream(), consumer: new SimStream() };
+  readonly #buffers = new Map<bigint, SimBuffer>();
+  #allocated = 0;
+  #pinned = 0;
+  #ordinal = 0;
+  #nextPtr = 0x1_0000_0000n;
+  #nextEvent = 1n;
+
+  constructor(options: SimOptions = {}) {
+    this.#total = options.totalBytes ?? 16 * 2 ** 30;
+    this.#baseUsed = options.usedBytes ?? 0;
+    this.#fail = options.failAllocation;
+  }
+
+  /** Bytes allocated through this backend and not freed, and host bytes pinned (leak checks). */
+  live(): { device: number; pinned: number } {
+    return { device: this.#allocated, pinned: this.#pinned };
+  }
+
+  memInfo(): MemInfo {
+    return { used: this.#baseUsed + this.#allocated, total: this.#total };
+  }
+
+  alloc(bytes: number): DeviceBuffer {
+    const ordinal = this.#ordinal++;
+    const size = Math.max(bytes, 1);
+    if (this.#fail?.(ordinal, bytes) || this.#baseUsed + this.#allocated + size > this.#total) {
+      throw new SimOutOfMemory('ERR_DEVICE_OOM', `sim: out of device memory allocating ${bytes} bytes (CUDA_ERROR_OUT_OF_MEMORY)`);
+    }
+    const buffer: SimBuffer = { ptr: this.#nextPtr, bytes: size, data: new Uint8Array(size) };
+    this.#nextPtr += BigInt(Math.ceil(size / 256) * 256 + 256);
+    this.#buffers.set(buffer.ptr, buffer);
+    this.#allocated += size;
+    return buffer;
+  }
+
+  free(buffer: DeviceBuffer): void {
+    if (this.#buffers.delete(buffer.ptr)) this.#allocated -= buffer.bytes;
+  }
+
+  pin(memory: ArrayBufferLike): () => void {
+    const bytes = memory.byteLength;
+    this.#pinned += bytes;
+    let pinned = true;
+    return () => {
+      if (!pinned) return;
+      pinned = false;
+      this.#pinned -= bytes;
+    };
+  }
+
+  copyToDevice(dst: DeviceBuffer, dstOffset: number, src: Uint8Array, stream: StreamName): void {
+    const d = this.#data(dst);
+    this.#streams[stream].push(() => d.set(src, dstOffset));
+  }
+
+  copyToHost(dst: Uint8Array, src: DeviceBuffer, srcOffset: number, stream: StreamName): void {
+    const s = this.#data(src);
+    this.#streams[stream].push(() => dst.set(s.subarray(srcOffset, srcOffset + dst.byteLength)));
+  }
+
+  gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
+    const d = this.#data(dst);
+    const s = this.#data(src);
+    const idx = this.#data(ids);
+    this.#streams[stream].push(() => {
+      const view = new Uint32Array(idx.buffer, idx.byteOffset + idsOffset * 4, rows);
+      for (let r = 0; r < rows; r++) {
+        const from = view[r]! * rowBytes;
+        d.set(s.subarray(from, from + rowBytes), r * rowBytes);
+      }
+    });
+  }
+
+  record(stream: StreamName): DeviceEvent {
+    const s = this.#streams[stream];
+    const event: SimEvent = { handle: this.#nextEvent++, stream: s, mark: s.enqueued };
+    return event;
+  }
+
+  done(event: DeviceEvent): boolean {
+    const e = event as SimEvent;
+    return e.stream.completed >= e.mark;
+  }
+
+  synchronize(event: DeviceEvent): void {
+    const e = event as SimEvent;
+    e.stream.runUntil(e.mark);
+  }
+
+  wait(stream: StreamName, event: DeviceEvent): void {
+    const e = event as SimEvent;
+    if (e.stream === this.#streams[stream]) return;
+    this.#streams[stream].push(() => e.stream.runUntil(e.mark));
+  }
+
+  recycle(_event: DeviceEvent): void {}
+
+  #closed = false;
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Finish queued work. Buffers still allocated stay counted in `live()`: a leak shows. */
+  close(): void {
+    for (const s of Object.values(this.#streams)) s.runUntil(s.enqueued);
+    this.#closed = true;
+  }
+
+  #data(buffer: DeviceBuffer): Uint8Array {
+    const b = this.#buffers.get(buffer.ptr);
+    if (b === undefined) throw new LoaderError('ERR_INVALID_TENSOR', `sim: device buffer ${buffer.ptr.toString(16)} was freed or never allocated`);
+    return b.data;
+  }
+}

@@ -1,0 +1,187 @@
+// The same behaviours on every device: 'cpu', 'sim' (a simulated GPU, always), and 'cuda' when a
+// GPU is present. Device batches are read back with toHost(); device policies (auto-release, the
+// budget law, out-of-memory back-off, resident fallback, no leaks) are pinned on sim and cuda.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources } from '../src/index.js';
+import { cudaAvailable } from '../src/device/cuda/driver.js';
+import { arraysDataset, range, scriptedDataset, sorted, within } from './fixtures.js';
+
+const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];
+
+async function host(t: AnyTensor): Promise<Tensor> {
+  return t instanceof DeviceTensor ? t.toHost() : t;
+}
+
+async function ids(b: Batch<AnyTensor>): Promise<number[]> {
+  return Array.from((await host(b.get('y'))).data as Int32Array);
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function create(device: string, ds: Parameters<typeof DataLoader.create>[0], opts: Omit<LoaderOptions<any>, 'device'>) {
+  return DataLoader.create(ds, { ...opts, device });
+}
+
+for (const device of DEVICES) {
+  for (const mode of ['resident', 'streaming'] as const) {
+    describe(`on ${device}, ${mode} mode`, { timeout: 60_000 }, () => {
+      it('delivers every sample exactly once per epoch with its own content', async () => {
+        const loader = await create(device, arraysDataset(37), { batchSize: 8, mode, dropLast: false });
+        assert.equal(loader.device, device === 'cuda' ? 'cuda:0' : device);
+        for (let e = 0; e < 2; e++) {
+          const seen: number[] = [];
+          for await (const b of loader.epoch(e)) {
+            const x = (await host(b.get('x'))).data as Float32Array;
+            const y = await ids(b);
+            assert.deepEqual(y, Array.from(b.sampleIds));
+            y.forEach((id, r) => assert.deepEqual(Array.from(x.subarray(4 * r, 4 * r + 4)), [id, id + 0.5, id + 0.25, -id]));
+            seen.push(...y);
+          }
+          assert.deepEqual(sorted(seen), range(37));
+        }
+        await loader.close();
+      });
+
+      it('gives the same order as the CPU for the same seed', async () => {
+        const a = await create(device, arraysDataset(30), { batchSize: 7, mode, seed: 11 });
+        const b = await create('cpu', arraysDataset(30), { batchSize: 7, mode, seed: 11 });
+        const order = async (l: DataLoader<AnyTensor>) => {
+          const out: number[] = [];
+          for await (const batch of l.epoch(4)) out.push(...(await ids(batch)));
+          return out;
+        };
+        assert.deepEqual(await order(a), await order(b));
+        await a.close();
+        await b.close();
+      });
+
+      it('reads per-sample datasets, through reader workers too', async () => {
+        for (const workers of mode === 'streaming' ? [0, 2] : [0]) {
+          const ds = workers > 0 ? sources.module(new URL('./fixtures/scripted-source.ts', import.meta.url), 'openScripted', { n: 21 }) : scriptedDataset(21);
+          const loader = await create(device, ds, { batchSize: 4, mode, workers, dropLast: false });
+          const seen: number[] = [];
+          for await (const b of loader.epoch(0)) seen.push(...(await ids(b)));
+          assert.deepEqual(sorted(seen), range(21));
+          await loader.close();
+          assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 }, 'nothing held after close');
+        }
+      });
+    });
+  }
+}
+
+for (const device of DEVICES.filter((d) => d !== 'cpu')) {
+  describe(`device policies on ${device}`, { timeout: 60_000 }, () => {
+    it('hands out device tensors with pointer, byte length, shape, strides, device and ready event', async () => {
+      const loader = await create(device, arraysDataset(8), { batchSize: 4, mode: 'streaming' });
+      for await (const b of loader.epoch(0)) {
+        const x = b.get('x') as DeviceTensor;
+        assert.ok(x instanceof DeviceTensor);
+        assert.equal(typeof x.ptr, 'bigint');
+        assert.equal(x.byteLength, 4 * 4 * 4);
+        assert.deepEqual(x.shape, [4, 4]);
+        assert.deepEqual(x.strides, [4, 1]);
+        assert.equal(x.dtype, 'float32');
+        assert.ok(x.readyEvent !== undefined);
+        break;
+      }
+      await loader.close();
+    });
+
+    it('releases the previous batch when the next is asked for, unless retained', async () => {
+      const loader = await create(device, arraysDataset(16), { batchSize: 4, mode: 'streaming', shuffle: false });
+      const it0 = loader.epoch(0)[Symbol.asyncIterator]();
+      const first = (await it0.next()).value!;
+      const kept = (await it0.next()).value!.retain();
+      assert.equal(first.released, true, 'the first batch was released by the second request');
+      assert.throws(() => first.get('x'), { code: 'ERR_BATCH_RELEASED' });
+      await it0.next();
+      assert.equal(kept.released, false);
+      assert.deepEqual(await ids(kept), [4, 5, 6, 7]);
+      kept.release();
+      assert.equal(kept.released, true);
+      await it0.return!();
+      await loader.close();
+    });
+
+    it('sizes streaming depth from device memory and resizes honestly after the second batch', async () => {
+      const loader = await create(device, arraysDataset(64), { batchSize: 4, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 2 ** 20, usedBytes: 2 ** 19 } } : {}) });
+      const it0 = loader.epoch(0)[Symbol.asyncIterator]();
+      await it0.next();
+      assert.ok(loader.prefetchDepth >= 2);
+      if (device === 'sim') {
+        // batch = 4 × 20 bytes; cap 0.9 × 1 MiB − 0.5 MiB used → thousands of batches.
+        assert.equal(loader.prefetchDepth, Math.floor((Math.floor(0.9 * 2 ** 20) - 2 ** 19) / 80));
+      }
+      await it0.return!();
+      await loader.close();
+    });
+
+    it('falls back to streaming when the resident upload runs out of device memory, keeping a custom sampler', async () => {
+      if (device !== 'sim') return;
+      const sampler = { length: 6, indices: () => [5, 4, 3, 2, 1, 0] };
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(w.message);
+      process.on('warning', onWarning);
+      const loader = await create(device, arraysDataset(10), { batchSize: 3, sampler, sim: { failAllocation: (ordinal) => ordinal === 0 } });
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      process.off('warning', onWarning);
+      assert.equal(loader.isResident, false);
+      assert.ok(warnings.some((w) => /did not fit on sim.*streaming instead/.test(w)));
+      const seen: number[] = [];
+      for await (const b of loader.epoch(0)) seen.push(...(await ids(b)));
+      assert.deepEqual(seen, [5, 4, 3, 2, 1, 0]);
+      await loader.close();
+    });
+
+    it('chooses streaming when the dataset does not fit (0.90 × total − used)', async () => {
+      if (device !== 'sim') return;
+      const loader = await create(device, arraysDataset(1000), { batchSize: 10, sim: { totalBytes: 20_000 } });
+      assert.equal(loader.isResident, false);
+      await loader.close();
+    });
+
+    it('retries a transient out-of-memory with back-off and delivers the whole epoch', async () => {
+      if (device !== 'sim') return;
+      const loader = await create(device, arraysDataset(24), { batchSize: 4, mode: 'streaming', sim: { failAllocation: (ordinal) => ordinal === 2 || ordinal === 3 } });
+      const seen: number[] = [];
+      for await (const b of loader.epoch(0)) seen.push(...(await ids(b)));
+      assert.deepEqual(sorted(seen), range(24));
+      assert.equal(loader.stats().epochs[0]!.oomRetries, 2);
+      await loader.close();
+    });
+
+    it('fails the batch after 10 retries of a persistent out-of-memory, and the loader survives', async () => {
+      if (device !== 'sim') return;
+      let failing = false;
+      const loader = await create(device, arraysDataset(8), { batchSize: 4, mode: 'streaming', shuffle: false, prefetch: 1, sim: { failAllocation: () => failing } });
+      failing = true;
+      const error = await within(5_000, 'persistent OOM', (async () => {
+        try {
+          for await (const _ of loader.epoch(0));
+        } catch (e) {
+          return e;
+        }
+      })());
+      assert.ok(error instanceof BatchError);
+      assert.equal((error.cause as { driverName?: string }).driverName, 'CUDA_ERROR_OUT_OF_MEMORY');
+      assert.equal(loader.stats().epochs[0]!.oomRetries, 10);
+      failing = false;
+      const seen: number[] = [];
+      for await (const b of loader.epoch(1)) seen.push(...(await ids(b)));
+      assert.deepEqual(seen, range(8));
+      await loader.close();
+    });
+
+    it('frees every device and page-locked byte on close, and refuses reads of surviving batches', async () => {
+      const loader = await create(device, arraysDataset(40), { batchSize: 8, mode: 'streaming' });
+      let kept: Batch<AnyTensor> | undefined;
+      for await (const b of loader.epoch(0)) kept ??= b.retain();
+      assert.ok(loader.stats().memory.device > 0);
+      await loader.close();
+      assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+      assert.throws(() => (kept!.get('x') as DeviceTensor).ptr, { code: 'ERR_LOADER_CLOSED' });
+    });
+  });
+}
