@@ -211,25 +211,36 @@ export class SourceReader {
   }
 
   #pack(outs: readonly Storage[], row: number): Uint8Array {
+    const bytes = byteViews(outs);
     let off = 0;
-    for (let f = 0; f < outs.length; f++) {
+    for (let f = 0; f < bytes.length; f++) {
       const rb = this.#fieldBytes[f]!;
-      const o = outs[f]!;
-      this.#scratch.set(new Uint8Array(o.buffer, o.byteOffset + row * rb, rb), off);
+      this.#scratch.set(bytes[f]!.subarray(row * rb, (row + 1) * rb), off);
       off += rb;
     }
     return this.#scratch;
   }
 
-  #unpack(bytes: Uint8Array, outs: readonly Storage[], row: number): void {
+  #unpack(record: Uint8Array, outs: readonly Storage[], row: number): void {
+    const bytes = byteViews(outs);
     let off = 0;
-    for (let f = 0; f < outs.length; f++) {
+    for (let f = 0; f < bytes.length; f++) {
       const rb = this.#fieldBytes[f]!;
-      const o = outs[f]!;
-      new Uint8Array(o.buffer, o.byteOffset + row * rb, rb).set(bytes.subarray(off, off + rb));
+      bytes[f]!.set(record.subarray(off, off + rb), row * rb);
       off += rb;
     }
   }
+}
+
+/** Byte views of batch outputs, made once per output set (a cached sample costs no view allocation). */
+const BYTE_VIEWS = new WeakMap<readonly Storage[], Uint8Array[]>();
+function byteViews(outs: readonly Storage[]): Uint8Array[] {
+  let views = BYTE_VIEWS.get(outs);
+  if (views === undefined) {
+    views = outs.map((o) => new Uint8Array(o.buffer, o.byteOffset, o.byteLength));
+    BYTE_VIEWS.set(outs, views);
+  }
+  return views;
 }
 
 function gatherIntoAt(src: Tensor, ids: ArrayLike<number>, out: Storage, rowOffset: number): void {
