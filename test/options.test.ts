@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DataLoader, type LoaderOptions } from '../src/index.js';
+import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { arraysDataset } from './fixtures.js';
 
 const ds = arraysDataset(10);
@@ -83,9 +84,13 @@ describe('option validation', () => {
     await rejectsWith({ batchSize: 4, activationReserve: -5 }, 'ERR_INVALID_OPTION', /`activationReserve` must be a byte count ≥ 0/);
   });
 
-  it('checks device, and says which devices this build lacks', async () => {
+  it('checks device, and says how to fix a missing CUDA driver', async () => {
     await rejectsWith({ batchSize: 4, device: 'gpu' }, 'ERR_INVALID_OPTION', /`device` must be 'cpu', 'cuda', 'cuda:N' or 'sim', got "gpu"/);
-    await rejectsWith({ batchSize: 4, device: 'cuda:0' }, 'ERR_UNSUPPORTED_OPTION', /`device`: "cuda:0" is not supported yet.*device: 'cpu'/);
+    await rejectsWith({ batchSize: 4, sim: { totalBytes: 10 } }, 'ERR_INVALID_OPTION', /`sim` must be used with device: 'sim' only/);
+    await rejectsWith({ batchSize: 4, device: 'sim', sim: { totalBytes: -1 } }, 'ERR_INVALID_OPTION', /`sim` must be \{ totalBytes/);
+    if (!cudaAvailable()) {
+      await rejectsWith({ batchSize: 4, device: 'cuda:0' }, 'ERR_CUDA_UNAVAILABLE', /CUDA is not available.*device: 'cpu'/);
+    }
   });
 
   it('checks diskStage, workers, rank and worldSize', async () => {

@@ -1,0 +1,144 @@
+// Internal: not exported from the package entry.
+// The CUDA backend of the accelerator device: device memory, a dedicated copy stream and a consumer
+// stream (both non-blocking), pooled events, the gather kernel, and page-locking of staging buffers,
+// over the driver binding in driver.ts. The rule: every buffer and event handed out belongs to this
+// backend's context; close() waits for the device, then disposes them all with the context.
+
+import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
+import type { MemInfo } from '../device.js';
+import { CudaContext } from './context.js';
+import { DeviceMemory } from './device-memory.js';
+import { CudaEvent } from './event.js';
+import { gatherRows } from './gather.js';
+import { RegisteredHost } from './registered-host.js';
+import { CudaStream } from './stream.js';
+
+interface CudaEventRef extends DeviceEvent {
+  readonly event: CudaEvent;
+}
+
+export class CudaBackend implements Backend {
+  readonly name: string;
+  readonly context: CudaContext;
+  readonly #streams: Record<StreamName, CudaStream>;
+  readonly #memory = new Map<bigint, DeviceMemory>();
+  readonly #pinned = new Set<RegisteredHost>();
+  readonly #events: CudaEventRef[] = [];
+  #deviceBytes = 0;
+  #closed = false;
+
+  private constructor(context: CudaContext) {
+    this.context = context;
+    this.name = `cuda:${context.ordinal}`;
+    this.#streams = { copy: new CudaStream(context), consumer: new CudaStream(context) };
+  }
+
+  /** Retain device `ordinal`'s primary context; throws ERR_CUDA_UNAVAILABLE without a driver or device. */
+  static open(ordinal: number): CudaBackend {
+    return new CudaBackend(CudaContext.open(ordinal));
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** The stream batches are ordered on; a consumer's own CUDA work should go on it (or wait on tensor.readyEvent). */
+  get consumerStream(): CudaStream {
+    return this.#streams.consumer;
+  }
+
+  memInfo(): MemInfo | undefined {
+    try {
+      const { used, total } = this.context.memInfo();
+      return { used, total };
+    } catch {
+      return undefined;
+    }
+  }
+
+  live(): { device: number; pinned: number } {
+    let pinned = 0;
+    for (const r of this.#pinned) pinned += r.bytes;
+    return { device: this.#deviceBytes, pinned };
+  }
+
+  alloc(bytes: number): DeviceBuffer {
+    const memory = new DeviceMemory(this.context, Math.max(bytes, 1));
+    this.#memory.set(memory.ptr, memory);
+    this.#deviceBytes += memory.bytes;
+    return memory;
+  }
+
+  free(buffer: DeviceBuffer): void {
+    const memory = this.#memory.get(buffer.ptr);
+    if (memory === undefined) return;
+    this.#memory.delete(buffer.ptr);
+    this.#deviceBytes -= memory.bytes;
+    memory.dispose();
+  }
+
+  pin(memory: ArrayBufferLike): () => void {
+    const registered = new RegisteredHost(this.context, memory);
+    this.#pinned.add(registered);
+    return () => {
+      if (!this.#pinned.delete(registered)) return;
+      // SAFETY: the accelerator device unpins only after every copy from this buffer has completed
+      // (its close() synchronizes all pending events first).
+      registered.dispose();
+    };
+  }
+
+  copyToDevice(dst: DeviceBuffer, dstOffset: number, src: Uint8Array, stream: StreamName): void {
+    this.#mem(dst).copyFromHostAsync(src, this.#streams[stream], dstOffset);
+  }
+
+  copyToHost(dst: Uint8Array, src: DeviceBuffer, srcOffset: number, stream: StreamName): void {
+    this.#mem(src).copyToHostAsync(dst, this.#streams[stream], srcOffset);
+  }
+
+  gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
+    gatherRows(this.context, this.#streams[stream], { dst, src, ids, idsOffset, rowBytes, rows });
+  }
+
+  record(stream: StreamName): DeviceEvent {
+    const ref = this.#events.pop() ?? this.#newEvent();
+    ref.event.record(this.#streams[stream]);
+    return ref;
+  }
+
+  done(event: DeviceEvent): boolean {
+    return (event as CudaEventRef).event.query();
+  }
+
+  synchronize(event: DeviceEvent): void {
+    (event as CudaEventRef).event.synchronize();
+  }
+
+  wait(stream: StreamName, event: DeviceEvent): void {
+    this.#streams[stream].waitEvent((event as CudaEventRef).event);
+  }
+
+  recycle(event: DeviceEvent): void {
+    if (!this.#closed) this.#events.push(event as CudaEventRef);
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#events.length = 0;
+    // Waits for queued work, then disposes every stream, event, buffer and registration it made.
+    // Buffers and registrations the device did not give back stay counted in live(): a leak shows.
+    this.context.dispose();
+  }
+
+  #newEvent(): CudaEventRef {
+    const event = new CudaEvent(this.context);
+    return { event, handle: event.handle };
+  }
+
+  #mem(buffer: DeviceBuffer): DeviceMemory {
+    const m = this.#memory.get(buffer.ptr);
+    if (m === undefined) throw new RangeError(`cuda: device buffer 0x${buffer.ptr.toString(16)} was freed or belongs to another backend`);
+    return m;
+  }
+}
