@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prepare .gpu/ for the GPU machine (see ../shared/gpu/README.md), small enough to travel (< 64 MiB).
+# The shared pack.sh installs tsx with a plain `npm install`, which also pulls every devDependency
+# (tfjs alone is 270 MiB); this script runs it, then rebuilds .gpu/prod with production dependencies
+# only and copies tsx and its one dependency (esbuild) from this checkout's node_modules.
+#
+#   npm ci && bash scripts/gpu-pack.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ../shared/gpu/pack.sh >/dev/null
+rm -rf .gpu/prod/node_modules
+(cd .gpu/prod && npm ci --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
+for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules/; done
+echo ".gpu/ is $(du -sm .gpu | cut -f1) MiB"
