@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Compile every CUDA C kernel under kernels/ to PTX text beside it (kernels/NAME.cu -> kernels/NAME.ptx).
+# Compile every CUDA C kernel under kernels/ (and the test kernels under test/fixtures/) to PTX text
+# beside it (kernels/NAME.cu -> kernels/NAME.ptx).
 #
 #   npm run kernels            (or: bash scripts/build-kernels.sh, from anywhere)
 #
@@ -13,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${NVCC:-nvcc}
 command -v "$nvcc" >/dev/null || { echo "build-kernels: nvcc not found; install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; exit 2; }
 shopt -s nullglob
-sources=("$root"/kernels/*.cu)
+sources=("$root"/kernels/*.cu "$root"/test/fixtures/*.cu)
 [ ${#sources[@]} -gt 0 ] || { echo "build-kernels: no kernels/*.cu to compile" >&2; exit 2; }
 for cu in "${sources[@]}"; do
   ptx="${cu%.cu}.ptx"

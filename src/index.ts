@@ -7,6 +7,7 @@ export { Batch } from './batch.js';
 export { Tensor, tensor } from './tensor/tensor.js';
 export { DeviceTensor } from './device/device-tensor.js';
 export type { AnyTensor } from './device/device-tensor.js';
+export type { UserKernel, LaunchOptions, KernelArgument } from './device/user-kernel.js';
 export { DTYPES, elementSize } from './tensor/dtype.js';
 export type { DType, StorageOf, TypedArray } from './tensor/dtype.js';
 export type { Dataset, BatchDataset, Sample, SampleValue, BatchColumns, BatchValue, ReadContext } from './dataset/dataset.js';

@@ -3,6 +3,8 @@
 // epoch at a time — a loader runs one epoch iterator at once.
 
 import { openDevice } from './device/open-device.js';
+import { AcceleratorDevice } from './device/accelerator-device.js';
+import { type KernelHost, type UserKernel, makeUserKernel } from './device/user-kernel.js';
 import { isDeviceOutOfMemory } from './device/backend.js';
 import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
@@ -163,7 +165,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
         return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
       } catch (error) {
         // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
-        if (!isDeviceOutOfMemory(error) || opts.mode === 'resident') throw error;
+        if (!isDeviceOutOfMemory(error)) throw error;
         process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
       }
     }
@@ -266,6 +268,21 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   setActivationReserve(bytes: number): void {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidOption('setActivationReserve(bytes)', 'a byte count ≥ 0', bytes);
     this.#governor?.setActivationReserve(bytes, 'user');
+  }
+
+  /**
+   * Load a kernel from PTX (CUDA only) to launch on batches: it runs on the stream batches are
+   * ordered on, after each batch's data and before its memory is reused.
+   */
+  kernel(ptx: string | Uint8Array, name: string): UserKernel {
+    if (this.#closed) throw loaderClosed();
+    const backend = this.#device instanceof AcceleratorDevice ? this.#device.backend : undefined;
+    return makeUserKernel(backend !== undefined && 'loadKernel' in backend ? (backend as unknown as KernelHost) : undefined, this.#device.name, ptx, name);
+  }
+
+  /** Wait until work queued on the batches' stream (user kernels, releases) is done. No-op on the CPU. */
+  async synchronize(): Promise<void> {
+    if (this.#device instanceof AcceleratorDevice) this.#device.synchronize();
   }
 
   stats(): LoaderStats {

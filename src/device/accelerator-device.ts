@@ -137,6 +137,14 @@ export class AcceleratorDevice implements Device {
     };
   }
 
+  /** Block until the consumer stream's queued work is done, then retire what completed. */
+  synchronize(): void {
+    const event = this.backend.record('consumer');
+    this.backend.synchronize(event);
+    this.backend.recycle(event);
+    this.#retire();
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

@@ -5,6 +5,8 @@
 // backend's context; close() waits for the device, then disposes them all with the context.
 
 import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
+import type { KernelHost } from '../user-kernel.js';
+import { CudaModule } from './module.js';
 import type { MemInfo } from '../device.js';
 import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
@@ -17,7 +19,7 @@ interface CudaEventRef extends DeviceEvent {
   readonly event: CudaEvent;
 }
 
-export class CudaBackend implements Backend {
+export class CudaBackend implements Backend, KernelHost {
   readonly name: string;
   readonly context: CudaContext;
   readonly #streams: Record<StreamName, CudaStream>;
@@ -45,6 +47,17 @@ export class CudaBackend implements Backend {
   /** The stream batches are ordered on; a consumer's own CUDA work should go on it (or wait on tensor.readyEvent). */
   get consumerStream(): CudaStream {
     return this.#streams.consumer;
+  }
+
+  loadKernel(ptx: string | Uint8Array, name: string): ReturnType<KernelHost['loadKernel']> {
+    const fn = CudaModule.load(this.context, ptx).getFunction(name);
+    const stream = this.#streams.consumer;
+    return (grid, block, args, sharedBytes) => fn.launch(grid, block, stream, args, sharedBytes);
+  }
+
+  /** Block until the consumer stream's queued work is done. */
+  synchronizeConsumer(): void {
+    this.#streams.consumer.synchronize();
   }
 
   memInfo(): MemInfo | undefined {
