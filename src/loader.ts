@@ -34,7 +34,8 @@ import { StreamingRun } from './pipeline/streaming-run.js';
 import { RandomSampler } from './sampler/random-sampler.js';
 import { type Sampler, validatedPicks } from './sampler/sampler.js';
 import { SequentialSampler } from './sampler/sequential-sampler.js';
-import { allocStorage } from './tensor/dtype.js';
+import { allocStorage, elementSize } from './tensor/dtype.js';
+import { vramPoolKilled } from './device/vram-pool.js';
 
 /** One epoch's batches: iterate it with `for await`; `length` is its batch count. */
 export interface Epoch<T extends AnyTensor = Tensor> extends AsyncIterable<Batch<T>> {
@@ -208,7 +209,12 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       opts.prefetch,
       opts.activationReserve,
     );
-    return new DataLoader({ ...base, streaming: new StreamingParts({ fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes }), residentBuildMs: 0 });
+    return new DataLoader({ ...base, streaming: new StreamingParts({
+        fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device,
+        vramPool: device instanceof AcceleratorDevice
+          ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
+          : undefined,
+      }), residentBuildMs: 0 });
   }
 
   /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
@@ -291,7 +297,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       device: this.#device.name,
       mode: this.isResident ? 'resident' : 'streaming',
       residentBuildMs: this.#residentBuildMs,
-      workers: this.#streaming?.pool?.workers ?? 0,
+      workers: this.#streaming?.readers?.workers ?? 0,
       memory: this.#device.live(),
       epochs: this.#history.map((s) => ({ ...s })),
     };
@@ -304,6 +310,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#active?.end();
     this.#resident?.dispose();
     await this.#streaming?.fetcher.close();
+    const slabs = this.#streaming?.pool?.release();
+    if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
     this.#device.close();
   }
@@ -334,7 +342,12 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   #startStreaming(plan: EpochPlan, onEnd: (run: EpochRun) => void): EpochRun {
     const parts = this.#streaming!;
     parts.beginEpoch(this.#opts, plan.batches);
-    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight);
+    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd)
+      .bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight, parts.pool, parts.batchBytes(this.#opts.batchSize))
+      .onEvict((pool) => {
+        const buffers = pool.evictOneSlab();
+        if (buffers !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(buffers);
+      });
     parts.trackEpoch(run.stats);
     return run;
   }

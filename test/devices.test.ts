@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources } from '../src/index.js';
+import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { arraysDataset, range, scriptedDataset, sorted, within } from './fixtures.js';
 
@@ -171,6 +171,50 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       const seen: number[] = [];
       for await (const b of loader.epoch(1)) seen.push(...(await ids(b)));
       assert.deepEqual(seen, range(8));
+      await loader.close();
+    });
+
+    it('stitches pooled and fresh rows in exact caller order across epochs (VRAM pool), saving H2D bytes', async () => {
+      const rowBytes = 2 ** 20;
+      const n = 192;
+      const data = new Uint8Array(n * rowBytes);
+      for (let i = 0; i < n; i++) data.fill(i, i * rowBytes, (i + 1) * rowBytes);
+      const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)), z: BigInt64Array.from(range(n), (i) => BigInt(-i)) });
+      const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 2 ** 30 } } : {}) });
+      let mixed = 0;
+      for (let e = 0; e < 3; e++) {
+        for await (const b of loader.epoch(e)) {
+          const x = (await host(b.get('x'))).data as Uint8Array;
+          const z = (await host(b.get('z'))).data as BigInt64Array;
+          const y = await ids(b);
+          assert.deepEqual(y, Array.from(b.sampleIds));
+          y.forEach((id, r) => {
+            assert.equal(x[r * rowBytes], id);
+            assert.equal(x[(r + 1) * rowBytes - 1], id);
+            assert.equal(z[r], BigInt(-id), 'int64 survives the pool');
+          });
+        }
+        const s = loader.stats().epochs[e]!;
+        if (s.rowsServedOnDevice > 0 && s.rowsServedOnDevice < n) mixed++;
+        assert.equal(s.h2dBytes + s.h2dBytesSaved, n * (rowBytes + 4 + 8), `epoch ${e}: every byte either crossed or was served on the device`);
+      }
+      const last = loader.stats().epochs[2]!;
+      assert.ok(last.rowsServedOnDevice > 0, 'the pool served rows');
+      if (device === 'sim') {
+        assert.ok(last.pooledRows > 0 && last.pooledRows < n, `the pool holds part of the dataset (${last.pooledRows} rows)`);
+        assert.ok(mixed > 0, 'some epochs mixed pooled and fresh rows');
+      }
+      await loader.close();
+      assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+    });
+
+    it('keeps the VRAM pool off with vramPool: false (every byte crosses the bus)', async () => {
+      const loader = await create(device, arraysDataset(64), { batchSize: 8, mode: 'streaming', vramPool: false });
+      for (let e = 0; e < 3; e++) for await (const _ of loader.epoch(e));
+      const s = loader.stats().epochs[2]!;
+      assert.equal(s.rowsServedOnDevice, 0);
+      assert.equal(s.pooledRows, 0);
+      assert.equal(s.h2dBytes, 64 * 20);
       await loader.close();
     });
 

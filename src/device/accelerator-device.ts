@@ -12,6 +12,17 @@ import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
+import { VramPool } from './vram-pool.js';
+
+/** Where a batch's rows come from, for the VRAM pool: the sample id of each row. */
+export interface UploadRoute {
+  readonly ids: Uint32Array;
+  readonly pool: VramPool;
+}
+
+function rowBytesOf(t: Tensor): number {
+  return t.rowSize * elementSize(t.dtype);
+}
 
 /** Device buffers kept per size for reuse; past this, released buffers are freed. */
 const KEEP_PER_SIZE = 16;
@@ -64,26 +75,117 @@ export class AcceleratorDevice implements Device {
     this.#unpins.push(this.backend.pin(memory));
   }
 
-  upload(staged: StagedBatch): DeviceBatch {
+  /** Host-to-device bytes copied so far (batches, tables, resident columns). */
+  h2dBytes = 0;
+
+  /** A VRAM sample pool on this device for `rowBytes` fields of `length` samples (dormant until installed). */
+  createPool(rowBytes: readonly number[], length: number, enabled: boolean): VramPool {
+    return new VramPool(this.backend, rowBytes, length, enabled);
+  }
+
+  /** Free a pool's slab buffers once the work queued on the copy stream is done. */
+  releasePoolBuffers(buffers: readonly DeviceBuffer[]): void {
+    for (const b of buffers) this.#freeAfterCopies(b);
+  }
+
+  upload(staged: StagedBatch, route?: UploadRoute): DeviceBatch {
     this.#retire();
+    const tensors = staged.tensors as readonly Tensor[];
+    const rows = tensors[0]?.shape[0] ?? 0;
+    const pool = route?.pool;
+    const split = pool?.active === true ? pool.partition(route!.ids) : undefined;
     const buffers: DeviceBuffer[] = [];
+    let missBuffers: DeviceBuffer[] = [];
     try {
-      for (const t of staged.tensors) buffers.push(this.#acquire(t.byteLength));
+      for (const t of tensors) buffers.push(this.#acquire(t.byteLength));
+      if (split !== undefined && split.hits.length > 0 && split.misses.length > 0) {
+        missBuffers = tensors.map((t) => this.#acquire(split.misses.length * rowBytesOf(t)));
+      }
     } catch (error) {
-      for (const b of buffers) this.#recycle(b);
+      for (const b of [...buffers, ...missBuffers]) this.#recycle(b);
       throw error;
     }
-    staged.tensors.forEach((t, i) => this.backend.copyToDevice(buffers[i]!, 0, (t as Tensor).bytes(), 'copy'));
+    const followUps: (() => void)[] = [];
+    if (split === undefined || split.hits.length === 0) {
+      // Every row crosses the bus: one copy per field, then capture fresh rows into the pool.
+      tensors.forEach((t, i) => {
+        this.backend.copyToDevice(buffers[i]!, 0, t.bytes(), 'copy');
+        this.h2dBytes += t.byteLength;
+      });
+      if (pool?.active) this.#capture(pool, route!.ids, split?.misses ?? [], tensors, (f, position) => buffers[f]!.ptr + BigInt(position * rowBytesOf(tensors[f]!)), followUps);
+    } else {
+      // Pooled rows are gathered on the device; only misses cross, compacted on the host first.
+      const misses = split.misses;
+      const compact = misses.length > 0 ? this.#compactMisses(tensors, misses, missBuffers, followUps) : undefined;
+      const missSlot = new Map<number, number>();
+      misses.forEach((position, k) => missSlot.set(position, k));
+      tensors.forEach((t, f) => {
+        const rb = rowBytesOf(t);
+        const table = this.#table(rows, (r) => buffers[f]!.ptr + BigInt(r * rb), (r) => {
+          const k = missSlot.get(r);
+          return k === undefined ? pool!.address(f, route!.ids[r]!) : missBuffers[f]!.ptr + BigInt(k * rb);
+        }, followUps);
+        this.backend.copyRows(table, rb, rows, 'copy');
+      });
+      if (compact !== undefined) {
+        this.#capture(pool!, route!.ids, misses, tensors, (f, position) => missBuffers[f]!.ptr + BigInt(missSlot.get(position)! * rowBytesOf(tensors[f]!)), followUps);
+      }
+    }
     const ready = this.backend.record('copy');
-    // SAFETY: the staged host memory is read by the copies until `ready` is done.
+    // SAFETY: the staged host memory, the address tables and the miss buffers are read by queued
+    // copies and kernels until `ready` is done.
     this.#pending.push({
       event: ready,
       run: () => {
         staged.done?.();
-        if (staged.owned) for (const t of staged.tensors) this.#hostPool.recycle(t.dtype, (t as Tensor).data);
+        if (staged.owned) for (const t of tensors) this.#hostPool.recycle(t.dtype, t.data);
+        for (const f of followUps) f();
+        for (const b of missBuffers) this.#recycle(b);
       },
     });
-    return this.#batch(staged.tensors.map((t, i) => ({ buffer: buffers[i]!, dtype: t.dtype, shape: t.shape })), ready);
+    return this.#batch(tensors.map((t, i) => ({ buffer: buffers[i]!, dtype: t.dtype, shape: t.shape })), ready);
+  }
+
+  /** Copy the miss rows of every field into page-locked staging and upload them compactly. */
+  #compactMisses(tensors: readonly Tensor[], misses: readonly number[], missBuffers: readonly DeviceBuffer[], followUps: (() => void)[]): true {
+    tensors.forEach((t, f) => {
+      const rb = rowBytesOf(t);
+      const host = this.#hostPool.acquire('uint8', misses.length * rb);
+      const src = t.bytes();
+      misses.forEach((position, k) => host.set(src.subarray(position * rb, (position + 1) * rb), k * rb));
+      this.backend.copyToDevice(missBuffers[f]!, 0, host, 'copy');
+      this.h2dBytes += host.byteLength;
+      followUps.push(() => this.#hostPool.recycle('uint8', host));
+    });
+    return true;
+  }
+
+  /** Admit the fresh rows among `positions` to the pool and enqueue their capture copies. */
+  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], tensors: readonly Tensor[], source: (f: number, position: number) => bigint, followUps: (() => void)[]): void {
+    const all = positions.length > 0 ? positions : Array.from({ length: ids.length }, (_, r) => r);
+    const admitted = pool.admit(ids, all);
+    if (admitted.length === 0) return;
+    tensors.forEach((t, f) => {
+      const table = this.#table(admitted.length, (k) => pool.address(f, admitted[k]!.id), (k) => source(f, admitted[k]!.position), followUps);
+      this.backend.copyRows(table, rowBytesOf(t), admitted.length, 'copy');
+    });
+  }
+
+  /** Upload a [dst…, src…] address table of `rows` rows; its memory returns after the copy stream passes it. */
+  #table(rows: number, dst: (r: number) => bigint, src: (r: number) => bigint, followUps: (() => void)[]): DeviceBuffer {
+    const host = this.#hostPool.acquire('int64', 2 * rows) as unknown as BigInt64Array;
+    const table = new BigUint64Array(host.buffer, host.byteOffset, 2 * rows);
+    for (let r = 0; r < rows; r++) {
+      table[r] = dst(r);
+      table[rows + r] = src(r);
+    }
+    const device = this.#acquire(table.byteLength);
+    this.backend.copyToDevice(device, 0, new Uint8Array(table.buffer, table.byteOffset, table.byteLength), 'copy');
+    followUps.push(() => {
+      this.#hostPool.recycle('int64', host);
+      this.#recycle(device);
+    });
+    return device;
   }
 
   resident(columns: readonly Tensor[]): ResidentStore {

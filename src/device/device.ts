@@ -56,7 +56,7 @@ export interface Device {
    * success the device calls `staged.done()` once it no longer reads the staged memory; when it
    * throws (out of memory), the caller still owns the staged memory.
    */
-  upload(staged: StagedBatch): DeviceBatch;
+  upload(staged: StagedBatch, route?: unknown): DeviceBatch;
   /** Hold `columns` (batch dimension = dataset rows) for resident gathers. */
   resident(columns: readonly Tensor[]): ResidentStore;
   close(): void;

@@ -44,6 +44,14 @@ export interface EpochStats {
   ringSlots: number;
   /** Transient device out-of-memory errors retried (each halved the in-flight target). */
   oomRetries: number;
+  /** Accelerators: bytes copied host → device this epoch. */
+  h2dBytes: number;
+  /** VRAM pool: rows served on the device, the host → device bytes that saved, rows captured this epoch, and what the pool holds. */
+  rowsServedOnDevice: number;
+  h2dBytesSaved: number;
+  capturedRows: number;
+  pooledRows: number;
+  pooledBytes: number;
 }
 
 export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): EpochStats {
@@ -52,5 +60,6 @@ export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): Ep
     failedBatches: 0, skippedBatches: 0, wallMs: 0, complete: false,
     rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
     sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0,
+    h2dBytes: 0, rowsServedOnDevice: 0, h2dBytesSaved: 0, capturedRows: 0, pooledRows: 0, pooledBytes: 0,
   };
 }

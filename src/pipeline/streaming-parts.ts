@@ -11,17 +11,29 @@ import { RING_SLOTS_WITH_CACHE, memAvailable, ringSlotsFromRam, sampleCacheBudge
 import type { Fetcher } from './fetcher.js';
 import type { Governor } from './governor.js';
 import type { ReaderPool } from './reader-pool.js';
+import type { Device } from '../device/device.js';
+import type { VramPool } from '../device/vram-pool.js';
 import type { EpochStats } from './stats.js';
+
+interface DeviceFigures {
+  readonly h2dBytes: number;
+  readonly rowsServed: number;
+  readonly bytesSaved: number;
+  readonly captured: number;
+}
 
 export class StreamingParts {
   readonly fetcher: Fetcher;
-  readonly pool: ReaderPool | undefined;
+  readonly readers: ReaderPool | undefined;
   readonly governor: Governor;
   readonly counters: TierCounters;
   readonly cache: SampleCache | undefined;
   readonly disk: DiskStage | undefined;
+  readonly pool: VramPool | undefined;
+  readonly #device: Device;
   readonly #sampleBytes: number;
   readonly #starts = new WeakMap<EpochStats, TierSnapshot>();
+  readonly #deviceStarts = new WeakMap<EpochStats, DeviceFigures>();
   #budget = 0;
   /** Batches the reader pool may stage at once this epoch (the ring's bound); unbounded on the main thread. */
   maxInFlight = Number.POSITIVE_INFINITY;
@@ -34,9 +46,13 @@ export class StreamingParts {
     cache: SampleCache | undefined;
     disk: DiskStage | undefined;
     sampleBytes: number;
+    device: Device;
+    vramPool: VramPool | undefined;
   }) {
+    this.pool = init.vramPool;
+    this.#device = init.device;
     this.fetcher = init.fetcher;
-    this.pool = init.pool;
+    this.readers = init.pool;
     this.governor = init.governor;
     this.counters = init.counters;
     this.cache = init.cache;
@@ -52,21 +68,26 @@ export class StreamingParts {
   beginEpoch(opts: ResolvedOptions, batches: number): void {
     const cache = this.cache;
     const available = memAvailable();
-    if (this.pool !== undefined) {
+    if (this.readers !== undefined) {
       let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, opts.ramMaxUsage, available, batches);
       if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
       this.maxInFlight = Math.max(slots, 1);
     }
     if (cache === undefined || available === undefined) return;
     // The staging ring shares the RAM share with the cache: its bytes come off the top.
-    const ringBytes = this.pool !== undefined ? Math.min(this.maxInFlight, batches) * this.pool.slotBytes : 0;
+    const ringBytes = this.readers !== undefined ? Math.min(this.maxInFlight, batches) * this.readers.slotBytes : 0;
     this.#budget = sampleCacheBudget(available, cache.heldBytes, ringBytes, opts.ramMaxUsage);
     const chunks = cache.setCapacity(Math.floor(this.#budget / this.#sampleBytes));
-    if (chunks !== undefined) this.pool?.shareChunks(chunks);
+    if (chunks !== undefined) this.readers?.shareChunks(chunks);
+  }
+
+  batchBytes(batchSize: number): number {
+    return this.#sampleBytes * batchSize;
   }
 
   trackEpoch(stats: EpochStats): void {
     this.#starts.set(stats, this.counters.snapshot());
+    this.#deviceStarts.set(stats, { ...this.#deviceFigures() });
     this.refresh(stats);
   }
 
@@ -92,7 +113,21 @@ export class StreamingParts {
     const disk = this.disk?.stats;
     stats.diskStagedBytes = disk?.bytes ?? 0;
     stats.diskCorruptRecords = disk?.corrupt ?? 0;
-    stats.workers = this.pool?.workers ?? 0;
-    stats.ringSlots = this.pool?.slots ?? 0;
+    stats.workers = this.readers?.workers ?? 0;
+    stats.ringSlots = this.readers?.slots ?? 0;
+    const now = this.#deviceFigures();
+    const at = this.#deviceStarts.get(stats) ?? now;
+    stats.h2dBytes = now.h2dBytes - at.h2dBytes;
+    stats.rowsServedOnDevice = now.rowsServed - at.rowsServed;
+    stats.h2dBytesSaved = now.bytesSaved - at.bytesSaved;
+    stats.capturedRows = now.captured - at.captured;
+    stats.pooledRows = this.pool?.pooledRows ?? 0;
+    stats.pooledBytes = this.pool?.bytes ?? 0;
+  }
+
+  #deviceFigures(): DeviceFigures {
+    const f = this.pool?.figures;
+    const h2d = (this.#device as { h2dBytes?: number }).h2dBytes ?? 0;
+    return { h2dBytes: h2d, rowsServed: f?.rowsServed ?? 0, bytesSaved: f?.bytesSaved ?? 0, captured: f?.captured ?? 0 };
   }
 }

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, DeviceBatch } from '../device/device.js';
 import type { StagedBatch } from '../dataset/source-reader.js';
+import type { VramPool } from '../device/vram-pool.js';
 import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from './budget.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { EpochRun } from './epoch-run.js';
@@ -28,8 +29,13 @@ export class StreamingRun extends EpochRun {
   /** Hard bound on batches in flight (the staging ring's slots), below the governor's window. */
   #limit = Number.POSITIVE_INFINITY;
 
-  bind(fetcher: Fetcher, device: Device, governor: Governor, limit = Number.POSITIVE_INFINITY): this {
+  #pool: VramPool | undefined;
+  #batchBytes = 0;
+
+  bind(fetcher: Fetcher, device: Device, governor: Governor, limit = Number.POSITIVE_INFINITY, pool?: VramPool, batchBytes = 0): this {
     this.#limit = limit;
+    this.#pool = pool;
+    this.#batchBytes = batchBytes;
     this.#fetcher = fetcher;
     this.#device = device;
     this.#governor = governor;
@@ -77,7 +83,7 @@ export class StreamingRun extends EpochRun {
       const staged = await this.#fetcher.fetch(ids, this.signal);
       this.stats.rowsFetched += ids.length;
       this.stats.fetchMs += performance.now() - t0;
-      return { memory: await this.#uploadWithPatience(staged) };
+      return { memory: await this.#uploadWithPatience(staged, ids) };
     } catch (error) {
       this.stats.fetchMs += performance.now() - t0;
       return { error };
@@ -89,20 +95,33 @@ export class StreamingRun extends EpochRun {
    * target (it re-grows at the next epoch's sizing), wait 100 ms, retry — at most 10 retries. Other
    * errors, and the 11th out-of-memory, fail the batch.
    */
-  async #uploadWithPatience(staged: StagedBatch): Promise<DeviceBatch> {
+  async #uploadWithPatience(staged: StagedBatch, ids: Uint32Array): Promise<DeviceBatch> {
+    const pool = this.#pool;
     for (let attempt = 0; ; attempt++) {
       try {
-        return this.#device.upload(staged);
+        pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
+        return this.#device.upload(staged, pool !== undefined ? { ids, pool } : undefined);
       } catch (error) {
         if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) {
           staged.done?.();
           throw error;
         }
         this.stats.oomRetries++;
+        const atFloor = this.#governor.target <= 1;
         this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
         await sleep(OOM_RETRY_SLEEP_MS);
+        // Last resort: the pool gives a slab back only once the in-flight target is already 1.
+        if (atFloor && pool !== undefined) this.#onEvict?.(pool);
       }
     }
+  }
+
+  #onEvict: ((pool: VramPool) => void) | undefined;
+
+  /** How an evicted slab's memory is freed (after the device's queued work). */
+  onEvict(free: (pool: VramPool) => void): this {
+    this.#onEvict = free;
+    return this;
   }
 
   #whenAbandoned(): Promise<undefined> {

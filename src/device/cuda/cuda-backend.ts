@@ -7,6 +7,9 @@
 import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule } from './module.js';
+
+/** Row copies through address tables (kernels/rows.cu), beside the package root from src/ or dist/. */
+const ROWS_PTX = new URL('../../../kernels/rows.ptx', import.meta.url);
 import type { MemInfo } from '../device.js';
 import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
@@ -111,6 +114,23 @@ export class CudaBackend implements Backend, KernelHost {
 
   gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
     gatherRows(this.context, this.#streams[stream], { dst, src, ids, idsOffset, rowBytes, rows });
+  }
+
+  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
+    if (rows === 0) return;
+    const width = rowBytes % 16 === 0 ? 16 : rowBytes % 8 === 0 ? 8 : rowBytes % 4 === 0 ? 4 : 1;
+    const units = rowBytes / width;
+    const work = Math.ceil((units * rows) / 256);
+    const grid = Math.max(1, Math.min(work, this.context.multiprocessors * 8));
+    const fn = this.context.module(ROWS_PTX).getFunction(`stoker_copy_rows_w${width}`);
+    // SAFETY: `tables` (and every row address in it) stays allocated until an event recorded on
+    // `stream` after this launch has fired; the accelerator device frees only through such events.
+    fn.launch([grid, 1, 1], [256, 1, 1], this.#streams[stream], [
+      { ptr: tables.ptr },
+      { ptr: tables.ptr + BigInt(rows) * 8n },
+      { u64: BigInt(units) },
+      { u32: rows },
+    ]);
   }
 
   record(stream: StreamName): DeviceEvent {

@@ -147,6 +147,29 @@ export class SimBackend implements Backend {
     });
   }
 
+  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
+    const t = this.#data(tables);
+    this.#streams[stream].push(() => {
+      const addr = new BigUint64Array(t.buffer, t.byteOffset, 2 * rows);
+      for (let r = 0; r < rows; r++) {
+        const dst = this.#resolve(addr[r]!, rowBytes);
+        const src = this.#resolve(addr[rows + r]!, rowBytes);
+        dst.set(src);
+      }
+    });
+  }
+
+  /** The bytes at device address `ptr` (inside any live buffer). */
+  #resolve(ptr: bigint, bytes: number): Uint8Array {
+    for (const b of this.#buffers.values()) {
+      if (ptr >= b.ptr && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
+        const off = Number(ptr - b.ptr);
+        return b.data.subarray(off, off + bytes);
+      }
+    }
+    throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
+  }
+
   record(stream: StreamName): DeviceEvent {
     const s = this.#streams[stream];
     const event: SimEvent = { handle: this.#nextEvent++, stream: s, mark: s.enqueued };
