@@ -12,6 +12,8 @@ export { DTYPES, elementSize } from './tensor/dtype.js';
 export type { DType, StorageOf, TypedArray } from './tensor/dtype.js';
 export type { Dataset, BatchDataset, Sample, SampleValue, BatchColumns, BatchValue, ReadContext } from './dataset/dataset.js';
 export { sources } from './dataset/sources.js';
+export { transforms } from './transforms/transforms.js';
+export type { ImageTransformOptions, ImageOutput } from './transforms/image.js';
 export type { ArraySource, ArrayColumns } from './dataset/arrays-source.js';
 export type { SourceSpec } from './dataset/source-spec.js';
 export type { SimOptions } from './device/sim/sim-backend.js';

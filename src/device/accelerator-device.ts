@@ -10,7 +10,7 @@ import { type DType, type StorageOf, elementSize, storageView } from '../tensor/
 import type { Tensor } from '../tensor/tensor.js';
 import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
-import { DeviceTensor } from './device-tensor.js';
+import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
 import { VramPool } from './vram-pool.js';
 
@@ -263,8 +263,17 @@ export class AcceleratorDevice implements Device {
 
   #batch(parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent): DeviceBatch {
     const backend = this.backend;
-    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready }));
     const buffers = parts.map((p) => p.buffer);
+    const events: DeviceEvent[] = [];
+    const owner: BatchScratch = {
+      alloc: (bytes) => {
+        const b = this.#acquire(bytes);
+        buffers.push(b);
+        return b;
+      },
+      track: (event) => events.push(event),
+    };
+    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready, owner }));
     this.#live.add(buffers);
     return {
       tensors,
@@ -276,7 +285,8 @@ export class AcceleratorDevice implements Device {
         this.#pending.push({
           event: released,
           run: () => {
-            for (const p of parts) this.#recycle(p.buffer);
+            for (const b of buffers) this.#recycle(b);
+            for (const e of events) backend.recycle(e);
             backend.recycle(released);
             backend.recycle(ready);
           },

@@ -6,6 +6,7 @@
 // nothing may be read from a buffer or reused until an event recorded after the operation is done.
 
 import type { MemInfo } from './device.js';
+import type { ImagePlan } from '../transforms/image.js';
 
 export type StreamName = 'copy' | 'consumer';
 
@@ -42,6 +43,12 @@ export interface Backend {
    * src[r] to address dst[r] (`tables` holds 2 × rows u64 addresses: dst then src).
    */
   copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void;
+  /**
+   * Enqueue the built-in image transform (kernels/image.cu): read uint8 rows at `src` + `srcOffset`,
+   * write the plan's output into `dst`; `tables` holds the plan's params (int32) then scale and bias
+   * (float32), already uploaded on the same stream.
+   */
+  image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void;
   record(stream: StreamName): DeviceEvent;
   done(event: DeviceEvent): boolean;
   /** Block the host until the event is done. */

@@ -3,7 +3,8 @@
 // event — Stoker makes the consumer stream wait on it before delivery — and never after its batch is
 // released (every accessor then throws ERR_BATCH_RELEASED).
 
-import { batchReleased, loaderClosed } from '../errors.js';
+import { LoaderError, batchReleased, loaderClosed } from '../errors.js';
+import type { ImagePlan } from '../transforms/image.js';
 import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -20,9 +21,11 @@ export class DeviceTensor<D extends DType = DType> {
   readonly #ready: DeviceEvent | undefined;
   readonly #backend: Backend;
   readonly #lease: Lease | undefined;
+  readonly #owner: BatchScratch | undefined;
 
   /** Internal: device tensors are made by the loader. */
-  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | undefined; lease?: Lease }) {
+  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | undefined; lease?: Lease; owner?: BatchScratch }) {
+    this.#owner = init.owner;
     this.#backend = init.backend;
     this.#buffer = init.buffer;
     this.#offset = init.offset;
@@ -82,7 +85,25 @@ export class DeviceTensor<D extends DType = DType> {
 
   /** Internal: the same memory bound to a batch's lease. */
   withLease(lease: Lease): DeviceTensor<D> {
-    return new DeviceTensor({ backend: this.#backend, buffer: this.#buffer, offset: this.#offset, dtype: this.dtype, shape: this.shape, ready: this.#ready, lease });
+    return new DeviceTensor({ backend: this.#backend, buffer: this.#buffer, offset: this.#offset, dtype: this.dtype, shape: this.shape, ready: this.#ready, lease, owner: this.#owner });
+  }
+
+  /** Internal: run the built-in image transform on this uint8 tensor, into memory its batch owns. */
+  runImage(plan: ImagePlan): DeviceTensor {
+    this.#check();
+    const owner = this.#owner;
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'transforms.image: this device tensor does not belong to a batch being delivered');
+    const backend = this.#backend;
+    const dst = owner.alloc(plan.n * plan.c * plan.oh * plan.ow * elementSize(plan.output));
+    const tables = owner.alloc(plan.params.byteLength + plan.scaleBias.byteLength);
+    if (this.#ready !== undefined) backend.wait('consumer', this.#ready);
+    // SAFETY: both host arrays are fresh per call and kept alive by the plan until the copy ran.
+    backend.copyToDevice(tables, 0, new Uint8Array(plan.params.buffer), 'consumer');
+    backend.copyToDevice(tables, plan.params.byteLength, new Uint8Array(plan.scaleBias.buffer), 'consumer');
+    backend.image(this.#buffer, this.#offset, dst, tables, plan, 'consumer');
+    const ready = backend.record('consumer');
+    owner.track(ready);
+    return new DeviceTensor({ backend, buffer: dst, offset: 0, dtype: plan.output, shape: [plan.n, plan.c, plan.oh, plan.ow], ready, owner });
   }
 
   /** Internal: the backing buffer (for kernels of the loader). */
@@ -102,3 +123,10 @@ export class DeviceTensor<D extends DType = DType> {
 }
 
 export type AnyTensor = Tensor | DeviceTensor;
+
+/** Internal: memory a batch being delivered can hand out to its transform (freed with the batch). */
+export interface BatchScratch {
+  alloc(bytes: number): DeviceBuffer;
+  /** An event to recycle when the batch is released. */
+  track(event: DeviceEvent): void;
+}

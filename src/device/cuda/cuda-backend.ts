@@ -7,9 +7,12 @@
 import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule } from './module.js';
+import type { ImagePlan } from '../../transforms/image.js';
 
 /** Row copies through address tables (kernels/rows.cu), beside the package root from src/ or dist/. */
 const ROWS_PTX = new URL('../../../kernels/rows.ptx', import.meta.url);
+/** The built-in image transform (kernels/image.cu). */
+const IMAGE_PTX = new URL('../../../kernels/image.ptx', import.meta.url);
 import type { MemInfo } from '../device.js';
 import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
@@ -130,6 +133,23 @@ export class CudaBackend implements Backend, KernelHost {
       { ptr: tables.ptr + BigInt(rows) * 8n },
       { u64: BigInt(units) },
       { u32: rows },
+    ]);
+  }
+
+  image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void {
+    const total = plan.n * plan.c * plan.oh * plan.ow;
+    if (total === 0) return;
+    const kernel = { uint8: 'stoker_image_u8', float32: 'stoker_image_f32', float16: 'stoker_image_f16', bfloat16: 'stoker_image_bf16' }[plan.output];
+    const fn = this.context.module(IMAGE_PTX).getFunction(kernel);
+    const grid = Math.max(1, Math.min(Math.ceil(total / 256), this.context.multiprocessors * 16));
+    // SAFETY: src, dst and tables belong to the batch being delivered, freed only after an event
+    // recorded on the consumer stream at its release, after this launch.
+    fn.launch([grid, 1, 1], [256, 1, 1], this.#streams[stream], [
+      { ptr: src.ptr + BigInt(srcOffset) },
+      { ptr: dst.ptr },
+      { ptr: tables.ptr },
+      { ptr: tables.ptr + BigInt(plan.params.byteLength) },
+      { u32: plan.n }, { u32: plan.c }, { u32: plan.h }, { u32: plan.w }, { u32: plan.oh }, { u32: plan.ow },
     ]);
   }
 

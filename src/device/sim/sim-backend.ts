@@ -7,6 +7,7 @@
 import { LoaderError } from '../../errors.js';
 import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
 import type { MemInfo } from '../device.js';
+import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 
 export interface SimOptions {
   /** Device memory in bytes. Default 16 GiB. */
@@ -168,6 +169,20 @@ export class SimBackend implements Backend {
       }
     }
     throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
+  }
+
+  image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, _tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void {
+    const s = this.#data(src);
+    const d = this.#data(dst);
+    this.#streams[stream].push(() => {
+      const count = plan.n * plan.c * plan.oh * plan.ow;
+      const input = s.subarray(srcOffset, srcOffset + plan.n * plan.c * plan.h * plan.w);
+      const out =
+        plan.output === 'uint8' ? d.subarray(0, count)
+        : plan.output === 'float32' ? new Float32Array(d.buffer, d.byteOffset, count)
+        : new Uint16Array(d.buffer, d.byteOffset, count);
+      runImagePlan(input, plan, out);
+    });
   }
 
   record(stream: StreamName): DeviceEvent {
