@@ -81,6 +81,7 @@ export class SimBackend implements Backend {
   #ordinal = 0;
   #nextPtr = 0x1_0000_0000n;
   #nextEvent = 1n;
+  #lastResolved: SimBuffer | undefined;
 
   constructor(options: SimOptions = {}) {
     this.#total = options.totalBytes ?? 16 * 2 ** 30;
@@ -162,9 +163,15 @@ export class SimBackend implements Backend {
 
   /** The bytes at device address `ptr` (inside any live buffer). */
   #resolve(ptr: bigint, bytes: number): Uint8Array {
+    const last = this.#lastResolved;
+    if (last !== undefined && ptr >= last.ptr && ptr + BigInt(bytes) <= last.ptr + BigInt(last.bytes) && this.#buffers.has(last.ptr)) {
+      const off = Number(ptr - last.ptr);
+      return last.data.subarray(off, off + bytes);
+    }
     for (const b of this.#buffers.values()) {
       if (ptr >= b.ptr && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
         const off = Number(ptr - b.ptr);
+        this.#lastResolved = b;
         return b.data.subarray(off, off + bytes);
       }
     }
