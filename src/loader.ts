@@ -211,6 +211,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     );
     return new DataLoader({ ...base, streaming: new StreamingParts({
         fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device,
+        fields: schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) })),
         vramPool: device instanceof AcceleratorDevice
           ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
           : undefined,
@@ -343,7 +344,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const parts = this.#streaming!;
     parts.beginEpoch(this.#opts, plan.batches);
     const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd)
-      .bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight, parts.pool, parts.batchBytes(this.#opts.batchSize))
+      .bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight, parts.pool, parts.batchBytes(this.#opts.batchSize), parts.fields)
       .onEvict((pool) => {
         const buffers = pool.evictOneSlab();
         if (buffers !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(buffers);

@@ -208,6 +208,39 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
     });
 
+    it('evicts the newest pool slab under out-of-memory at depth 1, re-reads planned rows, and keeps content right', async () => {
+      if (device !== 'sim') return;
+      const rowBytes = 2 ** 20;
+      const n = 192;
+      const data = new Uint8Array(n * rowBytes);
+      for (let i = 0; i < n; i++) data.fill(i, i * rowBytes, (i + 1) * rowBytes);
+      let armed = false;
+      const loader = await create(device, sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) }), {
+        batchSize: 8, mode: 'streaming', prefetch: 1,
+        sim: { totalBytes: 4 * 2 ** 30, failAllocation: () => { if (!armed) return false; armed = false; return true; } },
+      });
+      for (let e = 0; e < 2; e++) for await (const _ of loader.epoch(e));
+      const before = loader.stats().epochs[1]!;
+      assert.equal(before.pooledRows, n);
+      const kept: Batch<AnyTensor>[] = [];
+      let k = 0;
+      for await (const b of loader.epoch(2)) {
+        kept.push(b.retain());
+        if (++k === 3) armed = true;
+      }
+      for (const b of kept) {
+        const x = (await host(b.get('x'))).data as Uint8Array;
+        (await ids(b)).forEach((id, r) => assert.equal(x[r * rowBytes + 123], id));
+        b.release();
+      }
+      const after = loader.stats().epochs[2]!;
+      assert.ok(after.oomRetries >= 1);
+      // Slabs hold floor(64 MiB / (1 MiB + 4 B)) = 63 rows: 63, 63, 63 and a newest slab of 3.
+      assert.equal(after.pooledRows, n - (n % 63), 'the newest slab was given back');
+      await loader.close();
+      assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+    });
+
     it('keeps the VRAM pool off with vramPool: false (every byte crosses the bus)', async () => {
       const loader = await create(device, arraysDataset(64), { batchSize: 8, mode: 'streaming', vramPool: false });
       for (let e = 0; e < 3; e++) for await (const _ of loader.epoch(e));

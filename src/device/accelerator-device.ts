@@ -14,10 +14,27 @@ import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
 import { VramPool } from './vram-pool.js';
 
-/** Where a batch's rows come from, for the VRAM pool: the sample id of each row. */
+export interface UploadField {
+  readonly dtype: DType;
+  /** Shape of one sample's field. */
+  readonly shape: readonly number[];
+  readonly rowBytes: number;
+}
+
+/**
+ * Where a batch's rows come from, for the VRAM pool: the sample id of each row, and — when the
+ * batch was planned against the pool before it was read — which rows are pooled (staging then
+ * holds only the misses, in order).
+ */
 export interface UploadRoute {
   readonly ids: Uint32Array;
   readonly pool: VramPool;
+  readonly fields: readonly UploadField[];
+  readonly split: { readonly hits: readonly number[]; readonly misses: readonly number[] } | undefined;
+}
+
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
 }
 
 function rowBytesOf(t: Tensor): number {
@@ -90,45 +107,50 @@ export class AcceleratorDevice implements Device {
 
   upload(staged: StagedBatch, route?: UploadRoute): DeviceBatch {
     this.#retire();
-    const tensors = staged.tensors as readonly Tensor[];
-    const rows = tensors[0]?.shape[0] ?? 0;
+    const staging = staged.tensors as readonly Tensor[];
     const pool = route?.pool;
-    const split = pool?.active === true ? pool.partition(route!.ids) : undefined;
+    const split = route?.split;
+    // With a planned split, staging holds only the miss rows (hits were never read on the host).
+    const fields = route?.fields ?? staging.map((t) => ({ dtype: t.dtype, shape: t.shape.slice(1), rowBytes: rowBytesOf(t) }));
+    const rows = route?.ids.length ?? staging[0]?.shape[0] ?? 0;
     const buffers: DeviceBuffer[] = [];
     let missBuffers: DeviceBuffer[] = [];
+    const mixed = split !== undefined && split.hits.length > 0;
     try {
-      for (const t of tensors) buffers.push(this.#acquire(t.byteLength));
-      if (split !== undefined && split.hits.length > 0 && split.misses.length > 0) {
-        missBuffers = tensors.map((t) => this.#acquire(split.misses.length * rowBytesOf(t)));
-      }
+      for (const f of fields) buffers.push(this.#acquire(rows * f.rowBytes));
+      if (mixed && split.misses.length > 0) missBuffers = fields.map((f) => this.#acquire(split.misses.length * f.rowBytes));
     } catch (error) {
       for (const b of [...buffers, ...missBuffers]) this.#recycle(b);
       throw error;
     }
     const followUps: (() => void)[] = [];
-    if (split === undefined || split.hits.length === 0) {
-      // Every row crosses the bus: one copy per field, then capture fresh rows into the pool.
-      tensors.forEach((t, i) => {
+    if (!mixed) {
+      // Every row crosses the bus: one copy per field, then fresh rows are captured into the pool.
+      staging.forEach((t, i) => {
         this.backend.copyToDevice(buffers[i]!, 0, t.bytes(), 'copy');
         this.h2dBytes += t.byteLength;
       });
-      if (pool?.active) this.#capture(pool, route!.ids, split?.misses ?? [], tensors, (f, position) => buffers[f]!.ptr + BigInt(position * rowBytesOf(tensors[f]!)), followUps);
+      if (pool?.active) {
+        this.#capture(pool, route!.ids, range(rows), fields, (f, position) => buffers[f]!.ptr + BigInt(position * fields[f]!.rowBytes), followUps);
+      }
     } else {
-      // Pooled rows are gathered on the device; only misses cross, compacted on the host first.
-      const misses = split.misses;
-      const compact = misses.length > 0 ? this.#compactMisses(tensors, misses, missBuffers, followUps) : undefined;
-      const missSlot = new Map<number, number>();
-      misses.forEach((position, k) => missSlot.set(position, k));
-      tensors.forEach((t, f) => {
-        const rb = rowBytesOf(t);
+      // Pooled rows are gathered on the device; the misses cross compactly and are stitched in.
+      staging.forEach((t, i) => {
+        this.backend.copyToDevice(missBuffers[i]!, 0, t.bytes(), 'copy');
+        this.h2dBytes += t.byteLength;
+      });
+      const missSlot = new Int32Array(rows).fill(-1);
+      split.misses.forEach((position, k) => (missSlot[position] = k));
+      fields.forEach((field, f) => {
+        const rb = field.rowBytes;
         const table = this.#table(rows, (r) => buffers[f]!.ptr + BigInt(r * rb), (r) => {
-          const k = missSlot.get(r);
-          return k === undefined ? pool!.address(f, route!.ids[r]!) : missBuffers[f]!.ptr + BigInt(k * rb);
+          const k = missSlot[r]!;
+          return k < 0 ? pool!.address(f, route!.ids[r]!) : missBuffers[f]!.ptr + BigInt(k * rb);
         }, followUps);
         this.backend.copyRows(table, rb, rows, 'copy');
       });
-      if (compact !== undefined) {
-        this.#capture(pool!, route!.ids, misses, tensors, (f, position) => missBuffers[f]!.ptr + BigInt(missSlot.get(position)! * rowBytesOf(tensors[f]!)), followUps);
+      if (split.misses.length > 0) {
+        this.#capture(pool!, route!.ids, split.misses, fields, (f, position) => missBuffers[f]!.ptr + BigInt(missSlot[position]! * fields[f]!.rowBytes), followUps);
       }
     }
     const ready = this.backend.record('copy');
@@ -138,36 +160,21 @@ export class AcceleratorDevice implements Device {
       event: ready,
       run: () => {
         staged.done?.();
-        if (staged.owned) for (const t of tensors) this.#hostPool.recycle(t.dtype, t.data);
+        if (staged.owned) for (const t of staging) this.#hostPool.recycle(t.dtype, t.data);
         for (const f of followUps) f();
         for (const b of missBuffers) this.#recycle(b);
       },
     });
-    return this.#batch(tensors.map((t, i) => ({ buffer: buffers[i]!, dtype: t.dtype, shape: t.shape })), ready);
-  }
-
-  /** Copy the miss rows of every field into page-locked staging and upload them compactly. */
-  #compactMisses(tensors: readonly Tensor[], misses: readonly number[], missBuffers: readonly DeviceBuffer[], followUps: (() => void)[]): true {
-    tensors.forEach((t, f) => {
-      const rb = rowBytesOf(t);
-      const host = this.#hostPool.acquire('uint8', misses.length * rb);
-      const src = t.bytes();
-      misses.forEach((position, k) => host.set(src.subarray(position * rb, (position + 1) * rb), k * rb));
-      this.backend.copyToDevice(missBuffers[f]!, 0, host, 'copy');
-      this.h2dBytes += host.byteLength;
-      followUps.push(() => this.#hostPool.recycle('uint8', host));
-    });
-    return true;
+    return this.#batch(fields.map((f, i) => ({ buffer: buffers[i]!, dtype: f.dtype, shape: [rows, ...f.shape] })), ready);
   }
 
   /** Admit the fresh rows among `positions` to the pool and enqueue their capture copies. */
-  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], tensors: readonly Tensor[], source: (f: number, position: number) => bigint, followUps: (() => void)[]): void {
-    const all = positions.length > 0 ? positions : Array.from({ length: ids.length }, (_, r) => r);
-    const admitted = pool.admit(ids, all);
+  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => bigint, followUps: (() => void)[]): void {
+    const admitted = pool.admit(ids, positions);
     if (admitted.length === 0) return;
-    tensors.forEach((t, f) => {
+    fields.forEach((field, f) => {
       const table = this.#table(admitted.length, (k) => pool.address(f, admitted[k]!.id), (k) => source(f, admitted[k]!.position), followUps);
-      this.backend.copyRows(table, rowBytesOf(t), admitted.length, 'copy');
+      this.backend.copyRows(table, field.rowBytes, admitted.length, 'copy');
     });
   }
 

@@ -105,6 +105,9 @@ export class VramPool {
     if (budget >= SLAB_BYTES) this.#budget = budget;
   }
 
+  /** Bumped by every eviction: a batch planned under an older generation may name freed rows. */
+  generation = 0;
+
   /** Split batch positions into pooled (hits) and not (misses), both in caller order. */
   partition(ids: ArrayLike<number>): { hits: number[]; misses: number[] } {
     const hits: number[] = [];
@@ -165,6 +168,7 @@ export class VramPool {
     this.#bytes -= this.#slabBytes();
     this.#budget = this.#bytes;
     this.#full = false;
+    this.generation++;
     return slab.buffers;
   }
 

@@ -13,6 +13,7 @@ import type { Governor } from './governor.js';
 import type { ReaderPool } from './reader-pool.js';
 import type { Device } from '../device/device.js';
 import type { VramPool } from '../device/vram-pool.js';
+import type { UploadField } from '../device/accelerator-device.js';
 import type { EpochStats } from './stats.js';
 
 interface DeviceFigures {
@@ -30,6 +31,8 @@ export class StreamingParts {
   readonly cache: SampleCache | undefined;
   readonly disk: DiskStage | undefined;
   readonly pool: VramPool | undefined;
+  /** The dataset's fields as the device lays them out (for batches assembled through the pool). */
+  readonly fields: readonly UploadField[];
   readonly #device: Device;
   readonly #sampleBytes: number;
   readonly #starts = new WeakMap<EpochStats, TierSnapshot>();
@@ -48,7 +51,9 @@ export class StreamingParts {
     sampleBytes: number;
     device: Device;
     vramPool: VramPool | undefined;
+    fields: readonly UploadField[];
   }) {
+    this.fields = init.fields;
     this.pool = init.vramPool;
     this.#device = init.device;
     this.fetcher = init.fetcher;

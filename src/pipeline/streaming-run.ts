@@ -9,6 +9,7 @@ import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, DeviceBatch } from '../device/device.js';
 import type { StagedBatch } from '../dataset/source-reader.js';
 import type { VramPool } from '../device/vram-pool.js';
+import type { UploadField } from '../device/accelerator-device.js';
 import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from './budget.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { EpochRun } from './epoch-run.js';
@@ -32,7 +33,10 @@ export class StreamingRun extends EpochRun {
   #pool: VramPool | undefined;
   #batchBytes = 0;
 
-  bind(fetcher: Fetcher, device: Device, governor: Governor, limit = Number.POSITIVE_INFINITY, pool?: VramPool, batchBytes = 0): this {
+  #fields: readonly UploadField[] = [];
+
+  bind(fetcher: Fetcher, device: Device, governor: Governor, limit = Number.POSITIVE_INFINITY, pool?: VramPool, batchBytes = 0, fields: readonly UploadField[] = []): this {
+    this.#fields = fields;
     this.#limit = limit;
     this.#pool = pool;
     this.#batchBytes = batchBytes;
@@ -79,41 +83,55 @@ export class StreamingRun extends EpochRun {
   async #launch(plan: EpochPlan, index: number): Promise<Outcome> {
     const ids = plan.samples.subarray(plan.start(index), plan.end(index));
     const t0 = performance.now();
+    let staged: StagedBatch | undefined;
     try {
-      const staged = await this.#fetcher.fetch(ids, this.signal);
-      this.stats.rowsFetched += ids.length;
-      this.stats.fetchMs += performance.now() - t0;
-      return { memory: await this.#uploadWithPatience(staged, ids) };
+      const pool = this.#pool;
+      pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
+      // Plan against the VRAM pool before reading: pooled rows are never read on the host.
+      let split = pool?.active ? pool.partition(ids) : undefined;
+      let generation = pool?.generation ?? 0;
+      const read = async (): Promise<StagedBatch> => {
+        if (split === undefined || split.hits.length === 0) return this.#fetch(ids);
+        if (split.misses.length === 0) return { tensors: [], owned: false };
+        return this.#fetch(Uint32Array.from(split.misses, (p) => ids[p]!));
+      };
+      staged = await read();
+      for (let attempt = 0; ; attempt++) {
+        if (split !== undefined && split.hits.length > 0 && pool!.generation !== generation) {
+          // An eviction freed rows this batch planned to gather: read it whole instead.
+          staged.done?.();
+          split = undefined;
+          staged = undefined;
+          staged = await read();
+          generation = pool!.generation;
+        }
+        try {
+          const route = pool !== undefined ? { ids, pool, fields: this.#fields, split } : undefined;
+          const memory = this.#device.upload(staged, route);
+          this.stats.fetchMs += performance.now() - t0;
+          return { memory };
+        } catch (error) {
+          if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) throw error;
+          // Reference §6.5: halve the in-flight target, wait, retry; the pool gives a slab back only
+          // once the target was already 1.
+          this.stats.oomRetries++;
+          const atFloor = this.#governor.target <= 1;
+          this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
+          await sleep(OOM_RETRY_SLEEP_MS);
+          if (atFloor && pool !== undefined) this.#onEvict?.(pool);
+        }
+      }
     } catch (error) {
+      staged?.done?.();
       this.stats.fetchMs += performance.now() - t0;
       return { error };
     }
   }
 
-  /**
-   * Upload, retrying a transient device out-of-memory as reference §6.5 does: halve the in-flight
-   * target (it re-grows at the next epoch's sizing), wait 100 ms, retry — at most 10 retries. Other
-   * errors, and the 11th out-of-memory, fail the batch.
-   */
-  async #uploadWithPatience(staged: StagedBatch, ids: Uint32Array): Promise<DeviceBatch> {
-    const pool = this.#pool;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
-        return this.#device.upload(staged, pool !== undefined ? { ids, pool } : undefined);
-      } catch (error) {
-        if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) {
-          staged.done?.();
-          throw error;
-        }
-        this.stats.oomRetries++;
-        const atFloor = this.#governor.target <= 1;
-        this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
-        await sleep(OOM_RETRY_SLEEP_MS);
-        // Last resort: the pool gives a slab back only once the in-flight target is already 1.
-        if (atFloor && pool !== undefined) this.#onEvict?.(pool);
-      }
-    }
+  async #fetch(ids: Uint32Array): Promise<StagedBatch> {
+    const staged = await this.#fetcher.fetch(ids, this.signal);
+    this.stats.rowsFetched += ids.length;
+    return staged;
   }
 
   #onEvict: ((pool: VramPool) => void) | undefined;
