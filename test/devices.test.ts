@@ -180,7 +180,9 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       const data = new Uint8Array(n * rowBytes);
       for (let i = 0; i < n; i++) data.fill(i, i * rowBytes, (i + 1) * rowBytes);
       const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)), z: BigInt64Array.from(range(n), (i) => BigInt(-i)) });
-      const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 2 ** 30 } } : {}) });
+      // sim: 800 MiB leaves the pool about 130 MiB after the 512 MiB margin and 16 batches of flow
+      // reserve: two slabs of 63 rows, so later batches mix pooled and fresh rows.
+      const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 800 * 2 ** 20 } } : {}) });
       let mixed = 0;
       for (let e = 0; e < 3; e++) {
         for await (const b of loader.epoch(e)) {

@@ -181,6 +181,7 @@ describe('cancellation (streaming)', () => {
     await within(5000, 'break out', (async () => {
       for await (const b of loader.epoch(0)) {
         assert.deepEqual(ys(b), [0, 1, 2, 3]);
+        await sleep(20); // the read-ahead starts the next reads (which hang) while the loop works
         break;
       }
     })());

@@ -12,6 +12,7 @@ import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
+import { PAGE_BYTES } from '../pipeline/staging.js';
 import { VramPool } from './vram-pool.js';
 
 export interface UploadField {
@@ -54,9 +55,9 @@ export class AcceleratorDevice implements Device {
   readonly probesMemory = true;
   readonly autoRelease = true;
   readonly #hostPool: HostPool;
-  readonly #unpins: (() => void)[] = [];
+  readonly #unpins = new Map<SharedArrayBuffer, () => void>();
   readonly #free = new Map<number, DeviceBuffer[]>();
-  readonly #pending: Pending[] = [];
+  readonly #queues = new Map<string, Pending[]>([['copy', []], ['consumer', []]]);
   /** Buffers of batches not yet released, freed at close (their tensors then refuse to be read). */
   readonly #live = new Set<readonly DeviceBuffer[]>();
   readonly allocate: <D extends DType>(dtype: D, length: number) => StorageOf[D];
@@ -64,12 +65,16 @@ export class AcceleratorDevice implements Device {
 
   constructor(backend: Backend) {
     this.backend = backend;
-    this.#hostPool = new HostPool((dtype, length) => {
-      // Page-locked once, when the pool first makes the buffer; reused for every later batch.
-      const sab = new SharedArrayBuffer(Math.max(length * elementSize(dtype), 1));
-      this.pinStaging(sab);
-      return storageView(dtype, sab, 0, length);
-    });
+    this.#hostPool = new HostPool(
+      (dtype, length) => {
+        // Page-locked once, when the pool first makes the buffer; reused for every later batch.
+        const bytes = Math.max(length * elementSize(dtype), 1);
+        const sab = new SharedArrayBuffer(Math.ceil(bytes / PAGE_BYTES) * PAGE_BYTES + PAGE_BYTES);
+        const base = this.pinStaging(sab);
+        return storageView(dtype, sab, base, length);
+      },
+      (data) => this.#unpin(data.buffer as SharedArrayBuffer),
+    );
     this.allocate = (dtype, length) => {
       this.#retire();
       return this.#hostPool.acquire(dtype, length);
@@ -88,8 +93,17 @@ export class AcceleratorDevice implements Device {
     return this.backend.live();
   }
 
-  pinStaging(memory: SharedArrayBuffer): void {
-    this.#unpins.push(this.backend.pin(memory));
+  pinStaging(memory: SharedArrayBuffer): number {
+    const base = this.backend.pageOffset(memory);
+    const length = Math.floor((memory.byteLength - base) / PAGE_BYTES) * PAGE_BYTES;
+    this.#unpins.set(memory, this.backend.pin(memory, base, length));
+    return base;
+  }
+
+  #unpin(memory: SharedArrayBuffer): void {
+    const unpin = this.#unpins.get(memory);
+    this.#unpins.delete(memory);
+    unpin?.();
   }
 
   /** Host-to-device bytes copied so far (batches, tables, resident columns). */
@@ -156,7 +170,7 @@ export class AcceleratorDevice implements Device {
     const ready = this.backend.record('copy');
     // SAFETY: the staged host memory, the address tables and the miss buffers are read by queued
     // copies and kernels until `ready` is done.
-    this.#pending.push({
+    this.#queue('copy').push({
       event: ready,
       run: () => {
         staged.done?.();
@@ -257,14 +271,15 @@ export class AcceleratorDevice implements Device {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const p of this.#pending) this.backend.synchronize(p.event);
+    for (const queue of this.#queues.values()) for (const p of queue) this.backend.synchronize(p.event);
     this.#retire();
     for (const buffers of this.#live) for (const b of buffers) this.backend.free(b);
     this.#live.clear();
     for (const list of this.#free.values()) for (const b of list) this.backend.free(b);
     this.#free.clear();
     this.#hostPool.clear();
-    for (const unpin of this.#unpins.splice(0)) unpin();
+    for (const unpin of this.#unpins.values()) unpin();
+    this.#unpins.clear();
     this.backend.close();
   }
 
@@ -289,7 +304,7 @@ export class AcceleratorDevice implements Device {
         if (this.#closed || !this.#live.delete(buffers)) return;
         const released = backend.record('consumer');
         // SAFETY: kernels the consumer queued before the release may still read these buffers.
-        this.#pending.push({
+        this.#queue('consumer').push({
           event: released,
           run: () => {
             for (const b of buffers) this.#recycle(b);
@@ -300,6 +315,10 @@ export class AcceleratorDevice implements Device {
         });
       },
     };
+  }
+
+  #queue(stream: 'copy' | 'consumer'): Pending[] {
+    return this.#queues.get(stream)!;
   }
 
   #acquire(bytes: number): DeviceBuffer {
@@ -317,17 +336,17 @@ export class AcceleratorDevice implements Device {
 
   #freeAfterCopies(buffer: DeviceBuffer): void {
     const event = this.backend.record('copy');
-    this.#pending.push({ event, run: () => { this.backend.free(buffer); this.backend.recycle(event); } });
+    this.#queue('copy').push({ event, run: () => { this.backend.free(buffer); this.backend.recycle(event); } });
   }
 
-  /** Run the follow-ups of every completed event (host staging back to its owner, buffers to the pool). */
+  /**
+   * Run the follow-ups of completed events (host staging back to its owner, buffers to the pool).
+   * Events of one stream complete in the order they were recorded, so each stream's queue is
+   * checked from its head and the check stops at the first event not yet done.
+   */
   #retire(): void {
-    for (let i = 0; i < this.#pending.length; ) {
-      const p = this.#pending[i]!;
-      if (this.backend.done(p.event)) {
-        this.#pending.splice(i, 1);
-        p.run();
-      } else i++;
+    for (const queue of this.#queues.values()) {
+      while (queue.length > 0 && this.backend.done(queue[0]!.event)) queue.shift()!.run();
     }
   }
 }

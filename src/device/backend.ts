@@ -30,8 +30,10 @@ export interface Backend {
   /** Throws an error recognized by `isDeviceOutOfMemory` when the device is full. */
   alloc(bytes: number): DeviceBuffer;
   free(buffer: DeviceBuffer): void;
-  /** Page-lock host memory for fast async copies; returns the unpin. Once per buffer, never per batch. */
-  pin(memory: ArrayBufferLike): () => void;
+  /** Page-lock `[byteOffset, byteOffset + byteLength)` of host memory (whole pages); returns the unpin. Once per buffer, never per batch. */
+  pin(memory: ArrayBufferLike, byteOffset: number, byteLength: number): () => void;
+  /** Offset of the first page-aligned byte of `memory` (its address is known only to the driver). */
+  pageOffset(memory: ArrayBufferLike): number;
   /** Enqueue host → device; `src` must stay untouched until an event recorded after this is done. */
   copyToDevice(dst: DeviceBuffer, dstOffset: number, src: Uint8Array, stream: StreamName): void;
   /** Enqueue device → host. */

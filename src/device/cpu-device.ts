@@ -21,7 +21,9 @@ export class CpuDevice implements Device {
     return undefined;
   }
 
-  pinStaging(_memory: SharedArrayBuffer): void {}
+  pinStaging(_memory: SharedArrayBuffer): number {
+    return 0;
+  }
 
   live(): { device: number; pinned: number } {
     return { device: 0, pinned: 0 };

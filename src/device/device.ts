@@ -49,8 +49,11 @@ export interface Device {
   live(): { device: number; pinned: number };
   /** Host staging memory for readers; memory from here may be adopted by `upload` without a copy. */
   readonly allocate: Allocate;
-  /** Page-lock a staging buffer that readers write into (once per buffer). */
-  pinStaging(memory: SharedArrayBuffer): void;
+  /**
+   * Page-lock a staging buffer that readers write into (once per buffer), from its first
+   * page-aligned byte to its last whole page; returns that first byte's offset (0 on the CPU).
+   */
+  pinStaging(memory: SharedArrayBuffer): number;
   /**
    * Move staged rows into batch memory; staged memory that is `owned` came from `allocate`. On
    * success the device calls `staged.done()` once it no longer reads the staged memory; when it

@@ -11,9 +11,15 @@ export class HostPool {
   readonly #free = new Map<string, unknown[]>();
   readonly #alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D];
 
-  /** `alloc` makes new buffers (default: plain zeroed memory; accelerators pass page-locked memory). */
-  constructor(alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D] = allocStorage) {
+  readonly #drop: ((data: StorageOf[DType]) => void) | undefined;
+
+  /**
+   * `alloc` makes new buffers (default: plain zeroed memory; accelerators pass page-locked memory);
+   * `drop` is told about a buffer the pool lets go of (accelerators unpin it).
+   */
+  constructor(alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D] = allocStorage, drop?: (data: StorageOf[DType]) => void) {
     this.#alloc = alloc;
+    this.#drop = drop;
   }
   #reused = 0;
   #allocated = 0;
@@ -35,6 +41,7 @@ export class HostPool {
     let stack = this.#free.get(k);
     if (stack === undefined) this.#free.set(k, (stack = []));
     if (stack.length < KEEP_PER_SHAPE) stack.push(data);
+    else this.#drop?.(data);
   }
 
   get counts(): { reused: number; allocated: number } {
@@ -42,6 +49,7 @@ export class HostPool {
   }
 
   clear(): void {
+    if (this.#drop !== undefined) for (const stack of this.#free.values()) for (const d of stack) this.#drop(d as StorageOf[DType]);
     this.#free.clear();
   }
 }

@@ -25,7 +25,7 @@ import { LoaderError, describeCause } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
 import type { Fetcher } from './fetcher.js';
 import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
-import { type SlotLayout, slotLayout, slotViews } from './staging.js';
+import { type Slot, type SlotLayout, slotAllocation, slotLayout, slotViews } from './staging.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './reader-worker.ts' : './reader-worker.js', import.meta.url);
 /** How long close() lets a worker finish before terminating it. */
@@ -45,8 +45,8 @@ export interface ReaderPoolOptions {
   readonly counters: BigInt64Array;
   readonly purityProbe: boolean;
   readonly warn: (message: string) => void;
-  /** Page-lock a new staging slot (accelerators); called once per slot. */
-  readonly pin?: (slot: SharedArrayBuffer) => void;
+  /** Page-lock a new staging slot (accelerators) once; returns the offset of its first page-aligned byte. */
+  readonly pin?: (slot: SharedArrayBuffer) => number;
 }
 
 interface Member {
@@ -73,7 +73,7 @@ export class ReaderPool implements Fetcher {
   readonly #opts: ReaderPoolOptions;
   readonly #layout: SlotLayout;
   readonly #tokens = new Int32Array(new SharedArrayBuffer(4 * 1024));
-  readonly #slots: SharedArrayBuffer[] = [];
+  readonly #slots: Slot[] = [];
   readonly #free: number[] = [];
   readonly #members: (Member | undefined)[] = [];
   readonly #jobs = new Map<number, Job>();
@@ -176,9 +176,10 @@ export class ReaderPool implements Fetcher {
     const free = this.#free.pop();
     if (free !== undefined) return free;
     if (this.#slots.length >= this.#tokens.length) throw new LoaderError('ERR_INVALID_OPTION', `more than ${this.#tokens.length} batches in flight; lower \`prefetch\``);
-    const slot = new SharedArrayBuffer(this.#layout.bytes);
-    this.#opts.pin?.(slot);
-    this.#slots.push(slot);
+    const memory = new SharedArrayBuffer(slotAllocation(this.#layout));
+    // Page-locked once, from its first page-aligned byte, so that every copy from it is truly async.
+    const base = this.#opts.pin?.(memory) ?? 0;
+    this.#slots.push({ memory, base });
     for (const m of this.#members) if (m) this.#post(m, { t: 'slots', slots: this.#slots });
     return this.#slots.length - 1;
   }

@@ -11,7 +11,7 @@ import { TierCounters } from '../cache/tier-counters.js';
 import type { Schema } from '../dataset/schema.js';
 import { type SourceSpec, openSource } from '../dataset/source-spec.js';
 import { SourceReader } from '../dataset/source-reader.js';
-import { type SlotLayout, slotViews } from './staging.js';
+import { type Slot, type SlotLayout, slotViews } from './staging.js';
 
 export interface ReaderInit {
   readonly index: number;
@@ -19,7 +19,7 @@ export interface ReaderInit {
   readonly schema: Schema;
   readonly layout: SlotLayout;
   readonly tokens: Int32Array;
-  readonly slots: readonly SharedArrayBuffer[];
+  readonly slots: readonly Slot[];
   readonly cache: SampleCacheShared | undefined;
   readonly disk: DiskStageShared | undefined;
   readonly counters: BigInt64Array;
@@ -29,7 +29,7 @@ export interface ReaderInit {
 export type ToWorker =
   | { readonly t: 'read'; readonly job: number; readonly slot: number; readonly start: number; readonly rows: number; readonly ids: Uint32Array }
   | { readonly t: 'cancel'; readonly job: number }
-  | { readonly t: 'slots'; readonly slots: readonly SharedArrayBuffer[] }
+  | { readonly t: 'slots'; readonly slots: readonly Slot[] }
   | { readonly t: 'chunks'; readonly chunks: readonly SharedArrayBuffer[] }
   | { readonly t: 'close' };
 
@@ -57,7 +57,7 @@ const disk = init.disk ? DiskStage.attach(init.disk, warn) : undefined;
 const counters = new TierCounters(init.counters);
 const tiers = cache || disk ? { cache, disk, counters, purityProbe: init.purityProbe } : undefined;
 const reader = new SourceReader(dataset, init.schema, tiers ?? { cache: undefined, disk: undefined, counters, purityProbe: false });
-const slots: SharedArrayBuffer[] = [...init.slots];
+const slots: Slot[] = [...init.slots];
 const running = new Map<number, AbortController>();
 
 port.on('message', (m: ToWorker) => {

@@ -24,7 +24,21 @@ export function slotLayout(schema: Schema, rows: number): SlotLayout {
   return { offsets, bytes: Math.max(at, 64), rows };
 }
 
+/** Host pages: staging is laid out on whole pages so that page-locking covers every byte. */
+export const PAGE_BYTES = 4096;
+
+/** A ring slot: shared memory and the offset of its first page-aligned byte (where the layout starts). */
+export interface Slot {
+  readonly memory: SharedArrayBuffer;
+  readonly base: number;
+}
+
+/** Bytes to allocate for a slot of `layout`: whole pages, plus one page of slack for alignment. */
+export function slotAllocation(layout: SlotLayout): number {
+  return Math.ceil(layout.bytes / PAGE_BYTES) * PAGE_BYTES + PAGE_BYTES;
+}
+
 /** Typed views of the first `rows` rows of every field of a slot. */
-export function slotViews(schema: Schema, layout: SlotLayout, slot: SharedArrayBuffer, rows: number): Storage[] {
-  return schema.fields.map((f, i) => storageView(f.dtype, slot, layout.offsets[i]!, rows * f.rowSize));
+export function slotViews(schema: Schema, layout: SlotLayout, slot: Slot, rows: number): Storage[] {
+  return schema.fields.map((f, i) => storageView(f.dtype, slot.memory, slot.base + layout.offsets[i]!, rows * f.rowSize));
 }

@@ -25,6 +25,7 @@ export class StreamingRun extends EpochRun {
   readonly #inflight = new Map<number, Promise<Outcome>>();
   #launched = 0;
   #taken = 0;
+  #aheadScheduled = false;
   #abandoned: Promise<void> | undefined;
 
   /** Hard bound on batches in flight (the staging ring's slots), below the governor's window. */
@@ -54,17 +55,17 @@ export class StreamingRun extends EpochRun {
 
   protected async produce(index: number): Promise<DeviceBatch> {
     this.#taken = index;
-    this.#fill();
+    this.#fill(index);
     const pending = this.#inflight.get(index)!;
     const outcome = await Promise.race([pending, this.#whenAbandoned()]);
     // Abandoned: the pending read stays in the map, and cleanup() frees what it brings.
     if (outcome === undefined) throw new Error('epoch ended');
     this.#inflight.delete(index);
-    // Read ahead while the consumer works on this batch: `window` batches beyond it, as flodl's
-    // gate allows `target` batches sent and not yet consumed.
+    // Read ahead while the consumer works on this batch: up to `window` batches beyond it, as
+    // flodl's gate allows `target` batches sent and not yet consumed.
     this.#taken = index + 1;
     if ('error' in outcome) throw outcome.error;
-    this.#fill();
+    this.#scheduleReadAhead();
     return outcome.memory;
   }
 
@@ -72,12 +73,35 @@ export class StreamingRun extends EpochRun {
     this.#governor.onConsumed();
   }
 
-  #fill(): void {
-    const plan = this.plan;
-    while (this.#launched < plan.batches && this.#launched - this.#taken < Math.min(this.#governor.window, this.#limit)) {
-      const index = this.#launched++;
-      this.#inflight.set(index, this.#launch(plan, index));
-    }
+  #canLaunch(): boolean {
+    return this.#launched < this.plan.batches && this.#launched - this.#taken < Math.min(this.#governor.window, this.#limit);
+  }
+
+  /** Launch up to batch `urgent` now (the consumer waits for it); read further ahead in the background. */
+  #fill(urgent: number): void {
+    while (this.#launched <= urgent && this.#canLaunch()) this.#launchNext();
+    this.#scheduleReadAhead();
+  }
+
+  #launchNext(): void {
+    const index = this.#launched++;
+    this.#inflight.set(index, this.#launch(this.plan, index));
+  }
+
+  /**
+   * Read-ahead, one batch per turn of the event loop: a synchronous source (read on the main thread)
+   * then never holds the consumer for more than one batch, and its reads overlap whatever the
+   * consumer awaits (device work, I/O) instead of running all at once before the first delivery.
+   */
+  #scheduleReadAhead(): void {
+    if (this.#aheadScheduled || this.ended || !this.#canLaunch()) return;
+    this.#aheadScheduled = true;
+    setImmediate(() => {
+      this.#aheadScheduled = false;
+      if (this.ended || !this.#canLaunch()) return;
+      this.#launchNext();
+      this.#scheduleReadAhead();
+    });
   }
 
   async #launch(plan: EpochPlan, index: number): Promise<Outcome> {

@@ -19,6 +19,7 @@ import { DeviceMemory } from './device-memory.js';
 import { CudaEvent } from './event.js';
 import { gatherRows } from './gather.js';
 import { RegisteredHost } from './registered-host.js';
+import { driver } from './driver.js';
 import { CudaStream } from './stream.js';
 
 interface CudaEventRef extends DeviceEvent {
@@ -96,8 +97,13 @@ export class CudaBackend implements Backend, KernelHost {
     memory.dispose();
   }
 
-  pin(memory: ArrayBufferLike): () => void {
-    const registered = new RegisteredHost(this.context, memory);
+  pageOffset(memory: ArrayBufferLike): number {
+    const address = driver().hostAddress(new Uint8Array(memory));
+    return Number((4096n - (address % 4096n)) % 4096n);
+  }
+
+  pin(memory: ArrayBufferLike, byteOffset: number, byteLength: number): () => void {
+    const registered = new RegisteredHost(this.context, memory, { byteOffset, byteLength });
     this.#pinned.add(registered);
     return () => {
       if (!this.#pinned.delete(registered)) return;

@@ -115,8 +115,13 @@ export class SimBackend implements Backend {
     if (this.#buffers.delete(buffer.ptr)) this.#allocated -= buffer.bytes;
   }
 
-  pin(memory: ArrayBufferLike): () => void {
-    const bytes = memory.byteLength;
+  pageOffset(_memory: ArrayBufferLike): number {
+    return 0;
+  }
+
+  pin(memory: ArrayBufferLike, byteOffset: number, byteLength: number): () => void {
+    if (byteOffset < 0 || byteOffset + byteLength > memory.byteLength) throw new RangeError(`sim: pin range [${byteOffset}, ${byteOffset + byteLength}) is outside the buffer`);
+    const bytes = byteLength;
     this.#pinned += bytes;
     let pinned = true;
     return () => {
