@@ -261,7 +261,7 @@ function loadBenchPtx(): string {
 // Consumers: what the training loop does with each batch
 
 interface Consumer {
-  batch(batch: Batch<DeviceTensor>): void;
+  batch(batch: Batch<DeviceTensor>): void | Promise<void>;
   /** After loader.synchronize(): wait for consumer work the loader's stream does not hold (sim). */
   settle?(): void;
 }
@@ -334,13 +334,15 @@ class SpinConsumer implements Consumer {
     this.#arg = arg;
   }
 
-  batch(batch: Batch<DeviceTensor>): void {
+  async batch(batch: Batch<DeviceTensor>): Promise<void> {
     sink.value += Number(batch.get('image').ptr & 0xffn);
     this.#kernel.launch({ grid: 1, block: 1, args: [{ u64: this.#arg }] });
     this.#events[this.#i % 3]!.record(this.#stream);
     if (this.#i >= 2) {
+      // A Node training loop awaits its loss (tfjs `await loss.data()`): the wait leaves the event
+      // loop free, so the loader's read-ahead and reader messages keep moving meanwhile.
       const t = now();
-      this.#events[(this.#i - 2) % 3]!.synchronize();
+      await this.#events[(this.#i - 2) % 3]!.synchronizeAsync();
       this.blockedMs += now() - t;
     }
     this.#i++;
@@ -498,7 +500,8 @@ async function measure(
       const tw = now();
       const batch = await feed.next();
       wait += now() - tw;
-      consumer.batch(batch);
+      const pacing = consumer.batch(batch);
+      if (pacing !== undefined) await pacing;
       rows += batch.rows;
       if (rep === plan.reps - 1 && (i === 1 || i === plan.window - 1)) keep.push(batch.retain());
     }
@@ -1293,7 +1296,7 @@ async function runAll(env: Env, hw: ReturnType<typeof hardware>, gpuInfo: Record
     method.push(
       `method: part 4 launches a spin kernel per batch on the loader's consumer stream — ${cfg.spinUs} µs for CIFAR-shaped batches, ${cfg.spinUs * LARGE_SPIN_FACTOR} µs for ImageNet-sized ones ` +
         `(${spin ? `${spin.how}; measured ${spin.measuredUs.toFixed(0)} and ${spinLarge?.measuredUs.toFixed(0)} µs` : 'sim: a virtual GPU clock'}) — then ` +
-        'records an event after it and blocks (cuEventSynchronize) on the event of two batches back, like a loop that reads its loss every step; ' +
+        'records an event after it and awaits the event of two batches back (cuEventSynchronize on a koffi worker thread: the event loop stays free), like a Node loop that awaits its loss every step; ' +
         '"loader wait" is the sum of stats().epochs[e].waitMs over the timed epoch(s), the bench\'s own measure around next() beside it; GPU busy = batches × spin / wall.',
     );
   }

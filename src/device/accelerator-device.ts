@@ -234,9 +234,12 @@ export class AcceleratorDevice implements Device {
           if (ids !== undefined) device.#freeAfterCopies(ids);
           ids = backend.alloc(Math.max(samples.byteLength, 4));
         }
-        // SAFETY: `samples` is the epoch plan's array, alive for the whole epoch; gathers that read
-        // `ids` are queued on the same stream after this copy.
+        // SAFETY: `samples` is the epoch plan's array, alive for the whole epoch; the gathers that
+        // read `ids` run on the consumer stream, which waits for this copy.
         backend.copyToDevice(ids, 0, new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength), 'copy');
+        const uploaded = backend.record('copy');
+        backend.wait('consumer', uploaded);
+        device.#queue('copy').push({ event: uploaded, run: () => backend.recycle(uploaded) });
       },
       gather(_samples: Uint32Array, start: number, end: number): DeviceBatch {
         device.#retire();
@@ -248,9 +251,10 @@ export class AcceleratorDevice implements Device {
           for (const b of outs) device.#recycle(b);
           throw error;
         }
-        columns.forEach((c, i) => backend.gather(outs[i]!, held[i]!, c.rowSize * elementSize(c.dtype), ids!, start, rows, 'copy'));
-        const ready = backend.record('copy');
-        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape.slice(1)] })), ready);
+        // Resident batches are made on the consumer stream itself: the consumer's work is ordered
+        // after them and their memory's next use after the consumer's, with no event per batch.
+        columns.forEach((c, i) => backend.gather(outs[i]!, held[i]!, c.rowSize * elementSize(c.dtype), ids!, start, rows, 'consumer'));
+        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape.slice(1)] })), undefined);
       },
       dispose(): void {
         for (const b of held) device.#freeAfterCopies(b);
@@ -283,10 +287,20 @@ export class AcceleratorDevice implements Device {
     this.backend.close();
   }
 
-  #batch(parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent): DeviceBatch {
+  /**
+   * Batch memory. `ready` is the copy-stream event the consumer waits on; undefined when the batch
+   * was made on the consumer stream (then an event is recorded only if someone asks for one, and
+   * the memory is reused in stream order unless an event escaped to other streams).
+   */
+  #batch(parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent | undefined): DeviceBatch {
     const backend = this.backend;
     const buffers = parts.map((p) => p.buffer);
     const events: DeviceEvent[] = [];
+    let escaped: DeviceEvent | undefined;
+    const lazyReady = () => {
+      escaped ??= backend.record('consumer');
+      return escaped;
+    };
     const owner: BatchScratch = {
       alloc: (bytes) => {
         const b = this.#acquire(bytes);
@@ -295,13 +309,19 @@ export class AcceleratorDevice implements Device {
       },
       track: (event) => events.push(event),
     };
-    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready, owner }));
+    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready: ready ?? lazyReady, owner }));
     this.#live.add(buffers);
     return {
       tensors,
-      beforeDelivery: () => backend.wait('consumer', ready),
+      beforeDelivery: ready !== undefined ? () => backend.wait('consumer', ready) : undefined,
       free: () => {
         if (this.#closed || !this.#live.delete(buffers)) return;
+        if (ready === undefined && escaped === undefined && events.length === 0) {
+          // Made and used only on the consumer stream: the next use of this memory is ordered after.
+          for (const b of buffers) this.#recycle(b);
+          return;
+        }
+        if (escaped !== undefined) events.push(escaped);
         const released = backend.record('consumer');
         // SAFETY: kernels the consumer queued before the release may still read these buffers.
         this.#queue('consumer').push({
@@ -310,7 +330,7 @@ export class AcceleratorDevice implements Device {
             for (const b of buffers) this.#recycle(b);
             for (const e of events) backend.recycle(e);
             backend.recycle(released);
-            backend.recycle(ready);
+            if (ready !== undefined) backend.recycle(ready);
           },
         });
       },

@@ -18,13 +18,14 @@ export class DeviceTensor<D extends DType = DType> {
   readonly device: string;
   readonly #buffer: DeviceBuffer;
   readonly #offset: number;
-  readonly #ready: DeviceEvent | undefined;
+  #ready: DeviceEvent | (() => DeviceEvent) | undefined;
   readonly #backend: Backend;
   readonly #lease: Lease | undefined;
   readonly #owner: BatchScratch | undefined;
 
   /** Internal: device tensors are made by the loader. */
-  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | undefined; lease?: Lease; owner?: BatchScratch }) {
+  /** `ready` may be a function: the event is then recorded when first asked for (work ordered on the consumer stream). */
+  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | (() => DeviceEvent) | undefined; lease?: Lease; owner?: BatchScratch }) {
     this.#owner = init.owner;
     this.#backend = init.backend;
     this.#buffer = init.buffer;
@@ -67,6 +68,11 @@ export class DeviceTensor<D extends DType = DType> {
   /** The event after which the data is complete (a CUevent handle on CUDA); undefined when already complete. */
   get readyEvent(): DeviceEvent | undefined {
     this.#check();
+    return this.#event();
+  }
+
+  #event(): DeviceEvent | undefined {
+    if (typeof this.#ready === 'function') this.#ready = this.#ready();
     return this.#ready;
   }
 
@@ -75,7 +81,8 @@ export class DeviceTensor<D extends DType = DType> {
     this.#check();
     const data = allocStorage(this.dtype, this.size) as StorageOf[D];
     const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    if (this.#ready !== undefined) this.#backend.wait('copy', this.#ready);
+    const ready = this.#event();
+    if (ready !== undefined) this.#backend.wait('copy', ready);
     this.#backend.copyToHost(bytes, this.#buffer, this.#offset, 'copy');
     const done = this.#backend.record('copy');
     this.#backend.synchronize(done);
@@ -96,7 +103,8 @@ export class DeviceTensor<D extends DType = DType> {
     const backend = this.#backend;
     const dst = owner.alloc(plan.n * plan.c * plan.oh * plan.ow * elementSize(plan.output));
     const tables = owner.alloc(plan.params.byteLength + plan.scaleBias.byteLength);
-    if (this.#ready !== undefined) backend.wait('consumer', this.#ready);
+    const readyIn = this.#event();
+    if (readyIn !== undefined) backend.wait('consumer', readyIn);
     // SAFETY: both host arrays are fresh per call and kept alive by the plan until the copy ran.
     backend.copyToDevice(tables, 0, new Uint8Array(plan.params.buffer), 'consumer');
     backend.copyToDevice(tables, plan.params.byteLength, new Uint8Array(plan.scaleBias.buffer), 'consumer');

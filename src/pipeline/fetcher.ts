@@ -10,8 +10,10 @@ export interface Fetcher {
   /**
    * Read the rows of `sampleIds` in that order. May reject (the batch fails, the fetcher survives).
    * Should stop early, rejecting, once `signal` aborts; the pipeline never waits on it after that.
+   * `inFlight` is how many batches the pipeline may have in flight: a fetcher with parallel readers
+   * splits a batch among them only when fewer batches than readers are in flight.
    */
-  fetch(sampleIds: Uint32Array, signal: AbortSignal): Promise<StagedBatch>;
+  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight?: number): Promise<StagedBatch>;
   close(): Promise<void>;
 }
 

@@ -122,7 +122,7 @@ export class ReaderPool implements Fetcher {
     return this.#started;
   }
 
-  fetch(sampleIds: Uint32Array, signal: AbortSignal): Promise<StagedBatch> {
+  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight = 1): Promise<StagedBatch> {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#closing) return Promise.reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
     signal.throwIfAborted();
@@ -139,7 +139,9 @@ export class ReaderPool implements Fetcher {
         return;
       }
       const n = sampleIds.length;
-      const parts = Math.max(1, Math.min(members.length, n));
+      // Enough batches in flight keep every reader busy with whole batches (one message each way);
+      // otherwise each batch is cut so that all readers work on it.
+      const parts = Math.max(1, Math.min(members.length, n, Math.ceil(members.length / Math.max(inFlight, 1))));
       const size = Math.ceil(n / parts);
       for (let start = 0; start < n; start += size) {
         const member = members[this.#rr++ % members.length]!;

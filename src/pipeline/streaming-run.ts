@@ -153,7 +153,7 @@ export class StreamingRun extends EpochRun {
   }
 
   async #fetch(ids: Uint32Array): Promise<StagedBatch> {
-    const staged = await this.#fetcher.fetch(ids, this.signal);
+    const staged = await this.#fetcher.fetch(ids, this.signal, Math.min(this.#governor.window, this.#limit));
     this.stats.rowsFetched += ids.length;
     return staged;
   }
