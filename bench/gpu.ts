@@ -339,11 +339,12 @@ class SpinConsumer implements Consumer {
     this.#kernel.launch({ grid: 1, block: 1, args: [{ u64: this.#arg }] });
     this.#events[this.#i % 3]!.record(this.#stream);
     if (this.#i >= 2) {
-      // A Node training loop awaits its loss (tfjs `await loss.data()`): the wait leaves the event
-      // loop free, so the loader's read-ahead and reader messages keep moving meanwhile.
       const t = now();
-      await this.#events[(this.#i - 2) % 3]!.synchronizeAsync();
+      this.#events[(this.#i - 2) % 3]!.synchronize();
       this.blockedMs += now() - t;
+      // A Node training loop then yields to the event loop once per step (it awaits something, e.g.
+      // tfjs `await loss.data()`), which is when the loader's read-ahead and reader messages move.
+      await new Promise((resolve) => setImmediate(resolve));
     }
     this.#i++;
   }
@@ -1296,7 +1297,7 @@ async function runAll(env: Env, hw: ReturnType<typeof hardware>, gpuInfo: Record
     method.push(
       `method: part 4 launches a spin kernel per batch on the loader's consumer stream — ${cfg.spinUs} µs for CIFAR-shaped batches, ${cfg.spinUs * LARGE_SPIN_FACTOR} µs for ImageNet-sized ones ` +
         `(${spin ? `${spin.how}; measured ${spin.measuredUs.toFixed(0)} and ${spinLarge?.measuredUs.toFixed(0)} µs` : 'sim: a virtual GPU clock'}) — then ` +
-        'records an event after it and awaits the event of two batches back (cuEventSynchronize on a koffi worker thread: the event loop stays free), like a Node loop that awaits its loss every step; ' +
+        'records an event after it, blocks (cuEventSynchronize) on the event of two batches back and yields to the event loop once, like a Node loop that awaits its loss every step; ' +
         '"loader wait" is the sum of stats().epochs[e].waitMs over the timed epoch(s), the bench\'s own measure around next() beside it; GPU busy = batches × spin / wall.',
     );
   }

@@ -145,7 +145,7 @@ export class AcceleratorDevice implements Device {
         this.h2dBytes += t.byteLength;
       });
       if (pool?.active) {
-        this.#capture(pool, route!.ids, range(rows), fields, (f, position) => buffers[f]!.ptr + BigInt(position * fields[f]!.rowBytes), followUps);
+        this.#capture(pool, route!.ids, range(rows), fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
       }
     } else {
       // Pooled rows are gathered on the device; the misses cross compactly and are stitched in.
@@ -157,14 +157,16 @@ export class AcceleratorDevice implements Device {
       split.misses.forEach((position, k) => (missSlot[position] = k));
       fields.forEach((field, f) => {
         const rb = field.rowBytes;
-        const table = this.#table(rows, (r) => buffers[f]!.ptr + BigInt(r * rb), (r) => {
+        const out = Number(buffers[f]!.ptr);
+        const miss = missBuffers.length > 0 ? Number(missBuffers[f]!.ptr) : 0;
+        const table = this.#table(rows, (r) => out + r * rb, (r) => {
           const k = missSlot[r]!;
-          return k < 0 ? pool!.address(f, route!.ids[r]!) : missBuffers[f]!.ptr + BigInt(k * rb);
+          return k < 0 ? pool!.address(f, route!.ids[r]!) : miss + k * rb;
         }, followUps);
         this.backend.copyRows(table, rb, rows, 'copy');
       });
       if (split.misses.length > 0) {
-        this.#capture(pool!, route!.ids, split.misses, fields, (f, position) => missBuffers[f]!.ptr + BigInt(missSlot[position]! * fields[f]!.rowBytes), followUps);
+        this.#capture(pool!, route!.ids, split.misses, fields, (f, position) => Number(missBuffers[f]!.ptr) + missSlot[position]! * fields[f]!.rowBytes, followUps);
       }
     }
     const ready = this.backend.record('copy');
@@ -183,7 +185,7 @@ export class AcceleratorDevice implements Device {
   }
 
   /** Admit the fresh rows among `positions` to the pool and enqueue their capture copies. */
-  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => bigint, followUps: (() => void)[]): void {
+  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => number, followUps: (() => void)[]): void {
     const admitted = pool.admit(ids, positions);
     if (admitted.length === 0) return;
     fields.forEach((field, f) => {
@@ -192,16 +194,24 @@ export class AcceleratorDevice implements Device {
     });
   }
 
-  /** Upload a [dst…, src…] address table of `rows` rows; its memory returns after the copy stream passes it. */
-  #table(rows: number, dst: (r: number) => bigint, src: (r: number) => bigint, followUps: (() => void)[]): DeviceBuffer {
+  /**
+   * Upload a [dst…, src…] address table of `rows` rows; its memory returns after the copy stream
+   * passes it. Addresses are exact numbers (device addresses stay far below 2^53), written as two
+   * 32-bit halves: no BigInt per row.
+   */
+  #table(rows: number, dst: (r: number) => number, src: (r: number) => number, followUps: (() => void)[]): DeviceBuffer {
     const host = this.#hostPool.acquire('int64', 2 * rows) as unknown as BigInt64Array;
-    const table = new BigUint64Array(host.buffer, host.byteOffset, 2 * rows);
+    const words = new Uint32Array(host.buffer, host.byteOffset, 4 * rows);
     for (let r = 0; r < rows; r++) {
-      table[r] = dst(r);
-      table[rows + r] = src(r);
+      const d = dst(r);
+      const s = src(r);
+      words[2 * r] = d % 4294967296;
+      words[2 * r + 1] = Math.floor(d / 4294967296);
+      words[2 * (rows + r)] = s % 4294967296;
+      words[2 * (rows + r) + 1] = Math.floor(s / 4294967296);
     }
-    const device = this.#acquire(table.byteLength);
-    this.backend.copyToDevice(device, 0, new Uint8Array(table.buffer, table.byteOffset, table.byteLength), 'copy');
+    const device = this.#acquire(words.byteLength);
+    this.backend.copyToDevice(device, 0, new Uint8Array(words.buffer, words.byteOffset, words.byteLength), 'copy');
     followUps.push(() => {
       this.#hostPool.recycle('int64', host);
       this.#recycle(device);

@@ -125,11 +125,11 @@ export class VramPool {
     return { hits, misses };
   }
 
-  /** Device address of field `f` of pooled sample `id` (which must be pooled). */
-  address(f: number, id: number): bigint {
+  /** Device address of field `f` of pooled sample `id` (which must be pooled), as an exact number (< 2^53). */
+  address(f: number, id: number): number {
     const k = this.#where[id]! - 1;
     const slab = this.#slabs[Math.floor(k / this.#rowsPerSlab)]!;
-    return slab.buffers[f]!.ptr + BigInt((k % this.#rowsPerSlab) * this.#rowBytes[f]!);
+    return Number(slab.buffers[f]!.ptr) + (k % this.#rowsPerSlab) * this.#rowBytes[f]!;
   }
 
   /**
