@@ -7,7 +7,7 @@
 //   npm start -- --samples 5000 --epochs 2 --mode streaming
 
 import { parseArgs } from 'node:util';
-import { DataLoader, type PickKey, type Tensor, sources, tensor } from '../index.js';
+import { DataLoader, sources, tensor, transforms } from '../index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -60,35 +60,12 @@ function cifarShaped(count: number) {
   return sources.arrays({ image: tensor(images, [count, C, H, W]), label: labels });
 }
 
-/** Random crop (zero padding 4) and horizontal flip, in place, drawn from each row's key. */
-function cropAndFlip(rows: readonly Tensor[], keys: readonly PickKey[]): readonly Tensor[] {
-  const images = rows[0]!.data as Uint8Array;
-  const plane = H * W;
-  const scratch = new Uint8Array(C * plane);
-  for (let r = 0; r < keys.length; r++) {
-    const rng = keys[r]!.rng();
-    const dy = rng.below(2 * PAD + 1) - PAD;
-    const dx = rng.below(2 * PAD + 1) - PAD;
-    const flip = rng.bernoulli(0.5);
-    const row = images.subarray(r * C * plane, (r + 1) * C * plane);
-    scratch.set(row);
-    for (let c = 0; c < C; c++) {
-      for (let y = 0; y < H; y++) {
-        const sy = y + dy;
-        for (let x = 0; x < W; x++) {
-          const sx = (flip ? W - 1 - x : x) + dx;
-          row[c * plane + y * W + x] = sy >= 0 && sy < H && sx >= 0 && sx < W ? scratch[c * plane + sy * W + sx]! : 0;
-        }
-      }
-    }
-  }
-  return rows;
-}
-
 const t0 = performance.now();
 const dataset = cifarShaped(n);
 const buildMs = performance.now() - t0;
-const loader = await DataLoader.create(dataset, { batchSize, augment, transform: cropAndFlip, mode, seed: 42 });
+// The built-in keyed image pipeline: random crop with 4 pixels of zero padding and a horizontal flip.
+const transform = transforms.image({ crop: { padding: PAD }, flip: true });
+const loader = await DataLoader.create(dataset, { batchSize, augment, transform, mode, seed: 42 });
 console.log(`Stoker demo — ${n.toLocaleString('en-US')} CIFAR-shaped samples (3×32×32 uint8 + label), generated in ${buildMs.toFixed(0)} ms`);
 console.log(`device ${loader.device}, ${loader.isResident ? 'resident' : 'streaming'} mode, batch ${batchSize}, augment ×${augment} (crop + flip), ${loader.numBatches} batches per epoch\n`);
 

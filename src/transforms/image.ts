@@ -50,7 +50,7 @@ export interface ImageDeviceOp {
 }
 
 /** The keyed image pipeline, usable on 'cpu', 'sim' and 'cuda'. */
-export function imageTransform(options: ImageTransformOptions): Transform<AnyTensor> {
+export function imageTransform(options: ImageTransformOptions): Transform<Tensor> & Transform<DeviceTensor> & Transform<AnyTensor> {
   const field = options.field ?? 0;
   const padding = options.crop?.padding ?? 0;
   const output: ImageOutput = options.output ?? (options.normalize !== undefined ? 'float32' : 'uint8');
@@ -58,7 +58,7 @@ export function imageTransform(options: ImageTransformOptions): Transform<AnyTen
   if (!Number.isInteger(padding) || padding < 0) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: crop.padding must be an integer ≥ 0, got ${show(padding)}`);
   if (!['uint8', 'float32', 'float16', 'bfloat16'].includes(output)) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: output must be 'uint8', 'float32', 'float16' or 'bfloat16', got ${show(output)}`);
   if (output === 'uint8' && options.normalize !== undefined) throw new LoaderError('ERR_INVALID_OPTION', 'transforms.image: normalize needs a float output (output: \'float32\', \'float16\' or \'bfloat16\')');
-  return (rows, keys) => {
+  const transform: Transform<AnyTensor> = (rows, keys) => {
     const input = rows[field];
     if (input === undefined) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: the batch has no field at position ${field}`);
     if (input.dtype !== 'uint8' || input.shape.length !== 4) {
@@ -68,6 +68,8 @@ export function imageTransform(options: ImageTransformOptions): Transform<AnyTen
     const out = input instanceof DeviceTensor ? input.runImage(plan) : applyImageCpu(input.data as Uint8Array, plan);
     return rows.map((t, i) => (i === field ? out : t));
   };
+  // One function serves host and device batches alike.
+  return transform as Transform<Tensor> & Transform<DeviceTensor> & Transform<AnyTensor>;
 }
 
 function planImage(shape: readonly [number, number, number, number], options: ImageTransformOptions, padding: number, output: ImageOutput, keys: readonly PickKey[]): ImagePlan {
@@ -99,6 +101,7 @@ function planImage(shape: readonly [number, number, number, number], options: Im
 /** The CPU implementation; also the sim device's. `out` receives N × C × OH × OW elements. */
 export function runImagePlan(src: Uint8Array, plan: ImagePlan, out: Uint8Array | Float32Array | Uint16Array): void {
   const { n, c, h, w, oh, ow, output, params, scaleBias } = plan;
+  if (output === 'uint8') return cropFlipBytes(src, plan, out as Uint8Array);
   let i = 0;
   for (let r = 0; r < n; r++) {
     const oy = params[3 * r]!;
@@ -113,10 +116,6 @@ export function runImagePlan(src: Uint8Array, plan: ImagePlan, out: Uint8Array |
         for (let x = 0; x < ow; x++, i++) {
           const sx = ox + (flip ? ow - 1 - x : x);
           const v = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : src[base + sy * w + sx]!;
-          if (output === 'uint8') {
-            out[i] = v;
-            continue;
-          }
           const f = Math.fround(Math.fround(v * scale) + bias);
           out[i] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
         }
@@ -130,4 +129,36 @@ function applyImageCpu(src: Uint8Array, plan: ImagePlan): Tensor {
   const data = allocStorage(dtype, plan.n * plan.c * plan.oh * plan.ow);
   runImagePlan(src, plan, data as Uint8Array | Float32Array | Uint16Array);
   return new Tensor(data as never, [plan.n, plan.c, plan.oh, plan.ow], dtype);
+}
+
+/** The uint8 path (crop and flip only): whole row segments copied at once, zeros for the padding. */
+function cropFlipBytes(src: Uint8Array, plan: ImagePlan, out: Uint8Array): void {
+  const { n, c, h, w, oh, ow, params } = plan;
+  let i = 0;
+  for (let r = 0; r < n; r++) {
+    const oy = params[3 * r]!;
+    const ox = params[3 * r + 1]!;
+    const flip = params[3 * r + 2] !== 0;
+    // Output columns whose source column ox + x (or ox + ow − 1 − x when flipped) is inside the image.
+    const lo = flip ? Math.max(0, ox + ow - w) : Math.max(0, -ox);
+    const hi = flip ? Math.min(ow, ox + ow) : Math.min(ow, w - ox);
+    for (let ch = 0; ch < c; ch++) {
+      const base = (r * c + ch) * h * w;
+      for (let y = 0; y < oh; y++, i += ow) {
+        const sy = y + oy;
+        if (sy < 0 || sy >= h || hi <= lo) {
+          out.fill(0, i, i + ow);
+          continue;
+        }
+        const srcRow = base + sy * w;
+        if (lo > 0) out.fill(0, i, i + lo);
+        if (hi < ow) out.fill(0, i + hi, i + ow);
+        if (!flip) {
+          out.set(src.subarray(srcRow + ox + lo, srcRow + ox + hi), i + lo);
+        } else {
+          for (let x = lo; x < hi; x++) out[i + x] = src[srcRow + ox + ow - 1 - x]!;
+        }
+      }
+    }
+  }
 }
