@@ -65,8 +65,10 @@ export function gatherRows(context: CudaContext, stream: CudaStream, a: GatherAr
   const idsOffset = a.idsOffset ?? 0;
   const dstOffset = a.dstOffset ?? 0;
   const srcOffset = a.srcOffset ?? 0;
-  for (const [name, v] of [['rowBytes', a.rowBytes], ['rows', a.rows], ['idsOffset', idsOffset], ['dstOffset', dstOffset], ['srcOffset', srcOffset]] as const) {
-    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`gather ${name} must be an integer ≥ 0, got ${v}`);
+  if (!(isCount(a.rowBytes) && isCount(a.rows) && isCount(idsOffset) && isCount(dstOffset) && isCount(srcOffset))) {
+    for (const [name, v] of [['rowBytes', a.rowBytes], ['rows', a.rows], ['idsOffset', idsOffset], ['dstOffset', dstOffset], ['srcOffset', srcOffset]] as const) {
+      if (!isCount(v)) throw new RangeError(`gather ${name} must be an integer ≥ 0, got ${v}`);
+    }
   }
   if (a.rowBytes === 0) throw new RangeError('gather rowBytes must be ≥ 1');
   if (a.rows > 0xffffffff) throw new RangeError(`gather rows must be below 2^32, got ${a.rows}`);
@@ -80,7 +82,7 @@ export function gatherRows(context: CudaContext, stream: CudaStream, a: GatherAr
   if (a.rows === 0) return;
   const dst = a.dst.ptr + BigInt(dstOffset);
   const src = a.src.ptr + BigInt(srcOffset);
-  const plan = gatherPlan(dst, src, a.rowBytes, a.rows, context.multiprocessors);
+  const plan = cachedPlan(dst, src, a.rowBytes, a.rows, context.multiprocessors);
   const kernel = context.module(GATHER_PTX).getFunction(plan.kernel);
   kernel.launch([plan.grid, 1, 1], [plan.block, 1, 1], stream, [
     { ptr: dst },
@@ -90,4 +92,23 @@ export function gatherRows(context: CudaContext, stream: CudaStream, a: GatherAr
     { u64: BigInt(a.rowBytes) },
     { u32: a.rows },
   ]);
+}
+
+function isCount(v: number): boolean {
+  return Number.isSafeInteger(v) && v >= 0;
+}
+
+// Plans depend on the pointers only through their alignment (mod 16): one cached plan per
+// (alignment, row bytes, rows, SMs) spares a resident loader the plan's BigInt work every batch.
+const PLANS = new Map<string, GatherPlan>();
+
+function cachedPlan(dst: bigint, src: bigint, rowBytes: number, rows: number, multiprocessors: number): GatherPlan {
+  const key = `${Number((dst | src) & 15n)}:${rowBytes}:${rows}:${multiprocessors}`;
+  let plan = PLANS.get(key);
+  if (plan === undefined) {
+    plan = gatherPlan(dst, src, rowBytes, rows, multiprocessors);
+    if (PLANS.size > 4096) PLANS.clear();
+    PLANS.set(key, plan);
+  }
+  return plan;
 }

@@ -88,8 +88,8 @@ export class CudaFunction {
   /** Enqueues the kernel on `stream` over `grid` blocks of `block` threads. */
   launch(grid: Dim3, block: Dim3, stream: CudaStream, args: readonly KernelArg[], sharedBytes = 0): void {
     if (this.module.disposed) throw new Error(`kernel ${this.name}: its module was unloaded`);
-    for (const d of [...grid, ...block]) {
-      if (!Number.isInteger(d) || d < 1 || d > 0x7fffffff) throw new RangeError(`kernel ${this.name}: grid and block sizes must be integers ≥ 1, got grid ${grid} block ${block}`);
+    for (let k = 0; k < 3; k++) {
+      if (!validDim(grid[k]) || !validDim(block[k])) throw new RangeError(`kernel ${this.name}: grid and block sizes must be integers ≥ 1, got grid ${grid} block ${block}`);
     }
     const cu = driver();
     if (args.length > pointers.length) {
@@ -97,14 +97,19 @@ export class CudaFunction {
       pointers = new BigUint64Array(new ArrayBuffer(args.length * 8));
       slotsAddress = -1n;
     }
-    if (slotsAddress < 0n) slotsAddress = cu.hostAddress(slots);
-    args.forEach((arg, i) => {
-      pack(slots, i * 8, arg, this.name, i);
-      pointers[i] = slotsAddress + BigInt(i * 8);
-    });
+    if (slotsAddress < 0n) {
+      // The slot addresses never change: computed once, not per launch.
+      slotsAddress = cu.hostAddress(slots);
+      for (let i = 0; i < pointers.length; i++) pointers[i] = slotsAddress + BigInt(i * 8);
+    }
+    for (let i = 0; i < args.length; i++) pack(slots, i * 8, args[i]!, this.name, i);
     // SAFETY: `pointers` and `slots` are read by the driver during this call only.
     cu.launchKernel(this.handle, grid, block, sharedBytes, stream.handle, pointers);
   }
+}
+
+function validDim(d: number | undefined): boolean {
+  return d !== undefined && Number.isInteger(d) && d >= 1 && d <= 0x7fffffff;
 }
 
 function pack(view: DataView, at: number, arg: KernelArg, kernel: string, index: number): void {
