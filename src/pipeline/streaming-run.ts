@@ -16,6 +16,9 @@ import { EpochRun } from './epoch-run.js';
 import type { Fetcher } from './fetcher.js';
 import type { Governor } from './governor.js';
 
+/** Main-thread time one turn of read-ahead may take before yielding to the event loop. */
+const READ_AHEAD_SLICE_MS = 1;
+
 type Outcome = { readonly memory: DeviceBatch } | { readonly error: unknown };
 
 export class StreamingRun extends EpochRun {
@@ -89,17 +92,21 @@ export class StreamingRun extends EpochRun {
   }
 
   /**
-   * Read-ahead, one batch per turn of the event loop: a synchronous source (read on the main thread)
-   * then never holds the consumer for more than one batch, and its reads overlap whatever the
-   * consumer awaits (device work, I/O) instead of running all at once before the first delivery.
+   * Read-ahead in slices of at most READ_AHEAD_SLICE_MS of main-thread time per turn of the event
+   * loop: a synchronous source (read on the main thread) then never holds the consumer for long, and
+   * its reads overlap whatever the consumer awaits (device work, I/O) instead of running all at once
+   * before the first delivery; cheap launches (pooled batches, worker reads) still go many per turn.
    */
   #scheduleReadAhead(): void {
     if (this.#aheadScheduled || this.ended || !this.#canLaunch()) return;
     this.#aheadScheduled = true;
     setImmediate(() => {
       this.#aheadScheduled = false;
-      if (this.ended || !this.#canLaunch()) return;
-      this.#launchNext();
+      const t0 = performance.now();
+      while (!this.ended && this.#canLaunch()) {
+        this.#launchNext();
+        if (performance.now() - t0 >= READ_AHEAD_SLICE_MS) break;
+      }
       this.#scheduleReadAhead();
     });
   }
