@@ -90,6 +90,9 @@ export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefi
           memory.free();
           return { done: true, value: undefined };
         }
+        // The consumer stream waits for the batch's data before anything runs on it: the transform
+        // (user kernels included) as much as the training step.
+        memory.beforeDelivery?.();
         const tt = performance.now();
         let batch: Batch<AnyTensor>;
         try {
@@ -102,7 +105,6 @@ export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefi
         } finally {
           if (this.#config.transform !== undefined) this.stats.transformMs += performance.now() - tt;
         }
-        memory.beforeDelivery?.();
         this.stats.batches++;
         this.stats.rowsDelivered += batch.rows;
         if (this.autoRelease) this.#previous = batch;

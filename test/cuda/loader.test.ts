@@ -49,6 +49,29 @@ describe('the loader on CUDA', { skip, timeout: 120_000 }, () => {
     await loader.close();
   });
 
+  it('a transform writing into its rows never writes back into the VRAM pool (+1 applies once per epoch)', async () => {
+    const ptx = readFileSync(new URL('../fixtures/add-one.ptx', import.meta.url), 'utf8');
+    let kernel: ReturnType<DataLoader<DeviceTensor>['kernel']> | undefined;
+    const loader = await DataLoader.create(bytesDataset(256, 1024), {
+      batchSize: 16, device: 'cuda', mode: 'streaming',
+      transform: (rows) => {
+        const x = rows[0] as DeviceTensor;
+        kernel!.launch({ grid: Math.ceil(x.byteLength / 256), block: 256, args: [x, { u32: x.byteLength }] });
+        return rows;
+      },
+    });
+    kernel = loader.kernel(ptx, 'add_one');
+    for (let e = 0; e < 4; e++) {
+      for await (const b of loader.epoch(e)) {
+        const host = (await (b.get('x') as DeviceTensor).toHost()).data as Uint8Array;
+        b.sampleIds.forEach((id, r) => assert.equal(host[r * 1024 + 5], ((id & 0xff) + 1) & 0xff, `epoch ${e}`));
+      }
+    }
+    const last = loader.stats().epochs[3]!;
+    assert.equal(last.rowsServedOnDevice, 256, 'the last epoch came from the pool');
+    await loader.close();
+  });
+
   it('falls back to streaming when the resident upload hits a real out-of-memory', async () => {
     const context = CudaContext.open(0);
     const release = hog(context, 256 * 2 ** 20);
