@@ -3,6 +3,10 @@
 // `rows[start + r]`. Source and destination are storage arrays of the same class.
 
 import type { Storage } from './dtype.js';
+import { nativeCopy } from './native-copy.js';
+
+/** Rows at least this large, in shared memory, are copied with the C library's memcpy. */
+const NATIVE_COPY_MIN_BYTES = 32 * 1024;
 
 // Below this many elements per row a plain element loop beats one `subarray` view + memcpy per row.
 const ELEMENT_LOOP_MAX = 16;
@@ -29,6 +33,17 @@ export function gatherRows(
       for (let k = 0; k < rowSize; k++) d[to + k] = s[from + k]!;
     }
     return;
+  }
+  const rowBytes = rowSize * src.BYTES_PER_ELEMENT;
+  if (rowBytes >= NATIVE_COPY_MIN_BYTES && (src.buffer instanceof SharedArrayBuffer || dst.buffer instanceof SharedArrayBuffer)) {
+    const srcBytes = new Uint8Array(src.buffer, src.byteOffset, src.byteLength);
+    const dstBytes = new Uint8Array(dst.buffer, dst.byteOffset, dst.byteLength);
+    let r = 0;
+    for (; r < count; r++) {
+      const from = rows[start + r]! * rowBytes;
+      if (!nativeCopy(dstBytes.subarray(r * rowBytes, (r + 1) * rowBytes), srcBytes.subarray(from, from + rowBytes), rowBytes)) break;
+    }
+    if (r === count) return;
   }
   for (let r = 0; r < count; r++) {
     const from = rows[start + r]! * rowSize;
