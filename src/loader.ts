@@ -13,7 +13,7 @@ import type { AnyDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
 import { ArraySource } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
-import { isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
+import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
 import { DiskStage } from './cache/disk-stage.js';
 import { SampleCache } from './cache/sample-cache.js';
 import { TierCounters } from './cache/tier-counters.js';
@@ -119,7 +119,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
 
   static async #build(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<DataLoader<AnyTensor>> {
     const probeContext = { signal: new AbortController().signal };
-    const spec = specOf(dataset);
+    // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
+    // into shared memory when it is made.
+    const reopenable = isReopenable(dataset);
     let ds: AnyDataset;
     try {
       ds = isSourceSpec(dataset) ? await openSource(dataset) : dataset;
@@ -171,8 +173,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }
     }
 
-    const workers = resolveWorkers(opts.workers ?? (spec !== undefined && !(ds instanceof ArraySource) ? 'auto' : 0));
-    if (workers > 0 && spec === undefined) {
+    const workers = resolveWorkers(opts.workers ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
+    if (workers > 0 && !reopenable) {
       throw invalidOption(
         'workers',
         '0 for a plain dataset object',
@@ -193,7 +195,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (workers > 0) {
       try {
         pool = await ReaderPool.start({
-          spec: spec!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
+          spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
           pin: (slot) => device.pinStaging(slot),
         });
       } catch (error) {

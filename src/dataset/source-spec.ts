@@ -30,6 +30,11 @@ export function isSourceSpec(value: unknown): value is SourceSpec {
   return v !== null && typeof v === 'object' && typeof v.module === 'string' && typeof v.export === 'string' && typeof (value as { get?: unknown }).get !== 'function' && typeof (value as { getBatch?: unknown }).getBatch !== 'function';
 }
 
+/** Whether reader workers can open `dataset` (without materializing its spec, which may copy data). */
+export function isReopenable(dataset: unknown): boolean {
+  return isSourceSpec(dataset) || typeof (dataset as Partial<Reopenable> | null)?.[kSourceSpec] === 'function';
+}
+
 export function specOf(dataset: unknown): SourceSpec | undefined {
   if (isSourceSpec(dataset)) return dataset;
   const fn = (dataset as Partial<Reopenable> | null)?.[kSourceSpec];
