@@ -263,7 +263,7 @@ export class AcceleratorDevice implements Device {
         }
         // Resident batches are made on the consumer stream itself: the consumer's work is ordered
         // after them and their memory's next use after the consumer's, with no event per batch.
-        columns.forEach((c, i) => backend.gather(outs[i]!, held[i]!, c.rowSize * elementSize(c.dtype), ids!, start, rows, 'consumer'));
+        backend.gatherColumns(columns.map((c, i) => ({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowSize * elementSize(c.dtype) })), ids!, start, rows, 'consumer');
         return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape.slice(1)] })), undefined);
       },
       dispose(): void {

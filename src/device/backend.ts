@@ -40,6 +40,8 @@ export interface Backend {
   copyToHost(dst: Uint8Array, src: DeviceBuffer, srcOffset: number, stream: StreamName): void;
   /** Enqueue dst row r = src row ids[idsOffset + r] for r < rows (ids: uint32 on the device). */
   gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void;
+  /** Enqueue the same gather for several columns (one launch where the backend can). */
+  gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void;
   /**
    * Enqueue row copies through address tables: for r < rows, copy `rowBytes` bytes from address
    * src[r] to address dst[r] (`tables` holds 2 × rows u64 addresses: dst then src).

@@ -11,6 +11,8 @@ import type { ImagePlan } from '../../transforms/image.js';
 
 /** Row copies through address tables (kernels/rows.cu), beside the package root from src/ or dist/. */
 const ROWS_PTX = new URL('../../../kernels/rows.ptx', import.meta.url);
+/** All columns of a resident batch in one launch (kernels/gather-cols.cu). */
+const GATHER_COLS_PTX = new URL('../../../kernels/gather-cols.ptx', import.meta.url);
 /** The built-in image transform (kernels/image.cu). */
 const IMAGE_PTX = new URL('../../../kernels/image.ptx', import.meta.url);
 import type { MemInfo } from '../device.js';
@@ -123,6 +125,27 @@ export class CudaBackend implements Backend, KernelHost {
 
   gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
     gatherRows(this.context, this.#streams[stream], { dst, src, ids, idsOffset, rowBytes, rows });
+  }
+
+  gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
+    if (rows === 0) return;
+    const units = (rb: number) => (rb % 16 === 0 ? rb / 16 : rb % 4 === 0 ? rb / 4 : rb);
+    const fits = columns.length <= 4 && columns.every((c) => units(c.rowBytes) * rows < 2 ** 32);
+    if (!fits || (idsOffset + rows) * 4 > ids.bytes) {
+      for (const c of columns) this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
+      return;
+    }
+    const most = Math.max(...columns.map((c) => units(c.rowBytes) * rows));
+    const grid = Math.max(1, Math.min(Math.ceil(most / 256), this.context.multiprocessors * 8));
+    const args: ({ ptr: bigint } | { u64: bigint } | { u32: number })[] = [];
+    for (let i = 0; i < 4; i++) {
+      const c = columns[i];
+      args.push({ ptr: c?.dst.ptr ?? 0n }, { ptr: c?.src.ptr ?? 0n }, { u64: BigInt(c?.rowBytes ?? 0) });
+    }
+    args.push({ ptr: ids.ptr + BigInt(idsOffset) * 4n }, { u32: rows });
+    // SAFETY: every column buffer and the ids stay allocated until events recorded after this launch
+    // (the accelerator device frees and reuses memory only through stream order or such events).
+    this.context.module(GATHER_COLS_PTX).getFunction('stoker_gather_cols4').launch([grid, 1, 1], [256, 1, 1], this.#streams[stream], args);
   }
 
   copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {

@@ -154,6 +154,10 @@ export class SimBackend implements Backend {
     });
   }
 
+  gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
+    for (const c of columns) this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
+  }
+
   copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
     const t = this.#data(tables);
     this.#streams[stream].push(() => {
