@@ -28,7 +28,8 @@ export type LoaderErrorCode =
   | 'ERR_DEVICE_OOM'
   | 'ERR_CUDA'
   | 'ERR_CUDA_UNAVAILABLE'
-  | 'ERR_KERNEL_MISSING';
+  | 'ERR_KERNEL_MISSING'
+  | 'ERR_IMPURE_TRANSFORM';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;

@@ -150,7 +150,10 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const picks = length * opts.augment;
     if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
     const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed) : new SequentialSampler(picks));
-    const delivery: DeliveryConfig = { names, transform: opts.transform, augment: opts.augment, seed: opts.seed };
+    const delivery: DeliveryConfig = {
+      names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
+      probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
+    };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
     const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
     const base = { opts, device, datasetLength: length, sampler, delivery };

@@ -379,3 +379,29 @@ describe('streaming depth on cpu', () => {
     assert.equal((await collect(loader.epoch(2))).length, 10);
   });
 });
+
+describe('the transform purity probe (development mode)', () => {
+  it('catches a transform that draws randomness outside key.rng()', async () => {
+    const loader = await DataLoader.create(arraysDataset(8), {
+      batchSize: 4,
+      transform: (rows) => {
+        (rows[0]!.data as Float32Array)[0] = Math.random();
+        return rows;
+      },
+    });
+    await assert.rejects(collect(loader.epoch(0)), { code: 'ERR_IMPURE_TRANSFORM', message: /pure function of \(rows, keys\).*key\.rng\(\)/ });
+  });
+
+  it('accepts a keyed transform, including NaN outputs', async () => {
+    const loader = await DataLoader.create(arraysDataset(8), {
+      batchSize: 4,
+      transform: (rows, keys) => {
+        const x = rows[0]!.data as Float32Array;
+        keys.forEach((k, r) => (x[r * 4] = k.rng().f32()));
+        x[1] = Number.NaN;
+        return rows;
+      },
+    });
+    assert.equal((await collect(loader.epoch(0))).length, 2);
+  });
+});

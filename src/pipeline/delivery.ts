@@ -14,6 +14,11 @@ import { type AnyTensor, DeviceTensor } from '../device/device-tensor.js';
 import type { EpochPlan } from './epoch-plan.js';
 
 export interface DeliveryConfig {
+  /**
+   * Development mode: the first transformed batch is also transformed twice on copies with the same
+   * keys and compared (reference §5.3). Set to false once probed; undefined = no probe.
+   */
+  probeTransform?: boolean;
   readonly names: readonly string[];
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly transform: Transform<any> | undefined;
@@ -41,10 +46,19 @@ async function transformed(config: DeliveryConfig, plan: EpochPlan, index: numbe
   const transform = config.transform!;
   const keys = new Array<PickKey>(picks.length);
   for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
+  const apply = transform as (rows: readonly AnyTensor[], keys: readonly PickKey[]) => unknown;
   let out: unknown;
   try {
-    out = await (transform as (rows: readonly AnyTensor[], keys: readonly PickKey[]) => unknown)(memory.tensors, keys);
+    if (config.probeTransform === true && memory.tensors.every((t) => t instanceof Tensor)) {
+      config.probeTransform = false;
+      await probeTransformPurity(apply, memory.tensors as readonly Tensor[], keys);
+    }
+    out = await apply(memory.tensors, keys);
   } catch (cause) {
+    if (cause instanceof LoaderError && cause.code === 'ERR_IMPURE_TRANSFORM') {
+      memory.free();
+      throw cause;
+    }
     memory.free();
     throw new TransformFailure(cause);
   }
@@ -68,6 +82,29 @@ function makeBatch(config: DeliveryConfig, plan: EpochPlan, index: number, picks
     tensors: (lease) => tensors.map((t) => (t instanceof DeviceTensor ? t.withLease(lease) : leased(t, lease))),
     free: () => memory.free(),
   });
+}
+
+/**
+ * Apply the transform to two copies of the rows with the same keys and compare (NaN equals NaN: bytes
+ * are compared). A difference means the transform draws randomness from somewhere other than
+ * key.rng(), and views would not be reproducible.
+ */
+async function probeTransformPurity(apply: (rows: readonly AnyTensor[], keys: readonly PickKey[]) => unknown, rows: readonly Tensor[], keys: readonly PickKey[]): Promise<void> {
+  const run = async () => {
+    const out = await apply(rows.map((t) => t.clone()), keys);
+    return Array.isArray(out) ? out.map((t) => (t instanceof Tensor ? { dtype: t.dtype, shape: t.shape.join(','), bytes: Buffer.from(t.bytes()) } : undefined)) : undefined;
+  };
+  const [a, b] = [await run(), await run()];
+  const same = a !== undefined && b !== undefined && a.length === b.length && a.every((x, i) => {
+    const y = b[i];
+    return x === undefined || y === undefined ? x === y : x.dtype === y.dtype && x.shape === y.shape && x.bytes.equals(y.bytes);
+  });
+  if (!same && a !== undefined && b !== undefined) {
+    throw new LoaderError(
+      'ERR_IMPURE_TRANSFORM',
+      'the transform gave different results for the same rows and keys. It must be a pure function of (rows, keys): take randomness only from key.rng(), so every (seed, epoch, sample, repeat) gives the same view. (Checked once per loader in development; NODE_ENV=production skips the check.)',
+    );
+  }
 }
 
 function checkTransformOutput(out: unknown, count: number, rows: number): readonly AnyTensor[] {
