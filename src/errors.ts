@@ -67,8 +67,9 @@ export class BatchError extends LoaderError {
   }
 }
 
-function formatIds(ids: readonly number[]): string {
-  const shown = ids.slice(0, 8).join(', ');
+/** Sample ids for a message: the first eight, then a count. */
+export function formatIds(ids: ArrayLike<number>): string {
+  const shown = Array.from({ length: Math.min(ids.length, 8) }, (_, i) => ids[i]).join(', ');
   return ids.length > 8 ? `[${shown}, … ${ids.length - 8} more]` : `[${shown}]`;
 }
 

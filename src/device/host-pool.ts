@@ -21,17 +21,11 @@ export class HostPool {
     this.#alloc = alloc;
     this.#drop = drop;
   }
-  #reused = 0;
-  #allocated = 0;
 
   acquire<D extends DType>(dtype: D, length: number): StorageOf[D] {
     const stack = this.#free.get(key(dtype, length));
     const hit = stack?.pop();
-    if (hit !== undefined) {
-      this.#reused++;
-      return hit as StorageOf[D];
-    }
-    this.#allocated++;
+    if (hit !== undefined) return hit as StorageOf[D];
     return this.#alloc(dtype, length);
   }
 
@@ -42,10 +36,6 @@ export class HostPool {
     if (stack === undefined) this.#free.set(k, (stack = []));
     if (stack.length < KEEP_PER_SHAPE) stack.push(data);
     else this.#drop?.(data);
-  }
-
-  get counts(): { reused: number; allocated: number } {
-    return { reused: this.#reused, allocated: this.#allocated };
   }
 
   clear(): void {

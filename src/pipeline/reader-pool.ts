@@ -21,7 +21,7 @@ import type { SampleCacheShared } from '../cache/sample-cache.js';
 import type { Schema } from '../dataset/schema.js';
 import type { StagedBatch } from '../dataset/source-reader.js';
 import type { SourceSpec } from '../dataset/source-spec.js';
-import { LoaderError, describeCause } from '../errors.js';
+import { LoaderError, describeCause, formatIds } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
 import type { Fetcher } from './fetcher.js';
 import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
@@ -238,7 +238,7 @@ export class ReaderPool implements Fetcher {
           failure ??
           new LoaderError(
             'ERR_WORKER_DIED',
-            `reader worker ${member.index} died (${why}) while reading samples ${describeIds(job?.ids)}; this batch fails and the worker is replaced`,
+            `reader worker ${member.index} died (${why}) while reading samples ${formatIds(job?.ids ?? [])}; this batch fails and the worker is replaced`,
           );
         this.#settle(member, jobId, start, error);
       }
@@ -358,10 +358,4 @@ function fromWire(w: WireError): Error {
   error.name = w.name;
   if (w.stack !== undefined) error.stack = w.stack;
   return error;
-}
-
-function describeIds(ids: Uint32Array | undefined): string {
-  if (ids === undefined) return '[]';
-  const shown = Array.from(ids.subarray(0, 8)).join(', ');
-  return ids.length > 8 ? `[${shown}, … ${ids.length - 8} more]` : `[${shown}]`;
 }

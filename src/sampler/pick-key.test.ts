@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { PickKey, picksToSamples } from './pick-key.js';
+import { EpochPlan } from '../pipeline/epoch-plan.js';
+import { PickKey } from './pick-key.js';
 import { RandomSampler } from './random-sampler.js';
 import { Rng } from './rng.js';
 import { SequentialSampler } from './sequential-sampler.js';
@@ -11,7 +12,7 @@ describe('picks and keys', () => {
     assert.deepEqual([a.sample, a.repeat], [2, 1]);
     const b = PickKey.fromPick(7, 1, 0, 42);
     assert.deepEqual([b.sample, b.repeat], [7, 0]);
-    assert.deepEqual(picksToSamples([0, 1, 2, 7, 8], 3), [0, 0, 0, 2, 2]);
+    assert.deepEqual(Array.from(new EpochPlan(0, Uint32Array.of(0, 1, 2, 7, 8), 3, 2, false).samples), [0, 0, 0, 2, 2]);
   });
 
   it('gives the same stream for the same key and another for another repeat, epoch, sample or seed', () => {

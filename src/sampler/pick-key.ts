@@ -45,11 +45,3 @@ export class PickKey {
     return Rng.seed(h);
   }
 }
-
-/** Sample ids of picks: identity when augment is 1. */
-export function picksToSamples(picks: ArrayLike<number>, augment: number): number[] {
-  const out: number[] = new Array(picks.length);
-  if (augment <= 1) for (let i = 0; i < picks.length; i++) out[i] = picks[i]!;
-  else for (let i = 0; i < picks.length; i++) out[i] = Math.floor(picks[i]! / augment);
-  return out;
-}

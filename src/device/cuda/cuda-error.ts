@@ -67,11 +67,8 @@ export class CudaError extends LoaderError {
   }
 }
 
-/** True for a device out-of-memory error, from CUDA or from the `sim` device. */
-export function isOutOfMemory(error: unknown): boolean {
-  if (error instanceof CudaError) return error.result === CUDA_ERROR_OUT_OF_MEMORY;
-  return (error as { driverName?: unknown } | null)?.driverName === 'CUDA_ERROR_OUT_OF_MEMORY';
-}
+/** True for a device out-of-memory error, from CUDA or from the `sim` device (one recognizer for both). */
+export { isDeviceOutOfMemory as isOutOfMemory } from '../backend.js';
 
 /** No usable CUDA driver or device in this process. */
 export function cudaUnavailable(why: string, cause?: unknown): LoaderError {
