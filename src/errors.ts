@@ -29,7 +29,9 @@ export type LoaderErrorCode =
   | 'ERR_CUDA'
   | 'ERR_CUDA_UNAVAILABLE'
   | 'ERR_KERNEL_MISSING'
-  | 'ERR_IMPURE_TRANSFORM';
+  | 'ERR_IMPURE_TRANSFORM'
+  | 'ERR_BAD_FILE'
+  | 'ERR_FILE_ACCESS';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;
@@ -111,4 +113,18 @@ export function batchReleased(): LoaderError {
 
 export function loaderClosed(): LoaderError {
   return new LoaderError('ERR_LOADER_CLOSED', 'the loader is closed. Create a new one with DataLoader.create(dataset, options)');
+}
+
+/**
+ * A file's content is malformed, truncated or hostile: names the file, the byte offset where the
+ * parser found it, and what was wrong. `fix` says what the user can do, when there is something.
+ */
+export function badFile(path: string, offset: number | bigint, what: string, fix?: string): LoaderError {
+  return new LoaderError('ERR_BAD_FILE', `${path}: at byte ${offset}: ${what}${fix ? `. ${fix}` : ''}`);
+}
+
+/** A file cannot be opened, listed or read (missing, a directory, no permission, I/O error). */
+export function fileAccess(path: string, doing: string, cause: unknown): LoaderError {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return new LoaderError('ERR_FILE_ACCESS', `${path}: cannot ${doing}: ${typeof code === 'string' ? `${code}, ` : ''}${describeCause(cause)}`, { cause });
 }
