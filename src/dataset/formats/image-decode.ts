@@ -1,0 +1,178 @@
+// The shared image decoder of the built-in sources (image folders, image columns of Arrow files):
+// encoded bytes in, a uint8 tensor of a fixed size out, through sharp (libvips). The rule: every
+// failure — unknown format, corrupt or truncated data, an image over the pixel limit — is a typed
+// `ERR_BAD_FILE` naming the source; the output always has exactly the requested shape.
+//
+// Threads. sharp is loaded lazily and synchronously on first use. On glibc Linux the thread that
+// loads a native addon first must outlive every other user of it, or a worker's exit unloads the
+// shared libraries under the others; sources therefore call `loadImageDecoder()` from the main thread
+// (in their main-thread factory) before reader workers start. libvips' operation cache is turned off
+// (every image is decoded once per epoch: caching only costs memory in each process), and libvips
+// runs one thread per image: parallelism comes from decoding many images at once (reader workers
+// and concurrent reads within a batch), which scales better for small images than threads per image.
+// Decodes run on libuv's thread pool, which is shared by the whole process (UV_THREADPOOL_SIZE,
+// default 4): on hosts with more cores, raise it in the environment that starts Node.
+
+import { createRequire } from 'node:module';
+import type sharpModule from 'sharp';
+import { badFile, invalidOption, LoaderError } from '../../errors.js';
+import { Tensor } from '../../tensor/tensor.js';
+
+type Sharp = typeof sharpModule;
+
+export type ImageLayout = 'chw' | 'hwc';
+export type ImageFit = 'resize' | 'center-crop';
+export type ImageChannels = 1 | 3 | 4;
+
+/** sharp's own default: an image over 0x3FFF × 0x3FFF pixels (about 268 M) is refused before it is decoded. */
+export const DEFAULT_MAX_INPUT_PIXELS = 0x3fff * 0x3fff;
+/** The largest output side accepted (an output of 16384 × 16384 × 4 is already 1 GiB). */
+export const MAX_OUTPUT_SIDE = 16384;
+
+export interface DecodeImageOptions {
+  /** Output size as [height, width]. */
+  readonly size: readonly [number, number];
+  /**
+   * 1 (grayscale), 3 (RGB) or 4 (RGBA). Default 3. Inputs are converted: grayscale is spread to
+   * RGB, alpha is dropped (not composited, as PIL's `convert('RGB')`) or added as opaque.
+   */
+  readonly channels?: ImageChannels;
+  /** 'chw' (default: composes with `transforms.image`, which takes [N, C, H, W]) or 'hwc'. */
+  readonly layout?: ImageLayout;
+  /**
+   * 'center-crop' (default): scale so that the image covers the output, then crop the centre —
+   * torchvision's Resize + CenterCrop, so the aspect ratio is kept. 'resize': stretch to the
+   * output size, ignoring the aspect ratio.
+   */
+  readonly fit?: ImageFit;
+  /**
+   * Refuse images with more input pixels than this before decoding them (decompression bombs).
+   * Default 0x3FFF² ≈ 268 M, sharp's own limit.
+   */
+  readonly maxInputPixels?: number;
+  /** Where the bytes came from, for messages: a file path or "column x row y". */
+  readonly source: string;
+}
+
+const require = createRequire(import.meta.url);
+let sharpLib: Sharp | undefined;
+
+/**
+ * Load sharp in this thread (once) and set it up for many concurrent decodes. Call it from the main
+ * thread before reader workers that decode images start (see the header).
+ */
+export function loadImageDecoder(): Sharp {
+  if (sharpLib !== undefined) return sharpLib;
+  let lib: Sharp;
+  try {
+    lib = require('sharp') as Sharp;
+  } catch (cause) {
+    throw new LoaderError(
+      'ERR_INVALID_DATASET',
+      `image decoding needs the package "sharp", which failed to load: ${(cause as Error)?.message ?? String(cause)}. Reinstall it with npm install sharp`,
+      { cause },
+    );
+  }
+  lib.cache(false);
+  lib.concurrency(1);
+  sharpLib = lib;
+  return lib;
+}
+
+/** The formats accepted, by their first bytes. Anything else (SVG, PDF, …) is refused before libvips sees it. */
+const SUPPORTED = 'JPEG, PNG, WebP, GIF, TIFF or AVIF';
+
+function sniff(b: Uint8Array): string | undefined {
+  const at = (i: number, s: string) => {
+    for (let k = 0; k < s.length; k++) if (b[i + k] !== s.charCodeAt(k)) return false;
+    return true;
+  };
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg';
+  if (b.length >= 8 && at(0, '\x89PNG\r\n\x1a\n')) return 'png';
+  if (b.length >= 12 && at(0, 'RIFF') && at(8, 'WEBP')) return 'webp';
+  if (b.length >= 6 && (at(0, 'GIF87a') || at(0, 'GIF89a'))) return 'gif';
+  if (b.length >= 4 && (at(0, 'II*\x00') || at(0, 'MM\x00*'))) return 'tiff';
+  if (b.length >= 12 && at(4, 'ftyp')) return 'heif';
+  return undefined;
+}
+
+/** Check decode options once (sources call it at open, so that a bad knob fails before any read). */
+export function checkDecodeOptions(o: Omit<DecodeImageOptions, 'source'>, knob = 'size'): void {
+  const size = o.size as unknown;
+  if (
+    !Array.isArray(size) ||
+    size.length !== 2 ||
+    !size.every((d) => Number.isInteger(d) && (d as number) >= 1 && (d as number) <= MAX_OUTPUT_SIDE)
+  ) {
+    throw invalidOption(knob, `[height, width], integers in [1, ${MAX_OUTPUT_SIDE}]`, size, 'Pass e.g. size: [224, 224]');
+  }
+  if (o.channels !== undefined && o.channels !== 1 && o.channels !== 3 && o.channels !== 4) throw invalidOption('channels', '1, 3 or 4', o.channels);
+  if (o.layout !== undefined && o.layout !== 'chw' && o.layout !== 'hwc') throw invalidOption('layout', "'chw' or 'hwc'", o.layout);
+  if (o.fit !== undefined && o.fit !== 'resize' && o.fit !== 'center-crop') throw invalidOption('fit', "'resize' or 'center-crop'", o.fit);
+  const max = o.maxInputPixels;
+  if (max !== undefined && !(Number.isSafeInteger(max) && max >= 1)) throw invalidOption('maxInputPixels', 'a positive integer', max);
+}
+
+/** sharp's message on one line: its warnings come one per line, often repeated. */
+function oneLine(message: string): string {
+  const lines = [...new Set(message.split('\n').map((l) => l.trim()).filter((l) => l.length > 0))];
+  const text = lines.join('; ');
+  return text.length > 400 ? `${text.slice(0, 400)}…` : text;
+}
+
+/**
+ * Decode an encoded image (JPEG, PNG, WebP, GIF, TIFF, AVIF) to a uint8 tensor of shape
+ * [C, H, W] (layout 'chw', the default) or [H, W, C], resized per `fit`.
+ * Throws `ERR_BAD_FILE` naming `options.source` when the bytes are not a readable image.
+ */
+export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor<'uint8'>> {
+  checkDecodeOptions(options);
+  const { source } = options;
+  const [height, width] = options.size;
+  const channels = options.channels ?? 3;
+  const maxPixels = options.maxInputPixels ?? DEFAULT_MAX_INPUT_PIXELS;
+  const format = sniff(bytes);
+  if (format === undefined) {
+    const head = Array.from(bytes.subarray(0, 8), (x) => x.toString(16).padStart(2, '0')).join(' ');
+    throw badFile(source, 0, `cannot decode the image: not a ${SUPPORTED} file (${bytes.length === 0 ? 'it is empty' : `it starts with ${head}`})`);
+  }
+  const sharp = loadImageDecoder();
+  // sharp reads the bytes in another thread: give it memory nobody else writes (a shared buffer may be).
+  const input = bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes;
+  let data: Buffer;
+  let info: { width: number; height: number; channels: number; size: number };
+  try {
+    let pipeline = sharp(input, { limitInputPixels: maxPixels, failOn: 'warning', pages: 1 }).resize(width, height, {
+      fit: options.fit === 'resize' ? 'fill' : 'cover',
+      position: 'centre',
+    });
+    pipeline = channels === 4 ? pipeline.ensureAlpha().toColourspace('srgb') : pipeline.removeAlpha().toColourspace(channels === 1 ? 'b-w' : 'srgb');
+    ({ data, info } = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true }));
+  } catch (cause) {
+    const message = oneLine((cause as Error)?.message ?? String(cause));
+    if (/pixel limit/i.test(message)) {
+      throw badFile(source, 0, `cannot decode the image: it has more than ${maxPixels} pixels (${message})`, 'Raise maxInputPixels if the image is trusted');
+    }
+    throw badFile(source, 0, `cannot decode the image (${format}): ${message}`);
+  }
+  if (info.width !== width || info.height !== height || info.channels !== channels || data.length !== width * height * channels) {
+    throw badFile(source, 0, `cannot decode the image (${format}): the decoder gave ${info.height}×${info.width}×${info.channels} bytes where ${height}×${width}×${channels} were asked for`);
+  }
+  const hwc = new Uint8Array(data.buffer, data.byteOffset, data.length);
+  if (options.layout === 'hwc') return new Tensor(hwc, [height, width, channels], 'uint8');
+  return new Tensor(hwcToChw(hwc, height * width, channels), [channels, height, width], 'uint8');
+}
+
+/** Interleaved pixels to planes, in one pass over the output. */
+function hwcToChw(src: Uint8Array, pixels: number, channels: number): Uint8Array {
+  const out = new Uint8Array(pixels * channels);
+  if (channels === 1) {
+    out.set(src);
+    return out;
+  }
+  for (let c = 0; c < channels; c++) {
+    const base = c * pixels;
+    for (let p = 0, s = c; p < pixels; p++, s += channels) out[base + p] = src[s]!;
+  }
+  return out;
+}
