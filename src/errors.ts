@@ -31,7 +31,9 @@ export type LoaderErrorCode =
   | 'ERR_KERNEL_MISSING'
   | 'ERR_IMPURE_TRANSFORM'
   | 'ERR_BAD_FILE'
-  | 'ERR_FILE_ACCESS';
+  | 'ERR_FILE_ACCESS'
+  | 'ERR_LAUNCH_ENV'
+  | 'ERR_RESUME_MISMATCH';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;

@@ -24,5 +24,8 @@ export { PickKey } from './sampler/pick-key.js';
 export { Rng } from './sampler/rng.js';
 export type { U64 } from './sampler/rng.js';
 export type { EpochStats } from './pipeline/stats.js';
+export type { LoaderState } from './distributed/resume.js';
+export type { World, Launcher } from './distributed/launch.js';
+export type { ShardMode } from './distributed/shard.js';
 export { LoaderError, BatchError } from './errors.js';
 export type { LoaderErrorCode } from './errors.js';

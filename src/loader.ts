@@ -25,6 +25,9 @@ import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './opti
 import { canFitResident } from './pipeline/budget.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
 import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
+import type { World } from './distributed/launch.js';
+import { type LoaderState, type OrderShape, checkResume, seedString } from './distributed/resume.js';
+import { type ShardSpec, consumedPicks, sharePicks, shardPicks } from './distributed/shard.js';
 import type { EpochRun } from './pipeline/epoch-run.js';
 import { type Fetcher, MainThreadFetcher } from './pipeline/fetcher.js';
 import { Governor } from './pipeline/governor.js';
@@ -50,6 +53,8 @@ export interface LoaderStats {
   readonly residentBuildMs: number;
   /** Live reader workers (0 = reads on the main thread). */
   readonly workers: number;
+  /** This process's rank, the world size, the local rank and the launcher they came from. */
+  readonly world: World;
   /** Device bytes and page-locked host bytes the loader holds now (0 after close). */
   readonly memory: { readonly device: number; readonly pinned: number };
   /** One entry per epoch run so far, oldest first (the last 1000). */
@@ -73,6 +78,11 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #history: EpochStats[] = [];
   #active: EpochRun | undefined;
   #closed = false;
+  readonly #order: OrderShape;
+  /** A `resume` state whose epoch has not started yet. */
+  #resume: LoaderState | undefined;
+  /** The latest epoch run's segment and how far its consumer got. */
+  #progress: { run: EpochRun; epoch: number; spec: ShardSpec; total: number; next: number; done: boolean } | undefined;
 
   private constructor(init: {
     opts: ResolvedOptions;
@@ -80,6 +90,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     datasetLength: number;
     sampler: Sampler;
     delivery: DeliveryConfig;
+    order: OrderShape;
+    resume: LoaderState | undefined;
     resident?: ResidentStore;
     streaming?: StreamingParts;
     residentBuildMs: number;
@@ -94,6 +106,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#streaming = init.streaming;
     this.#governor = init.streaming?.governor;
     this.#residentBuildMs = init.residentBuildMs;
+    this.#order = init.order;
+    this.#resume = init.resume;
   }
 
   /**
@@ -156,7 +170,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
     const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
-    const base = { opts, device, datasetLength: length, sampler, delivery };
+    const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
+    const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
+    const base = { opts, device, datasetLength: length, sampler, delivery, order, resume };
 
     if (resident) {
       const t0 = performance.now();
@@ -230,7 +246,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const loader = this;
     return {
       epoch,
-      length: this.numBatches,
+      length: this.#resume?.epoch === epoch ? this.#batchesOf(this.#segment(this.#resume.position)) : this.numBatches,
       [Symbol.asyncIterator]: () => loader.#lazyRun(epoch) as AsyncIterator<Batch<T>>,
     };
   }
@@ -240,8 +256,52 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     return this.#sampler.length;
   }
 
+  /** Batches per epoch of this rank (every rank has as many). */
   get numBatches(): number {
-    return countBatches(this.#sampler.length, this.#opts.batchSize, this.#opts.dropLast);
+    return this.#batchesOf(this.#segment(0));
+  }
+
+  /** This process's place among the ranks, and the launcher it was read from. */
+  get world(): World {
+    return this.#opts.world;
+  }
+
+  /**
+   * Where this run stands, as a small JSON-serializable object: pass it as `resume` to
+   * `DataLoader.create` to continue at exactly the next batch — after a crash, or with another
+   * number of ranks (the rest of the epoch is re-partitioned over them). It counts the batches this
+   * rank's loop has received; in a multi-rank run, save it at a step every rank has completed
+   * (after the step's all-reduce), from any one rank.
+   */
+  state(): LoaderState {
+    const p = this.#progress;
+    let epoch: number;
+    let position: number;
+    if (p === undefined) {
+      epoch = this.#resume?.epoch ?? 0;
+      position = this.#resume?.position ?? 0;
+    } else {
+      position = p.done ? p.total : p.spec.position + consumedPicks(p.total, p.spec, p.next);
+      epoch = p.epoch;
+      if (position >= p.total || p.next >= this.#batchesOf(p.spec)) {
+        epoch++;
+        position = 0;
+      }
+    }
+    const o = this.#order;
+    return {
+      stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
+      order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
+    };
+  }
+
+  #segment(position: number): ShardSpec {
+    const { rank, worldSize } = this.#opts.world;
+    return { rank, worldSize, batchSize: this.#opts.batchSize, position, shards: this.#opts.shards };
+  }
+
+  #batchesOf(spec: ShardSpec): number {
+    return countBatches(sharePicks(this.#sampler.length, spec), this.#opts.batchSize, this.#opts.dropLast);
   }
 
   get batchSize(): number {
@@ -304,6 +364,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       mode: this.isResident ? 'resident' : 'streaming',
       residentBuildMs: this.#residentBuildMs,
       workers: this.#streaming?.readers?.workers ?? 0,
+      world: this.#opts.world,
       memory: this.#device.live(),
       epochs: this.#history.map((s) => ({ ...s })),
     };
@@ -334,7 +395,13 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       next: async () => {
         if (finished) return { done: true, value: undefined };
         run ??= this.#start(epoch);
-        return run.next();
+        const result = await run.next();
+        const p = this.#progress;
+        if (p?.run === run) {
+          if (result.done === true) p.done = true;
+          else p.next = result.value.index + 1;
+        }
+        return result;
       },
       return: async () => {
         finished = true;
@@ -366,8 +433,20 @@ export class DataLoader<T extends AnyTensor = Tensor> {
         `epoch ${epoch} cannot start while epoch ${this.#active.plan.epoch} is still being iterated. Finish or break out of that loop first (a loader runs one epoch at a time)`,
       );
     }
-    const picks = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : Uint32Array.from(this.#sampler.indices(epoch));
-    const plan = new EpochPlan(epoch, picks, this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
+    let position = 0;
+    if (this.#resume !== undefined) {
+      if (epoch !== this.#resume.epoch) {
+        throw new LoaderError(
+          'ERR_RESUME_MISMATCH',
+          `this loader resumes epoch ${this.#resume.epoch} at pick ${this.#resume.position}, so its first epoch must be ${this.#resume.epoch}, not ${epoch}. Loop from state.epoch: for (let e = state.epoch; …)`,
+        );
+      }
+      position = this.#resume.position;
+      this.#resume = undefined;
+    }
+    const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : Uint32Array.from(this.#sampler.indices(epoch));
+    const spec = this.#segment(position);
+    const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
     const onEnd = (run: EpochRun) => {
       if (this.#active === run) this.#active = undefined;
       this.#streaming?.finishEpoch(run.stats);
@@ -378,6 +457,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
         : this.#startStreaming(plan, onEnd);
     run.autoRelease = this.#device.autoRelease;
     this.#active = run;
+    this.#progress = { run, epoch, spec, total: order.length, next: 0, done: false };
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
     return run;

@@ -2,7 +2,7 @@
 // option is checked at `DataLoader.create`, and a bad one throws a LoaderError that names the knob,
 // the bad value and the fix — nothing is discovered later, mid-epoch.
 
-import { invalidOption, LoaderError, show, unsupportedOption } from './errors.js';
+import { invalidOption, LoaderError, show } from './errors.js';
 import { RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
 import type { Sampler } from './sampler/sampler.js';
 import { DEVICE_PATTERN } from './device/open-device.js';
@@ -11,6 +11,9 @@ import type { PickKey } from './sampler/pick-key.js';
 import { type U64, toU64 } from './sampler/rng.js';
 import type { Tensor } from './tensor/tensor.js';
 import type { AnyTensor } from './device/device-tensor.js';
+import { type World, rankDevice, resolveWorld } from './distributed/launch.js';
+import type { LoaderState } from './distributed/resume.js';
+import type { ShardMode } from './distributed/shard.js';
 
 /**
  * A delivery transform: `(rows, keys) → rows`, one key per row. It runs on every delivery, on fresh
@@ -79,9 +82,28 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * cheaper than a hand-off); 0 for plain dataset objects.
    */
   workers?: number | 'auto';
-  /** This process's rank and the number of ranks. Default 0 of 1. */
+  /**
+   * This process's rank and the number of ranks (give both). Default: from the launcher's
+   * environment — torchrun (RANK, WORLD_SIZE, LOCAL_RANK), Open MPI (OMPI_COMM_WORLD_*), MPICH
+   * (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), SLURM (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) — else
+   * 0 of 1. Each epoch's global order is the same in every rank; ranks take disjoint shares of it
+   * with equal batch counts (see `shards`).
+   */
   rank?: number;
   worldSize?: number;
+  /** Rank among this host's processes; picks the GPU for `device: 'cuda'` (`cuda:<localRank>`). Default: from the launcher. */
+  localRank?: number;
+  /**
+   * When the picks do not divide evenly over the ranks: 'pad' (default, like PyTorch's
+   * DistributedSampler) wraps around so every pick is delivered at least once; 'drop' leaves out the
+   * last few picks of the epoch so every pick is delivered at most once.
+   */
+  shards?: 'pad' | 'drop';
+  /**
+   * Continue from a `loader.state()`: the epoch it names starts at exactly the next pick of its
+   * global order, re-partitioned over this run's ranks when the world size changed.
+   */
+  resume?: LoaderState;
   /** What a failed batch does: 'throw' ends the epoch's loop with a BatchError; 'skip' drops the batch and counts it. Default 'throw'. */
   errors?: 'throw' | 'skip';
 }
@@ -109,13 +131,17 @@ export interface ResolvedOptions {
   readonly diskStage: { readonly gigabytes: number; readonly dir: string | undefined } | undefined;
   /** undefined = the default for the dataset (see `LoaderOptions.workers`). */
   readonly workers: number | 'auto' | undefined;
+  readonly world: World;
+  readonly shards: ShardMode;
+  /** Validated against the dataset when the loader is built. */
+  readonly resume: unknown;
   readonly errors: 'throw' | 'skip';
 }
 
 const KNOWN = new Set([
   'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
   'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'workers', 'rank',
-  'worldSize', 'errors',
+  'worldSize', 'localRank', 'shards', 'resume', 'errors',
 ]);
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -220,18 +246,19 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     workers = o.workers as number | 'auto';
   }
 
-  const worldSize = o.worldSize ?? 1;
-  if (!isInt(worldSize) || worldSize < 1) throw invalidOption('worldSize', 'an integer ≥ 1', worldSize);
-  const rank = o.rank ?? 0;
-  if (!isInt(rank) || rank < 0 || rank >= worldSize) throw invalidOption('rank', `an integer in [0, worldSize = ${worldSize})`, rank);
-  if (worldSize > 1) throw unsupportedOption('worldSize', worldSize, 'sharding across processes is not built yet; run one process (worldSize: 1)');
+  const world = resolveWorld(o);
+  const shards = o.shards ?? 'pad';
+  if (shards !== 'pad' && shards !== 'drop') throw invalidOption('shards', "'pad' or 'drop'", shards);
+  const resume = o.resume;
+  if (resume !== undefined && (resume === null || typeof resume !== 'object')) throw invalidOption('resume', 'a state object from loader.state()', resume);
 
   const errors = o.errors ?? 'throw';
   if (errors !== 'throw' && errors !== 'skip') throw invalidOption('errors', "'throw' or 'skip'", errors);
 
   return {
-    batchSize, device, sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
+    batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, diskStage, workers, errors,
+    world, shards, resume,
   };
 }
 

@@ -100,9 +100,14 @@ describe('option validation', () => {
     await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1 } }, 'ERR_NEEDS_SAMPLE_LAYER', /diskStage requires the sample layer.*getBatch/);
     await rejectsWith({ batchSize: 4, workers: -1 }, 'ERR_INVALID_OPTION', /`workers` must be an integer ≥ 0 or 'auto'/);
     await rejectsWith({ batchSize: 4, workers: 1.5 }, 'ERR_INVALID_OPTION', /`workers`/);
-    await rejectsWith({ batchSize: 4, worldSize: 0 }, 'ERR_INVALID_OPTION', /`worldSize` must be an integer ≥ 1/);
-    await rejectsWith({ batchSize: 4, rank: 1 }, 'ERR_INVALID_OPTION', /`rank` must be an integer in \[0, worldSize = 1\)/);
-    await rejectsWith({ batchSize: 4, rank: 1, worldSize: 2 }, 'ERR_UNSUPPORTED_OPTION', /`worldSize`/);
+    await rejectsWith({ batchSize: 4, rank: 0, worldSize: 0 }, 'ERR_INVALID_OPTION', /`worldSize` must be an integer ≥ 1/);
+    await rejectsWith({ batchSize: 4, rank: 1, worldSize: 1 }, 'ERR_INVALID_OPTION', /`rank` must be an integer in \[0, worldSize = 1\)/);
+    await rejectsWith({ batchSize: 4, rank: 1 }, 'ERR_INVALID_OPTION', /`worldSize` must be given together with `rank`/);
+    await rejectsWith({ batchSize: 4, worldSize: 2 }, 'ERR_INVALID_OPTION', /`rank` must be given together with `worldSize`/);
+    await rejectsWith({ batchSize: 4, localRank: -1 }, 'ERR_INVALID_OPTION', /`localRank` must be an integer ≥ 0/);
+    await rejectsWith({ batchSize: 4, shards: 'even' }, 'ERR_INVALID_OPTION', /`shards` must be 'pad' or 'drop'/);
+    await rejectsWith({ batchSize: 4, resume: 7 }, 'ERR_INVALID_OPTION', /`resume` must be a state object/);
+    await rejectsWith({ batchSize: 4, resume: { epoch: 1 } }, 'ERR_RESUME_MISMATCH', /stoker: 1/);
     assert.ok(await DataLoader.create(ds, { batchSize: 4, workers: 0, rank: 0, worldSize: 1, diskStage: { gigabytes: 0 } }));
   });
 

@@ -1,0 +1,74 @@
+// Resumable state: where in which epoch's global order a run stopped, and what shaped that order.
+// The rule: a resumed loader continues at exactly the next pick, or refuses with a typed error
+// naming the mismatch — never a silent restart of the epoch, never a different order. The world
+// size and batch size may change (the rest of the order is re-partitioned, see shard.ts); the
+// seed, the dataset length, `augment` and the kind of order may not.
+
+import { LoaderError, show } from '../errors.js';
+import type { U64 } from '../sampler/rng.js';
+
+/** A small JSON-serializable snapshot of a loader's progress (`loader.state()`). */
+export interface LoaderState {
+  /** Format version. */
+  readonly stoker: 1;
+  /** The epoch to run next, or the one in progress. */
+  readonly epoch: number;
+  /** Picks of that epoch's global order already consumed by all ranks together. */
+  readonly position: number;
+  /** The shuffle seed, as a decimal string (64-bit). */
+  readonly seed: string;
+  readonly datasetLength: number;
+  readonly augment: number;
+  /** Picks per epoch (datasetLength × augment, or a custom sampler's length). */
+  readonly picks: number;
+  readonly order: 'random' | 'sequential' | 'custom';
+  /** The world and batch size that wrote the state; a resume may use others. */
+  readonly worldSize: number;
+  readonly batchSize: number;
+}
+
+export interface OrderShape {
+  readonly seed: U64;
+  readonly datasetLength: number;
+  readonly augment: number;
+  readonly picks: number;
+  readonly order: LoaderState['order'];
+}
+
+export function seedString(seed: U64): string {
+  return ((BigInt(seed.hi) << 32n) | BigInt(seed.lo)).toString();
+}
+
+/** Check a state handed to `resume` against this loader's order; returns it validated. */
+export function checkResume(state: unknown, shape: OrderShape): LoaderState {
+  const s = state as Partial<Record<keyof LoaderState, unknown>> | null;
+  if (s === null || typeof s !== 'object' || s.stoker !== 1) {
+    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume\` must be a state from loader.state() (an object with stoker: 1), got ${show(state)}`);
+  }
+  const expect: [keyof LoaderState, unknown, string][] = [
+    ['seed', seedString(shape.seed), 'seed'],
+    ['datasetLength', shape.datasetLength, 'the dataset length'],
+    ['augment', shape.augment, 'augment'],
+    ['order', shape.order, 'the order (shuffle / sampler)'],
+    ['picks', shape.picks, 'picks per epoch'],
+  ];
+  for (const [key, want, what] of expect) {
+    if (s[key] !== want) {
+      throw new LoaderError(
+        'ERR_RESUME_MISMATCH',
+        `\`resume\`: the state was saved with ${what} ${show(s[key])}, but this loader has ${show(want)}. A different order cannot continue the saved one: ` +
+          `create the loader with the same ${what}, or start without \`resume\``,
+      );
+    }
+  }
+  for (const key of ['epoch', 'position', 'worldSize', 'batchSize'] as const) {
+    const v = s[key];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (key === 'worldSize' || key === 'batchSize' ? 1 : 0)) {
+      throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.${key}\` must be a non-negative integer, got ${show(v)}; the state is corrupt`);
+    }
+  }
+  if ((s.position as number) >= shape.picks) {
+    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.position\` ${s.position} is not below the ${shape.picks} picks of an epoch; the state is corrupt`);
+  }
+  return s as LoaderState;
+}
