@@ -156,7 +156,7 @@ describe('sources.npy', () => {
 
   it('zips an array of files into positional columns and a record into named columns', () => {
     const x = content('float32', 6 * 4, 5);
-    const y = content('int64', 6, 6);
+    const y = content('int64', 6, 6) as BigInt64Array;
     const px = file(npyBytes('<f4', [6, 4], bytesOf(x)));
     const py = file(npyBytes('<i8', [6], bytesOf(y)));
     for (const load of ['memory', 'positioned'] as const) {
