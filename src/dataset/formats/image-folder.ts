@@ -1,0 +1,258 @@
+// `sources.imageFolder`: a folder of images laid out as torchvision's ImageFolder, `dir/<class>/…/
+// <file>`, decoded with sharp to a fixed size. Sample i is `{ image: uint8 [C, H, W] (or [H, W, C]),
+// label: int32 scalar }`. The rule: the folder is listed once, when the source is made; reader
+// workers get that listing in the spec and never list again, so every thread sees the same files in
+// the same order even if the folder changes while the loader runs.
+//
+// The listing follows torchvision: class folders sorted by name (code point order) give label
+// indices 0, 1, …; inside a class, files are taken from the whole subtree (sorted paths, symbolic
+// links followed, cycles skipped) and kept when their extension is one of `extensions`
+// (case-insensitive). Unlike torchvision, names that start with "." (`.ipynb_checkpoints`,
+// `.DS_Store`) are skipped, so editor and OS leftovers never become a class. Files directly in
+// `dir` are ignored (they belong to no class). A class folder with no image is refused, as
+// torchvision does, because its label index would silently hold no samples.
+
+import { readdirSync, realpathSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
+import { Tensor } from '../../tensor/tensor.js';
+import type { Dataset, ReadContext } from '../dataset.js';
+import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, decodeImage, loadImageDecoder } from './image-decode.js';
+
+/** The extensions looked for when none are given. */
+export const DEFAULT_IMAGE_EXTENSIONS: readonly string[] = Object.freeze(['.jpg', '.jpeg', '.png', '.webp']);
+
+export interface ImageFolderOptions {
+  /** Output size: a side (square output) or [height, width]. Required: a batch needs one shape. */
+  readonly size: number | readonly [number, number];
+  /** 1, 3 (default) or 4 channels; inputs are converted (see `decodeImage`). */
+  readonly channels?: ImageChannels;
+  /** 'chw' (default, what `transforms.image` takes) or 'hwc'. */
+  readonly layout?: ImageLayout;
+  /** 'center-crop' (default: keep the aspect ratio, crop the centre — torchvision's Resize + CenterCrop) or 'resize' (stretch). */
+  readonly fit?: ImageFit;
+  /** File extensions to read, case-insensitive. Default .jpg .jpeg .png .webp. */
+  readonly extensions?: readonly string[];
+  /** Refuse images with more input pixels than this (decompression bombs). Default 0x3FFF² ≈ 268 M. */
+  readonly maxInputPixels?: number;
+}
+
+/** What reader workers receive: the listing made on the main thread, and the decode settings. */
+export interface ImageFolderSpecOptions {
+  readonly dir: string;
+  readonly classes: readonly string[];
+  /** Paths relative to `dir`, in sample order. */
+  readonly files: readonly string[];
+  /** Label of each file (index into `classes`). */
+  readonly labels: Int32Array;
+  readonly size: readonly [number, number];
+  readonly channels: ImageChannels;
+  readonly layout: ImageLayout;
+  readonly fit: ImageFit;
+  readonly maxInputPixels: number | undefined;
+}
+
+/** One sample of an image folder. */
+export type ImageFolderSample = {
+  readonly image: Tensor<'uint8'>;
+  readonly label: Tensor<'int32'>;
+};
+
+export class ImageFolder implements Dataset, Reopenable {
+  readonly length: number;
+  /** The folder, absolute. */
+  readonly dir: string;
+  /** Class names, sorted; a sample's label is its class's index here. */
+  readonly classes: readonly string[];
+  /** Image paths relative to `dir`, in sample order (class by class, sorted within a class). */
+  readonly files: readonly string[];
+  /** Label of each sample. */
+  readonly labels: Int32Array;
+  readonly #options: ImageFolderSpecOptions;
+
+  /** Internal: made by `imageFolderSource` (main thread) or `openImageFolder` (workers). */
+  constructor(options: ImageFolderSpecOptions) {
+    this.#options = options;
+    this.dir = options.dir;
+    this.classes = Object.freeze([...options.classes]);
+    this.files = Object.freeze([...options.files]);
+    this.labels = options.labels;
+    this.length = options.files.length;
+  }
+
+  /** Files per class, in class order. */
+  get counts(): number[] {
+    const counts = new Array<number>(this.classes.length).fill(0);
+    for (const l of this.labels) counts[l]!++;
+    return counts;
+  }
+
+  [kSourceSpec](): SourceSpec {
+    return { module: import.meta.url, export: 'openImageFolder', options: this.#options };
+  }
+
+  /** Read and decode sample `index`. A file that cannot be read or decoded rejects with its path. */
+  async get(index: number, context?: ReadContext): Promise<ImageFolderSample> {
+    if (!Number.isInteger(index) || index < 0 || index >= this.length) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(this.dir)}): index ${show(index)} is out of range [0, ${this.length})`);
+    }
+    const o = this.#options;
+    const path = join(o.dir, o.files[index]!);
+    let bytes: Uint8Array;
+    try {
+      bytes = await readFile(path, context === undefined ? undefined : { signal: context.signal });
+    } catch (cause) {
+      if ((cause as Error)?.name === 'AbortError') throw cause;
+      throw fileAccess(path, 'read the image', cause);
+    }
+    const image = await decodeImage(bytes, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path });
+    return { image, label: new Tensor(Int32Array.of(o.labels[index]!), [], 'int32') };
+  }
+}
+
+/**
+ * An image folder as a dataset: `dir/<class>/<file>`, classes sorted by name as labels, each image
+ * decoded with sharp to `size` (see the file header for the listing rules). Lists the folder now,
+ * once; reader workers reuse the listing.
+ */
+export function imageFolderSource(dir: string, options: ImageFolderOptions): ImageFolder {
+  if (typeof dir !== 'string' || dir.length === 0) throw invalidOption('sources.imageFolder(dir)', 'a folder path', dir);
+  if (options === null || typeof options !== 'object') throw invalidOption('sources.imageFolder(dir, options)', 'an object with at least size', options, 'Pass e.g. { size: 224 }');
+  const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
+  checkDecodeOptions({ ...options, size }, 'size');
+  const extensions = checkExtensions(options.extensions);
+  const root = resolve(dir);
+  const { classes, files, labels } = listImageFolder(root, extensions);
+  // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
+  loadImageDecoder();
+  return new ImageFolder({
+    dir: root, classes, files, labels, size: [size[0], size[1]],
+    channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
+  });
+}
+
+/** Worker-side factory of `sources.imageFolder` (see ImageFolder[kSourceSpec]): no listing, no checks beyond the constructor. */
+export function openImageFolder(options: ImageFolderSpecOptions): ImageFolder {
+  return new ImageFolder(options);
+}
+
+function checkExtensions(extensions: readonly string[] | undefined): Set<string> {
+  if (extensions === undefined) return new Set(DEFAULT_IMAGE_EXTENSIONS);
+  if (!Array.isArray(extensions) || extensions.length === 0 || !extensions.every((e) => typeof e === 'string' && /^\.?[^./\\]+$/.test(e))) {
+    throw invalidOption('extensions', 'a non-empty list of file extensions', extensions, "Pass e.g. extensions: ['.jpg', '.png']");
+  }
+  return new Set(extensions.map((e) => (e.startsWith('.') ? e : `.${e}`).toLowerCase()));
+}
+
+/** Compare by Unicode code point, as Python's `sorted` does (JS's default compares UTF-16 units). */
+export function compareCodePoints(a: string, b: string): number {
+  const ia = a[Symbol.iterator]();
+  const ib = b[Symbol.iterator]();
+  for (;;) {
+    const x = ia.next();
+    const y = ib.next();
+    if (x.done || y.done) return x.done && y.done ? 0 : x.done ? -1 : 1;
+    const d = x.value.codePointAt(0)! - y.value.codePointAt(0)!;
+    if (d !== 0) return d;
+  }
+}
+
+function fastCompare(a: string, b: string): number {
+  // Equal to compareCodePoints unless a surrogate pair is involved.
+  if (/[\ud800-\udfff]/.test(a) || /[\ud800-\udfff]/.test(b)) return compareCodePoints(a, b);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function listImageFolder(root: string, extensions: Set<string>): { classes: string[]; files: string[]; labels: Int32Array } {
+  let top;
+  try {
+    if (!statSync(root).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+    top = readdirSync(root, { withFileTypes: true });
+  } catch (cause) {
+    throw fileAccess(root, 'list the image folder', cause);
+  }
+  const looked = [...extensions].join(' ');
+  const classes = top
+    .filter((e) => !e.name.startsWith('.') && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(join(root, e.name)))))
+    .map((e) => e.name)
+    .sort(fastCompare);
+  if (classes.length === 0) {
+    throw new LoaderError(
+      'ERR_INVALID_DATASET',
+      `sources.imageFolder(${show(root)}): no class folders in it. An image folder holds one sub-folder per class (dir/<class>/<image>); images directly in dir belong to no class and are ignored`,
+    );
+  }
+  const files: string[] = [];
+  const labels: number[] = [];
+  classes.forEach((name, label) => {
+    const found: string[] = [];
+    walk(root, name, extensions, found, new Set());
+    if (found.length === 0) {
+      throw new LoaderError(
+        'ERR_INVALID_DATASET',
+        `sources.imageFolder(${show(root)}): class folder ${show(name)} holds no image (extensions looked for: ${looked}). Add images, remove the folder, or pass extensions: [...] to match the files`,
+      );
+    }
+    for (const f of found) {
+      files.push(f);
+      labels.push(label);
+    }
+  });
+  return { classes, files, labels: Int32Array.from(labels) };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Image files under `root/rel`, as paths relative to root, in torchvision's order: folders sorted by
+ * path, files sorted by name within a folder. Follows links, never the same folder twice.
+ */
+function walk(root: string, rel: string, extensions: Set<string>, out: string[], seen: Set<string>): void {
+  const folders = new Map<string, string[]>();
+  collect(root, rel, extensions, folders, seen);
+  for (const folder of [...folders.keys()].sort(fastCompare)) {
+    for (const name of folders.get(folder)!.sort(fastCompare)) out.push(`${folder}/${name}`);
+  }
+}
+
+function collect(root: string, rel: string, extensions: Set<string>, folders: Map<string, string[]>, seen: Set<string>): void {
+  const abs = join(root, rel);
+  let entries;
+  try {
+    const real = realpathSync(abs);
+    if (seen.has(real)) return;
+    seen.add(real);
+    entries = readdirSync(abs, { withFileTypes: true });
+  } catch (cause) {
+    throw fileAccess(abs, 'list the class folder', cause);
+  }
+  const names: string[] = [];
+  for (const e of entries) {
+    if (e.name.startsWith('.')) continue;
+    let isDir = e.isDirectory();
+    let isFile = e.isFile();
+    if (e.isSymbolicLink()) {
+      try {
+        const st = statSync(join(abs, e.name));
+        isDir = st.isDirectory();
+        isFile = st.isFile();
+      } catch {
+        continue; // a dangling link is not an image
+      }
+    }
+    if (isDir) collect(root, `${rel}/${e.name}`, extensions, folders, seen);
+    else if (isFile) {
+      const dot = e.name.lastIndexOf('.');
+      if (dot > 0 && extensions.has(e.name.slice(dot).toLowerCase())) names.push(e.name);
+    }
+  }
+  if (names.length > 0) folders.set(rel, names);
+}
