@@ -193,6 +193,19 @@ describe('sources.npy', () => {
     assert.ok(openNpy(spec.options as Parameters<typeof openNpy>[0]) instanceof FileColumnsSource, 'workers reopen it positioned');
   });
 
+  it('positioned mode reads rows from the file at each batch; memory mode reads the file once, at open', () => {
+    const data = Int32Array.from(range(12));
+    const bytes = npyBytes('<i4', [6, 2], bytesOf(data));
+    const path = file(bytes);
+    const memory = npySource(path, { load: 'memory' });
+    const positioned = npySource(path, { load: 'positioned' });
+    const rewritten = Uint8Array.from(bytes);
+    new DataView(rewritten.buffer).setInt32(rewritten.length - 8, -7, true);
+    writeFileSync(path, rewritten);
+    assert.deepEqual(columns(positioned.getBatch([5]))[0]!.toArray(), [[-7, 11]]);
+    assert.deepEqual(columns(memory.getBatch([5]))[0]!.toArray(), [[10, 11]]);
+  });
+
   for (const load of ['memory', 'positioned'] as const) {
     it(`delivers every sample exactly once per epoch with correct content through 2 reader workers (${load})`, { timeout: 60_000 }, async () => {
       const n = 37;

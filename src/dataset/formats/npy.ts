@@ -62,6 +62,9 @@ export function npySource(paths: string | readonly string[] | Readonly<Record<st
 /** Worker-side factory (and the common path of `npySource`): `paths` in column order, `keys` names them. */
 export function openNpy(spec: { paths: readonly string[]; keys: readonly string[] | undefined; options?: NpyOptions }): ArraySource | FileColumnsSource {
   const { paths, keys } = spec;
+  if (!Array.isArray(paths) || paths.length === 0 || !paths.every((p) => typeof p === 'string' && p.length > 0) || (keys !== undefined && (!Array.isArray(keys) || keys.length !== paths.length))) {
+    throw new LoaderError('ERR_INVALID_DATASET', `openNpy: expected { paths: non-empty file paths, keys: one name per path or undefined }, got paths ${show(paths)} and keys ${show(keys)}`);
+  }
   const load = resolveLoad(spec.options);
   const columns = paths.map((path): FileColumn => {
     const file = new PositionedFile(path);
