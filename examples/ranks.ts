@@ -11,6 +11,7 @@
 //   --stop-after K     stop after K batches of the first epoch and write the loader's state to --state
 //   --state FILE       where --stop-after writes the state (rank 0 writes it)
 //   --resume FILE      continue from a saved state
+//   --warmup K         leave the first K epochs out of the timing
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ const { values: args } = parseArgs({
     samples: { type: 'string', default: '20000' },
     batch: { type: 'string', default: '256' },
     epochs: { type: 'string', default: '2' },
+    warmup: { type: 'string', default: '0' },
     seed: { type: 'string', default: '7' },
     device: { type: 'string', default: 'cpu' },
     shards: { type: 'string', default: 'pad' },
@@ -57,11 +59,18 @@ const stopAfter = args['stop-after'] !== undefined ? Number(args['stop-after']) 
 const ids: number[][] = [];
 const first = resume?.epoch ?? 0;
 const epochs = Number(args.epochs);
+const warmup = Number(args.warmup);
 let samples = 0;
 let batches = 0;
-const t0 = performance.now();
+let t0 = performance.now();
 let stopped = false;
 for (let e = first; e < first + epochs && !stopped; e++) {
+  if (e === first + warmup) {
+    samples = 0;
+    batches = 0;
+    await loader.synchronize();
+    t0 = performance.now();
+  }
   const epochIds: number[] = [];
   ids.push(epochIds);
   for await (const batch of loader.epoch(e)) {
@@ -78,6 +87,7 @@ for (let e = first; e < first + epochs && !stopped; e++) {
     }
   }
 }
+await loader.synchronize();
 const seconds = (performance.now() - t0) / 1000;
 if (stopped && args.state !== undefined && rank === 0) writeFileSync(args.state, JSON.stringify(loader.state()));
 if (args.out !== undefined) {
