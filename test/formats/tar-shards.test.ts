@@ -1,0 +1,497 @@
+// WebDataset tar shards: shards written here by node-tar's own writer (and GNU tar when present),
+// indexed, read back byte for byte, cached and invalidated, read through reader workers, refused
+// when damaged, and fuzzed.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { create } from 'tar';
+import { DataLoader } from '../../src/index.js';
+import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { besideIndexPath, indexBuilds, stampOf, tempIndexPath } from '../../src/dataset/formats/tar-index.js';
+import { type TarShardsOptions, type TarShardsSource, braceExpand, tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { collect, range, sorted, within } from '../fixtures.js';
+import { assertFuzzClean, fuzz } from './fuzz.js';
+import { referenceEntries } from './tar-targets.js';
+
+const TARGETS = new URL('./tar-targets.ts', import.meta.url).href;
+let root: string;
+
+before(() => {
+  root = mkdtempSync(join(tmpdir(), 'stoker-tar-'));
+});
+after(() => {
+  chmodTree(root);
+  rmSync(root, { recursive: true, force: true });
+});
+
+function chmodTree(dir: string) {
+  try {
+    chmodSync(dir, 0o755);
+    spawnSync('chmod', ['-R', 'u+rwX', dir]);
+  } catch {
+    // already gone
+  }
+}
+
+type Files = Record<string, string | Uint8Array>;
+
+/** The bytes of field `bin` of sample `id`: 16 bytes that name the sample. */
+function binOf(id: number): Uint8Array {
+  return Uint8Array.from({ length: 16 }, (_, j) => (id * 31 + j * 7) & 255);
+}
+
+/** Samples `from..from+n-1` as `{ key: files }`, cls = id and bin = binOf(id); `long` gives one a path over 100 characters. */
+function samples(from: number, n: number, opts: { long?: number; prefix?: string } = {}): [string, Files][] {
+  return range(n).map((k) => {
+    const id = from + k;
+    const name = String(id).padStart(6, '0');
+    const key = id === opts.long ? `deep/${'d'.repeat(120)}/${'x'.repeat(110)}-${name}` : `${opts.prefix ?? ''}${name}`;
+    return [key, { cls: String(id), bin: binOf(id) }];
+  });
+}
+
+/**
+ * Write the files of `entries` under a fresh source dir and pack them, in that order, into `shard`
+ * with node-tar's `create` (pax headers for long paths). Returns the shard path.
+ */
+function writeShard(shard: string, entries: [string, Files][], opts: { gzip?: boolean } = {}): string {
+  return pack(shard, entries.flatMap(([key, files]) => Object.entries(files).map(([field, content]): [string, string | Uint8Array] => [`${key}.${field}`, content])), opts);
+}
+
+/** Write `files` (relative path, content) under a fresh source dir and pack them in that order with node-tar. */
+function pack(shard: string, files: [string, string | Uint8Array][], opts: { gzip?: boolean } = {}): string {
+  const src = mkdtempSync(join(root, 'src-'));
+  for (const [rel, content] of files) {
+    mkdirSync(dirname(join(src, rel)), { recursive: true });
+    writeFileSync(join(src, rel), content);
+  }
+  mkdirSync(dirname(shard), { recursive: true });
+  create({ file: shard, cwd: src, sync: true, portable: true, gzip: opts.gzip ?? false }, files.map(([rel]) => rel));
+  return shard;
+}
+
+function dir(name: string): string {
+  const d = join(root, name);
+  mkdirSync(d, { recursive: true });
+  return d;
+}
+
+const RAW: TarShardsOptions = { decoders: { bin: 'raw' }, index: 'off' };
+
+function read(ds: TarShardsSource, i: number): Record<string, Tensor> {
+  const s = ds.get(i);
+  assert.ok(!(s instanceof Promise), 'scalar and raw fields read synchronously');
+  return s;
+}
+
+function checkSample(ds: TarShardsSource, i: number, id: number) {
+  const s = read(ds, i);
+  assert.deepEqual(Object.keys(s), ['cls', 'bin']);
+  assert.equal(s.cls!.dtype, 'int32');
+  assert.deepEqual(s.cls!.shape, []);
+  assert.equal((s.cls!.data as Int32Array)[0], id);
+  assert.equal(s.bin!.dtype, 'uint8');
+  assert.deepEqual(s.bin!.bytes(), binOf(id));
+}
+
+describe('tar shards: index and random access', () => {
+  it('reads every sample back byte for byte, including a key over 100 characters (pax header) and one in the ustar prefix', async () => {
+    const entries = [...samples(0, 3), ...samples(3, 1, { long: 3 }), [`a/${'b'.repeat(120)}/000004`, { cls: '4', bin: binOf(4) }] as [string, Files], ...samples(5, 2)];
+    const shard = writeShard(join(dir('basic'), 'one.tar'), entries);
+    const ds = await tarShardsSource(shard, RAW);
+    assert.equal(ds.length, 7);
+    assert.deepEqual(ds.fields, ['cls', 'bin']);
+    assert.deepEqual(range(7).map((i) => ds.key(i)), entries.map(([k]) => k));
+    assert.ok(ds.key(3).length > 200, 'the long key survived');
+    for (const i of [6, 0, 3, 4, 2, 5, 1]) checkSample(ds, i, i);
+    // node-tar's own Parser sees the same entries with the same bytes.
+    const ref = referenceEntries(shard);
+    assert.deepEqual(ref.warnings, []);
+    for (let i = 0; i < 7; i++) {
+      assert.deepEqual(new Uint8Array(ref.files.get(`${ds.key(i)}.bin`)!), read(ds, i).bin!.bytes());
+    }
+    ds.close();
+  });
+
+  it('numbers samples across shards in shard order: a brace range, a list and a * glob name the same shards', async () => {
+    const d = dir('multi');
+    const counts = [4, 3, 5];
+    let next = 0;
+    const shards = counts.map((n, k) => {
+      const shard = writeShard(join(d, `train-${String(k).padStart(6, '0')}.tar`), samples(next, n));
+      next += n;
+      return shard;
+    });
+    writeFileSync(join(d, 'notes.txt'), 'not a shard');
+    const byRange = await tarShardsSource(join(d, 'train-{000000..000002}.tar'), RAW);
+    const byList = await tarShardsSource(shards, RAW);
+    const byGlob = await tarShardsSource(join(d, 'train-*.tar'), RAW);
+    for (const ds of [byRange, byList, byGlob]) {
+      assert.deepEqual(ds.shards, shards);
+      assert.equal(ds.length, 12);
+      for (let i = 0; i < 12; i++) checkSample(ds, i, i);
+      assert.equal(ds.shardOf(3), shards[0]);
+      assert.equal(ds.shardOf(4), shards[1]);
+      assert.equal(ds.shardOf(11), shards[2]);
+      ds.close();
+    }
+    // A list is used in the order given.
+    const reversed = await tarShardsSource([...shards].reverse(), RAW);
+    assert.deepEqual(range(12).map((i) => (read(reversed, i).cls!.data as Int32Array)[0]), [7, 8, 9, 10, 11, 4, 5, 6, 0, 1, 2, 3]);
+  });
+
+  it('brace expansion follows bash and WebDataset: zero padding, steps, alternatives, nesting, literal braces', () => {
+    assert.deepEqual(braceExpand('s-{000..003}.tar'), ['s-000.tar', 's-001.tar', 's-002.tar', 's-003.tar']);
+    assert.deepEqual(braceExpand('s-{8..11}'), ['s-8', 's-9', 's-10', 's-11']);
+    assert.deepEqual(braceExpand('s-{0..10..5}'), ['s-0', 's-5', 's-10']);
+    assert.deepEqual(braceExpand('s-{3..1}'), ['s-3', 's-2', 's-1']);
+    assert.deepEqual(braceExpand('{train,val}-{0..1}'), ['train-0', 'train-1', 'val-0', 'val-1']);
+    assert.deepEqual(braceExpand('{a,b{1..2}}.tar'), ['a.tar', 'b1.tar', 'b2.tar']);
+    assert.deepEqual(braceExpand('x{y}.tar'), ['x{y}.tar']);
+    assert.throws(() => braceExpand('{0..99999999}'), { code: 'ERR_INVALID_OPTION' });
+  });
+
+  it('skips directory entries and accepts empty shards among others; all-empty shards are an empty dataset', async () => {
+    const d = dir('dirs');
+    const src = mkdtempSync(join(root, 'src-'));
+    mkdirSync(join(src, 'part'), { recursive: true });
+    writeFileSync(join(src, 'part', '000000.cls'), '7');
+    writeFileSync(join(src, 'part', '000000.bin'), binOf(7));
+    create({ file: join(d, 'withdir.tar'), cwd: src, sync: true, portable: true }, ['part']); // a directory entry, then its files
+    mkdirSync(join(src, 'empty'));
+    create({ file: join(d, 'empty.tar'), cwd: src, sync: true, portable: true }, ['empty']); // only a directory entry
+    const ds = await tarShardsSource([join(d, 'empty.tar'), join(d, 'withdir.tar')], { ...RAW, fields: ['cls', 'bin'] });
+    assert.equal(ds.length, 1);
+    assert.equal(ds.key(0), 'part/000000');
+    checkSample(ds, 0, 7);
+    await assert.rejects(tarShardsSource(join(d, 'empty.tar'), RAW), { code: 'ERR_EMPTY_DATASET', message: /empty\.tar/ });
+  });
+
+  it('reads GNU-format shards (GNU long-name entries) written by GNU tar', { skip: !hasGnuTar() && 'GNU tar is not installed' }, async () => {
+    const src = mkdtempSync(join(root, 'src-'));
+    const key = `${'g'.repeat(150)}/${'h'.repeat(120)}`;
+    mkdirSync(join(src, dirname(key)), { recursive: true });
+    writeFileSync(join(src, `${key}.cls`), '12\n');
+    writeFileSync(join(src, `${key}.bin`), binOf(12));
+    writeFileSync(join(src, 'short.cls'), ' 13 ');
+    writeFileSync(join(src, 'short.bin'), binOf(13));
+    const shard = join(dir('gnu'), 'gnu.tar');
+    const r = spawnSync('tar', ['--format=gnu', '-cf', shard, '-C', src, `${key}.cls`, `${key}.bin`, 'short.cls', 'short.bin']);
+    assert.equal(r.status, 0, r.stderr.toString());
+    assert.match(readFileSync(shard).toString('latin1'), /@LongLink/, 'GNU tar wrote long-name entries');
+    const ds = await tarShardsSource(shard, RAW);
+    assert.deepEqual([ds.key(0), ds.key(1)], [key, 'short']);
+    checkSample(ds, 0, 12);
+    checkSample(ds, 1, 13);
+  });
+
+  it('decodes images, floats and JSON numbers; upper-case extensions are lower-cased fields', async () => {
+    const pixels = (id: number) => Uint8Array.from({ length: 6 * 5 * 3 }, (_, j) => (id * 40 + j * 3) & 255);
+    const pngs = await Promise.all(range(3).map((id) => sharp(pixels(id), { raw: { width: 5, height: 6, channels: 3 } }).png().toBuffer()));
+    const entries: [string, Files][] = range(3).map((id) => [`s${id}`, { PNG: pngs[id]!, score: `${id}.5`, 'meta.json': `${id * 2}e0`, cls: `${id}` }]);
+    const shard = writeShard(join(dir('img'), 'img.tar'), entries);
+    const ds = await tarShardsSource(shard, { index: 'off', image: { size: [6, 5] }, decoders: { score: 'float', 'meta.json': 'json-number' } });
+    assert.deepEqual(ds.fields, ['png', 'score', 'meta.json', 'cls']);
+    for (let id = 0; id < 3; id++) {
+      const p = ds.get(id);
+      assert.ok(p instanceof Promise, 'image fields decode asynchronously');
+      const s = await p;
+      const want = await decodeImage(pngs[id]!, { size: [6, 5], source: 'test' });
+      assert.deepEqual(s.png!.shape, [3, 6, 5]);
+      assert.deepEqual(s.png!.data, want.data);
+      assert.equal((s.score!.data as Float32Array)[0], id + 0.5);
+      assert.equal(s.score!.dtype, 'float32');
+      assert.equal((s['meta.json']!.data as Float64Array)[0], id * 2);
+      assert.equal((s.cls!.data as Int32Array)[0], id);
+    }
+    // Per-field image options.
+    const small = await tarShardsSource(shard, { index: 'off', fields: ['png'], decoders: { png: { image: { size: [2, 2], channels: 1, layout: 'hwc' } } } });
+    assert.deepEqual((await small.get(0)).png!.shape, [2, 2, 1]);
+  });
+});
+
+describe('tar shards: the index cache', () => {
+  it('is written beside the shard, reused without re-indexing, and rebuilt when the shard changes', async () => {
+    const shard = writeShard(join(dir('cache'), 'c.tar'), samples(0, 4));
+    const beside = besideIndexPath(shard);
+    assert.ok(!existsSync(beside));
+    const builds0 = indexBuilds();
+    const a = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    assert.equal(indexBuilds(), builds0 + 1);
+    assert.ok(existsSync(beside), 'index written beside the shard');
+    const ino = statSync(beside).ino;
+    const b = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    assert.equal(indexBuilds(), builds0 + 1, 'second open used the cache');
+    assert.equal(statSync(beside).ino, ino, 'the cache was not rewritten');
+    for (let i = 0; i < 4; i++) {
+      checkSample(a, i, i);
+      checkSample(b, i, i);
+    }
+    // The glob skips the hidden index file.
+    assert.equal((await tarShardsSource(join(dirname(shard), '*'), { decoders: { bin: 'raw' } })).shards.length, 1);
+    assert.equal(indexBuilds(), builds0 + 1);
+    // Rewritten with other content: size and mtime change; the index is rebuilt.
+    writeShard(shard, samples(10, 5));
+    const c = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    assert.equal(indexBuilds(), builds0 + 2);
+    assert.equal(c.length, 5);
+    for (let i = 0; i < 5; i++) checkSample(c, i, 10 + i);
+    // The old instance refuses to read the changed shard instead of reading at stale offsets.
+    b.close();
+    assert.throws(() => b.get(0), { code: 'ERR_BAD_FILE', message: /changed since it was indexed/ });
+    // Same size, new mtime only: still rebuilt.
+    const later = new Date(Date.now() + 5000);
+    utimesSync(shard, later, later);
+    await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    assert.equal(indexBuilds(), builds0 + 3);
+    // index: 'off' neither reads nor writes the cache.
+    await tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'off' });
+    assert.equal(indexBuilds(), builds0 + 4);
+  });
+
+  it('a corrupt or mismatched cache is rebuilt, not trusted', async () => {
+    const shard = writeShard(join(dir('corrupt'), 'c.tar'), samples(0, 3));
+    await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    const beside = besideIndexPath(shard);
+    const good = JSON.parse(readFileSync(beside, 'utf8')) as { table: number[]; keys: string[] };
+    const bad = [
+      '{"format": "stoker-tar-index", "vers', // bad JSON
+      JSON.stringify({ ...good, table: good.table.slice(1) }), // wrong length
+      JSON.stringify({ ...good, table: good.table.map((v, i) => (i === 1 ? 1e12 : v)) }), // a range past the end
+      JSON.stringify({ ...good, keys: ['a', 'a', 'b'] }), // duplicate keys
+      JSON.stringify({ ...good, table: good.table.map(() => 'x') }),
+      'null',
+    ];
+    for (const text of bad) {
+      writeFileSync(beside, text);
+      const before = indexBuilds();
+      const ds = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      assert.equal(indexBuilds(), before + 1, `rebuilt after ${text.slice(0, 40)}`);
+      for (let i = 0; i < 3; i++) checkSample(ds, i, i);
+      assert.deepEqual(JSON.parse(readFileSync(beside, 'utf8')), JSON.parse(JSON.stringify(good)), 'and rewritten');
+    }
+  });
+
+  it("falls back to the temp dir when the index cannot be written beside the shard ('auto'); 'beside' then fails", async () => {
+    const d = dir('blocked');
+    const shard = writeShard(join(d, 'c.tar'), samples(0, 2));
+    // A directory where the index file would go: no rename can replace it, even as root.
+    mkdirSync(join(besideIndexPath(shard), 'x'), { recursive: true });
+    const temp = tempIndexPath(shard, stampOf(shard));
+    rmSync(temp, { force: true });
+    try {
+      const before = indexBuilds();
+      const ds = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      checkSample(ds, 1, 1);
+      assert.ok(existsSync(temp), 'the index went to the temp dir');
+      await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      assert.equal(indexBuilds(), before + 1, 'and is reused from there');
+      await assert.rejects(tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'beside' }), { code: 'ERR_FILE_ACCESS', message: /stoker-idx\.json.*index: 'temp'/ });
+    } finally {
+      rmSync(temp, { force: true });
+    }
+  });
+
+  it('falls back to the temp dir when the shard directory is read-only (chmod 0555)', async (t) => {
+    const d = dir('readonly');
+    const shard = writeShard(join(d, 'c.tar'), samples(0, 2));
+    chmodSync(root, 0o755);
+    chmodSync(d, 0o555);
+    const script = `
+      import { tarShardsSource } from ${JSON.stringify(new URL('../../src/dataset/formats/tar-shards.ts', import.meta.url).href)};
+      import { indexBuilds, tempIndexPath, stampOf } from ${JSON.stringify(new URL('../../src/dataset/formats/tar-index.ts', import.meta.url).href)};
+      import { existsSync, rmSync } from 'node:fs';
+      const shard = ${JSON.stringify(shard)};
+      const temp = tempIndexPath(shard, stampOf(shard));
+      rmSync(temp, { force: true });
+      const a = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      const inTemp = existsSync(temp);
+      await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      rmSync(temp, { force: true });
+      console.log(JSON.stringify({ inTemp, builds: indexBuilds(), cls: a.get(1).cls.data[0] }));
+    `;
+    // As root, chmod does not bind: run the check as an unprivileged user when this one is root.
+    const asRoot = process.getuid?.() === 0;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      encoding: 'utf8',
+      env: { ...process.env, TMPDIR: tmpdir() },
+      ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+    });
+    if (asRoot && (r.error !== undefined || /EACCES|EPERM/.test(r.stderr))) {
+      t.skip(`running as root, and a child as an unprivileged user failed: ${r.error?.message ?? r.stderr.slice(0, 200)}`);
+      return;
+    }
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout.trim().split('\n').pop()!), { inTemp: true, builds: 1, cls: 1 });
+    assert.ok(!existsSync(besideIndexPath(shard)), 'nothing written beside');
+    chmodSync(d, 0o755);
+  });
+});
+
+describe('tar shards: through the loader', { timeout: 60_000 }, () => {
+  it('two reader workers deliver every sample exactly once per epoch, with its own content', async () => {
+    const d = dir('loader');
+    const counts = [9, 4, 11];
+    let next = 0;
+    for (const [k, n] of counts.entries()) {
+      writeShard(join(d, `part-${k}.tar`), samples(next, n, { long: k === 1 ? next + 2 : undefined }));
+      next += n;
+    }
+    const ds = await tarShardsSource(join(d, 'part-{0..2}.tar'), { decoders: { bin: 'raw' } });
+    const loader = await DataLoader.create(ds, { batchSize: 5, workers: 2, mode: 'streaming', dropLast: false, seed: 7 });
+    try {
+      assert.equal(loader.stats().workers, 2);
+      for (let e = 0; e < 2; e++) {
+        const batches = await within(20_000, 'epoch', collect(loader.epoch(e)));
+        const ids: number[] = [];
+        for (const b of batches) {
+          const cls = b.get('cls').data as Int32Array;
+          const bin = b.get('bin');
+          assert.deepEqual(bin.shape, [cls.length, 16]);
+          b.sampleIds.forEach((id, r) => {
+            assert.equal(cls[r], id, 'sample ids follow archive order across shards');
+            assert.deepEqual(bin.bytes().subarray(r * 16, r * 16 + 16), binOf(id));
+          });
+          ids.push(...cls);
+          b.release();
+        }
+        assert.deepEqual(sorted(ids), range(24));
+      }
+    } finally {
+      await loader.close();
+    }
+  });
+});
+
+describe('tar shards: refused with a typed error', () => {
+  it('a truncated shard names the shard, the offset and the entry', async () => {
+    const shard = writeShard(join(dir('trunc'), 't.tar'), samples(0, 3));
+    truncateSync(shard, 512 * 7 + 8); // inside the data of the fourth entry, 000001.bin
+    await assert.rejects(tarShardsSource(shard, RAW), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_BAD_FILE');
+      assert.ok(e.message.includes(shard));
+      assert.match(e.message, /at byte 3584: the data of tar entry "000001\.bin" needs 16 bytes but the file ends after 8/);
+      return true;
+    });
+    truncateSync(shard, 512 * 6); // at an entry boundary: no end-of-archive marker
+    await assert.rejects(tarShardsSource(shard, RAW), { code: 'ERR_BAD_FILE', message: /ends without its end-of-archive marker/ });
+    truncateSync(shard, 0);
+    await assert.rejects(tarShardsSource(shard, RAW), { code: 'ERR_BAD_FILE', message: /file is empty/ });
+  });
+
+  it('a sample missing a field names the shard, the key and the fields', async () => {
+    const entries = samples(0, 3);
+    delete entries[1]![1].bin;
+    const shard = writeShard(join(dir('missing'), 'm.tar'), entries);
+    await assert.rejects(tarShardsSource(shard, RAW), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_BAD_FILE');
+      assert.ok(e.message.includes(shard));
+      assert.match(e.message, /sample "000001" has fields \["cls"\] but sample "000000" .* has \["cls","bin"\].*fields: \[/);
+      return true;
+    });
+    // Choosing the fields every sample has reads the shard.
+    const ds = await tarShardsSource(shard, { ...RAW, fields: ['cls'] });
+    assert.deepEqual(range(3).map((i) => (read(ds, i).cls!.data as Int32Array)[0]), [0, 1, 2]);
+    await assert.rejects(tarShardsSource(shard, { ...RAW, fields: ['bin'] }), { code: 'ERR_BAD_FILE', message: /sample "000001" has no field "bin"/ });
+    await assert.rejects(tarShardsSource(shard, { ...RAW, fields: ['nope'] }), { code: 'ERR_INVALID_OPTION', message: /`fields`.*No shard has "nope"/ });
+  });
+
+  it('a garbage cls fails its read, naming the shard and the key; through the loader it fails its batch only', async () => {
+    const entries = samples(0, 4);
+    entries[2]![1].cls = '3x';
+    const shard = writeShard(join(dir('garbage'), 'g.tar'), entries);
+    const ds = await tarShardsSource(shard, RAW);
+    checkSample(ds, 1, 1);
+    assert.throws(() => ds.get(2), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_BAD_FILE');
+      assert.ok(e.message.includes(shard));
+      assert.match(e.message, /sample "000002" field "cls" is "3x", not an int32 integer/);
+      return true;
+    });
+    const loader = await DataLoader.create(ds, { batchSize: 2, workers: 1, mode: 'streaming', shuffle: false, errors: 'skip' });
+    try {
+      const batches = await within(20_000, 'epoch', collect(loader.epoch(0)));
+      assert.deepEqual(batches.flatMap((b) => [...b.sampleIds]), [0, 1]);
+    } finally {
+      await loader.close();
+    }
+    for (const [k, text] of ['', '1.5', '99999999999', '0x10', '１', '1 2'].entries()) {
+      entries[2]![1].cls = text;
+      const other = await tarShardsSource(writeShard(join(dir('garbage'), `g${k}.tar`), entries), RAW);
+      assert.throws(() => other.get(2), { code: 'ERR_BAD_FILE', message: /sample "000002" field "cls"/ }, `cls ${JSON.stringify(text)}`);
+    }
+  });
+
+  it('a missing shard, a pattern matching nothing, and bad options are refused before any read', async () => {
+    const d = dir('absent');
+    await assert.rejects(tarShardsSource(join(d, 'nope-{0..1}.tar')), { code: 'ERR_FILE_ACCESS', message: /nope-0\.tar.*ENOENT/ });
+    await assert.rejects(tarShardsSource(join(d, 'nope-*.tar')), { code: 'ERR_INVALID_OPTION', message: /`shards`.*nope-\*\.tar.*No file in/ });
+    await assert.rejects(tarShardsSource(join(root, 'no-such-dir', '*.tar')), { code: 'ERR_FILE_ACCESS' });
+    await assert.rejects(tarShardsSource([]), { code: 'ERR_INVALID_OPTION' });
+    const shard = writeShard(join(d, 'ok.tar'), samples(0, 2));
+    await assert.rejects(tarShardsSource([shard, shard]), { code: 'ERR_INVALID_OPTION', message: /named twice/ });
+    await assert.rejects(tarShardsSource(shard, { index: 'nowhere' as never }), { code: 'ERR_INVALID_OPTION', message: /`index`/ });
+    await assert.rejects(tarShardsSource(shard, { index: 'off' }), { code: 'ERR_INVALID_OPTION', message: /`decoders\.bin`.*no default decoder/ });
+    await assert.rejects(tarShardsSource(shard, { ...RAW, decoders: { bin: 'text' as never } }), { code: 'ERR_INVALID_OPTION', message: /`decoders\.bin`/ });
+    const img = writeShard(join(d, 'img.tar'), [['a', { jpg: 'x' }]]);
+    await assert.rejects(tarShardsSource(img, { index: 'off' }), { code: 'ERR_INVALID_OPTION', message: /`image`.*size/ });
+    await assert.rejects(tarShardsSource(img, { index: 'off', image: { size: [0, 4] } }), { code: 'ERR_INVALID_OPTION', message: /`image\.size`/ });
+  });
+
+  it('keys out of order, duplicate fields, links, unnamed files, raw fields of varying size, gzip and trailing garbage', async () => {
+    const d = dir('bad');
+    const expectBad = async (shard: string, pattern: RegExp, options: TarShardsOptions = RAW) =>
+      assert.rejects(tarShardsSource(shard, options), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_BAD_FILE', e.message);
+        assert.ok(e.message.includes(shard), e.message);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    const s = samples(0, 3);
+    await expectBad(writeShard(join(d, 'order.tar'), [s[0]!, s[1]!, [s[0]![0], { txt: 'again' }]]), /sample "000000" reappears at entry "000000\.txt"/);
+    await expectBad(writeShard(join(d, 'dup.tar'), [['k', { bin: binOf(0), BIN: binOf(1), cls: '1' }]]), /sample "k" has two "bin" entries/);
+    await expectBad(pack(join(d, 'noext.tar'), [['000000.cls', '0'], ['README', 'hello']]), /tar entry "README" is not named <key>\.<field>/);
+    await expectBad(pack(join(d, 'dotfile.tar'), [['000000.cls', '0'], ['dir/.hidden', 'x']]), /tar entry "dir\/\.hidden" is not named/);
+    const src = mkdtempSync(join(root, 'src-'));
+    writeFileSync(join(src, 'a.cls'), '1');
+    writeFileSync(join(src, 'a.bin'), binOf(1));
+    symlinkSync('a.bin', join(src, 'b.bin'));
+    writeFileSync(join(src, 'b.cls'), '2');
+    create({ file: join(d, 'link.tar'), cwd: src, sync: true, portable: true }, ['a.cls', 'a.bin', 'b.cls', 'b.bin']);
+    await expectBad(join(d, 'link.tar'), /tar entry "b\.bin" is of type SymbolicLink/);
+    await expectBad(writeShard(join(d, 'sizes.tar'), [s[0]!, ['000001', { cls: '1', bin: new Uint8Array(3) }]]), /field "bin" of sample "000001" holds 3 bytes but sample "000000" holds 16/);
+    await expectBad(writeShard(join(d, 'z.tar.gz'), s, { gzip: true }), /gzip-compressed/);
+    const tail = writeShard(join(d, 'tail.tar'), s);
+    appendFileSync(tail, 'appended');
+    await expectBad(tail, /non-zero bytes after the end-of-archive marker/);
+    // A header byte flipped: the checksum catches it.
+    const flipped = writeShard(join(d, 'flip.tar'), s);
+    const bytes = readFileSync(flipped);
+    bytes[1027] = bytes[1027]! ^ 1; // in the name field of the second header (000000.bin)
+    writeFileSync(flipped, bytes);
+    await expectBad(flipped, /at byte 1024: tar header checksum mismatch/);
+  });
+});
+
+describe('tar shards: fuzz', { timeout: 60_000 }, () => {
+  it('2000 mutants of a shard are read cleanly or refused with ERR_BAD_FILE, never misread', async () => {
+    const shard = writeShard(join(dir('fuzz'), 'f.tar'), [...samples(0, 2), ...samples(2, 1, { long: 2 }), ...samples(3, 2)]);
+    const valid = new Uint8Array(readFileSync(shard));
+    const report = await fuzz({ valid, ext: '.tar', module: TARGETS, target: 'indexAndRead', cases: 2000, seed: 11 });
+    assertFuzzClean(report);
+    assert.ok(report.ok > 0 && (report.refused.ERR_BAD_FILE ?? 0) > 0, JSON.stringify(report));
+  });
+});
+
+function hasGnuTar(): boolean {
+  const r = spawnSync('tar', ['--version'], { encoding: 'utf8' });
+  return r.status === 0 && /GNU tar/.test(r.stdout);
+}
