@@ -482,10 +482,11 @@ describe('tar shards: refused with a typed error', () => {
 });
 
 describe('tar shards: fuzz', { timeout: 60_000 }, () => {
-  it('2000 mutants of a shard are read cleanly or refused with ERR_BAD_FILE, never misread', async () => {
-    const shard = writeShard(join(dir('fuzz'), 'f.tar'), [...samples(0, 2), ...samples(2, 1, { long: 2 }), ...samples(3, 2)]);
+  it('3000 mutants of a shard are read cleanly or refused with ERR_BAD_FILE, never misread', async () => {
+    // The long key comes first, so that its pax header lies where most mutations land.
+    const shard = writeShard(join(dir('fuzz'), 'f.tar'), [...samples(0, 1, { long: 0 }), ...samples(1, 4)]);
     const valid = new Uint8Array(readFileSync(shard));
-    const report = await fuzz({ valid, ext: '.tar', module: TARGETS, target: 'indexAndRead', cases: 2000, seed: 11 });
+    const report = await fuzz({ valid, ext: '.tar', module: TARGETS, target: 'indexAndRead', cases: 3000, seed: 11 });
     assertFuzzClean(report);
     assert.ok(report.ok > 0 && (report.refused.ERR_BAD_FILE ?? 0) > 0, JSON.stringify(report));
   });

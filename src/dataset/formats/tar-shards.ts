@@ -191,7 +191,7 @@ export class TarShardsSource implements Dataset, Reopenable {
     const offset = (f: number) => spec.table[base + 2 * f]!;
     if (!this.#async) {
       const out: Record<string, Tensor> = {};
-      for (let f = 0; f < nf; f++) out[spec.fields[f]!] = decodeScalar(spec.decoders[f]!, bytes[f]!, file.path, offset(f), spec.fields[f]!, where(f));
+      for (let f = 0; f < nf; f++) out[spec.fields[f]!] = decodeScalar(spec.decoders[f] as Exclude<Decoder, { kind: 'image' }>, bytes[f]!, file.path, offset(f), spec.fields[f]!, where(f));
       return out;
     }
     return Promise.all(
@@ -265,9 +265,8 @@ const FLOAT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|infinity
 /** Longest text a number field may hold (refused before it is turned into a string). */
 const MAX_NUMBER_TEXT = 1024;
 
-function decodeScalar(d: Decoder, bytes: Uint8Array, path: string, offset: number, field: string, where: string): Tensor {
+function decodeScalar(d: Exclude<Decoder, { kind: 'image' }>, bytes: Uint8Array, path: string, offset: number, field: string, where: string): Tensor {
   if (d.kind === 'raw') return new Tensor(bytes, [bytes.length], 'uint8');
-  if (d.kind === 'image') throw new Error('unreachable: images decode asynchronously');
   const fix = `Fix the shard, or give the field another decoder (decoders: { ${field}: 'raw' })`;
   if (bytes.length > MAX_NUMBER_TEXT) throw badFile(path, offset, `${where} holds ${bytes.length} bytes, too many for a ${d.kind} number`, fix);
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1').trim();
