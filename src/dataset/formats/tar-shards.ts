@@ -103,6 +103,7 @@ export async function tarShardsSource(shards: string | readonly string[], option
   const mode = options.index ?? 'auto';
   if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'beside', 'temp' or 'off'", mode);
   if (options.fields !== undefined) checkFieldList(options.fields);
+  if (options.image !== undefined) checkDecodeOptions(options.image, 'image.size');
   if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
     throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
   }
