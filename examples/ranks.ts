@@ -64,6 +64,7 @@ let samples = 0;
 let batches = 0;
 let t0 = performance.now();
 let stopped = false;
+const epochSeconds: number[] = [];
 for (let e = first; e < first + epochs && !stopped; e++) {
   if (e === first + warmup) {
     samples = 0;
@@ -71,6 +72,7 @@ for (let e = first; e < first + epochs && !stopped; e++) {
     await loader.synchronize();
     t0 = performance.now();
   }
+  const te = performance.now();
   const epochIds: number[] = [];
   ids.push(epochIds);
   for await (const batch of loader.epoch(e)) {
@@ -86,6 +88,8 @@ for (let e = first; e < first + epochs && !stopped; e++) {
       break;
     }
   }
+  await loader.synchronize();
+  if (e >= first + warmup) epochSeconds.push((performance.now() - te) / 1000);
 }
 await loader.synchronize();
 const seconds = (performance.now() - t0) / 1000;
@@ -94,5 +98,5 @@ if (args.out !== undefined) {
   mkdirSync(args.out, { recursive: true });
   writeFileSync(join(args.out, `rank-${rank}.json`), JSON.stringify({ rank, worldSize, epochs: ids, firstEpoch: first }));
 }
-console.log(JSON.stringify({ rank, worldSize, launcher, device: loader.device, batches, samples, seconds, samplesPerSecond: samples / seconds }));
+console.log(JSON.stringify({ rank, worldSize, launcher, device: loader.device, batches, samples, seconds, samplesPerSecond: samples / seconds, epochSeconds }));
 await loader.close();

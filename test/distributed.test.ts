@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { DataLoader, type LoaderOptions, LoaderError, sources } from '../src/index.js';
+import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { detectLaunch, rankDevice, resolveWorld } from '../src/distributed/launch.js';
 import { consumedPicks, shardPicks } from '../src/distributed/shard.js';
 import { range, sorted } from './fixtures.js';
@@ -29,7 +29,7 @@ async function rankIds(n: number, world: number, options: Omit<LoaderOptions, 'r
     let batches = 0;
     const expected = loader.epoch(epoch).length;
     for await (const b of loader.epoch(epoch)) {
-      ids.push(...(b.get('label').data as Int32Array));
+      ids.push(...((b.get('label') as Tensor).data as Int32Array));
       batches++;
       if (batches === stopAfter) break;
     }

@@ -11,6 +11,6 @@ it('exports exactly the public surface', () => {
   ]);
 });
 
-it('exposes the built-in sources: in-memory arrays and worker-openable modules', () => {
-  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays', 'module']);
+it('exposes the built-in sources: in-memory arrays, worker-openable modules and the file formats', () => {
+  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays', 'arrow', 'imageFolder', 'module', 'npy', 'safetensors', 'tarShards']);
 });

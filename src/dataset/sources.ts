@@ -1,8 +1,13 @@
 // Built-in sources: datasets Stoker knows how to read. Each returns a dataset object to pass to
-// `DataLoader.create`.
+// `DataLoader.create`; every one of them can be reopened by reader workers.
 
 import { type ArrayColumns, ArraySource } from './arrays-source.js';
-
+import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
+import type { FileColumnsSource } from './formats/columns-file.js';
+import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './formats/image-folder.js';
+import { type NpyOptions, npySource } from './formats/npy.js';
+import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
+import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
 import { moduleSource } from './source-spec.js';
 
 export const sources = {
@@ -18,5 +23,41 @@ export const sources = {
    */
   arrays(columns: ArrayColumns): ArraySource {
     return new ArraySource(columns);
+  },
+  /**
+   * NumPy `.npy` files as columns: one path, a list (positional columns) or a record (named
+   * columns); all share their first dimension. Loaded into shared memory when small enough
+   * (`load`, `inMemoryBytes`), else read with positioned reads per batch.
+   */
+  npy(paths: string | readonly string[] | Readonly<Record<string, string>>, options?: NpyOptions): ArraySource | FileColumnsSource {
+    return npySource(paths, options);
+  },
+  /** A safetensors file, one named column per tensor (`tensors` selects and orders them); all share dim 0. */
+  safetensors(path: string, options?: SafetensorsOptions): ArraySource | FileColumnsSource {
+    return safetensorsSource(path, options);
+  },
+  /**
+   * An Arrow IPC file or stream (Hugging Face `datasets` `.arrow` cache files): numeric and
+   * fixed-size-list columns as tensors, binary/image columns through `decoders`. Record batches are
+   * read on demand, never the whole file.
+   */
+  arrow(path: string, options?: ArrowOptions): ArrowSource {
+    return arrowSource(path, options);
+  },
+  /**
+   * An ImageFolder tree (`dir/<class>/<image>`, classes sorted → labels 0…), JPEG/PNG/WebP decoded
+   * with sharp in the reader workers to `size` (resized or centre-cropped): samples
+   * `{ image: uint8 [C, H, W], label: int32 }`.
+   */
+  imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
+    return imageFolderSource(dir, options);
+  },
+  /**
+   * WebDataset-style tar shards (a glob with `{000..099}` ranges or `*`, or a list): entries sharing
+   * a basename are one sample, fields by extension. Indexed once (the index cached beside the shards
+   * or in a private temp dir), then read by sample id with positioned reads.
+   */
+  tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
+    return tarShardsSource(shards, options);
   },
 };
