@@ -1,8 +1,10 @@
 // Scale-out: aggregate samples/s of N ranks vs one rank, each rank a process started by a real
 // launcher (torchrun --no-python for GPUs, Open MPI's mpirun on the CPU) running examples/ranks.ts:
 // the CIFAR-shaped streaming workload of the CUDA bench (200 000 × uint8 [3, 32, 32] + int32 label,
-// batch 256, shuffled, streaming), every rank holding the dataset in RAM and reading its share of
-// each epoch's global order onto its own device (`cuda` = cuda:<LOCAL_RANK>, or the CPU).
+// batch 256, shuffled, streaming with the VRAM pool off as in that bench, so every epoch's bytes
+// cross from the host; a rank's pool would otherwise fill over epochs from ever-different shares),
+// every rank holding the dataset in RAM and reading its share of each epoch's global order onto its
+// own device (`cuda` = cuda:<LOCAL_RANK>, or the CPU).
 //
 //   npm run bench -- ranks                    # 1 and 2 ranks on the CPU (mpirun)
 //   npm run bench -- ranks --cuda --ranks 2   # 1 and 2 ranks, one GPU each (torchrun)
@@ -65,9 +67,9 @@ export async function main(argv: readonly string[]): Promise<void> {
   const order = chosen !== undefined ? [chosen] : cuda ? ['torchrun', 'mpirun'] : ['mpirun', 'torchrun'];
   const launcher = order.find((l) => (l === 'torchrun' ? has('torchrun', ['--help']) : l === 'mpirun' ? has('mpirun', ['--version']) : false)) as 'torchrun' | 'mpirun' | undefined;
   if (launcher === undefined) throw new UsageError(`no launcher found (tried ${order.join(', ')})`);
-  const args = ['--samples', String(samples), '--batch', '256', '--epochs', String(warmup + timed), '--warmup', String(warmup), '--device', cuda ? 'cuda' : 'cpu', '--workers', '0'];
+  const args = ['--samples', String(samples), '--batch', '256', '--epochs', String(warmup + timed), '--warmup', String(warmup), '--device', cuda ? 'cuda' : 'cpu', '--workers', '0', '--no-vram-pool'];
   console.log(`Stoker scale-out bench — ${hardwareLine()}`);
-  console.log(`launcher ${launcher}; CIFAR-shaped ${fmtInt(samples)} × (uint8 [3, 32, 32] + int32), batch 256, streaming, ${cuda ? 'one GPU per rank (cuda:<local rank>)' : 'CPU'}; ${warmup} warm-up + ${timed} timed epochs per rank\n`);
+  console.log(`launcher ${launcher}; CIFAR-shaped ${fmtInt(samples)} × (uint8 [3, 32, 32] + int32), batch 256, streaming (VRAM pool off), ${cuda ? 'one GPU per rank (cuda:<local rank>)' : 'CPU'}; ${warmup} warm-up + ${timed} timed epochs per rank\n`);
   const results: { np: number; aggregate: number; lines: RankLine[] }[] = [];
   // Alternate 1 rank and N ranks, `rounds` times each, so that drift of the machine hits both alike.
   for (const np of Array.from({ length: 2 * rounds }, (_, i) => (i % 2 === 0 ? 1 : ranks))) {

@@ -12,6 +12,7 @@
 //   --state FILE       where --stop-after writes the state (rank 0 writes it)
 //   --resume FILE      continue from a saved state
 //   --warmup K         leave the first K epochs out of the timing
+//   --no-vram-pool     stream every byte from the host every epoch (CUDA)
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,6 +30,7 @@ const { values: args } = parseArgs({
     shards: { type: 'string', default: 'pad' },
     workers: { type: 'string', default: '0' },
     'drop-last': { type: 'boolean', default: false },
+    'no-vram-pool': { type: 'boolean', default: false },
     out: { type: 'string' },
     'stop-after': { type: 'string' },
     state: { type: 'string' },
@@ -52,6 +54,7 @@ const loader = await DataLoader.create(dataset, {
   workers: args.workers === 'auto' ? 'auto' : Number(args.workers),
   shards: args.shards as 'pad' | 'drop',
   dropLast: args['drop-last'],
+  vramPool: !args['no-vram-pool'],
   resume,
 });
 const { rank, worldSize, launcher } = loader.world;
