@@ -57,7 +57,10 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   prefetch?: number;
   /** Fraction of total device memory prefetch may use, clamped to [0.50, 0.99]. Default 0.90. */
   vramMaxUsage?: number;
-  /** Fraction of available host RAM the staging ring and sample cache share, clamped to [0, 0.90]. Default 0.50. */
+  /**
+   * Fraction of available host RAM the staging ring and sample cache share, clamped to [0, 0.90].
+   * Default 0.50. Ranks on one host split it: each takes ramMaxUsage / local world size.
+   */
   ramMaxUsage?: number;
   /** Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. */
   activationReserve?: number;

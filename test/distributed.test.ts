@@ -184,6 +184,29 @@ describe('resume', () => {
   });
 });
 
+describe('per-rank tiers', () => {
+  it('ranks on one host split the RAM share: each rank budgets ramMaxUsage / local world size for its cache', async () => {
+    const ds = { length: 64, get: (i: number) => ({ y: Int32Array.of(i) }) };
+    const budget = async () => {
+      const loader = await DataLoader.create(ds, { batchSize: 8, mode: 'streaming', workers: 0, ramMaxUsage: 0.4 });
+      for await (const _ of loader.epoch(0));
+      const bytes = loader.stats().epochs[0]!.cacheBudgetBytes;
+      await loader.close();
+      return bytes;
+    };
+    const alone = await budget();
+    const saved = { ...process.env };
+    Object.assign(process.env, { RANK: '1', WORLD_SIZE: '4', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '4' });
+    try {
+      const shared = await budget();
+      assert.ok(alone > 0);
+      assert.ok(Math.abs(shared / alone - 0.25) < 0.05, `per-rank budget ${shared} vs ${alone} alone`);
+    } finally {
+      for (const k of ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE']) if (saved[k] === undefined) delete process.env[k];
+    }
+  });
+});
+
 describe('launch environment', () => {
   it('reads torchrun, Open MPI, MPICH and SLURM variables', () => {
     assert.deepEqual(detectLaunch({ RANK: '3', WORLD_SIZE: '8', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2' }), { rank: 3, worldSize: 8, localRank: 1, localWorldSize: 2, launcher: 'torchrun' });

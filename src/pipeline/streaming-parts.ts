@@ -73,15 +73,18 @@ export class StreamingParts {
   beginEpoch(opts: ResolvedOptions, batches: number): void {
     const cache = this.cache;
     const available = memAvailable();
+    // Ranks on one host share its RAM: each takes its equal part of the share (their holdings
+    // already count against MemAvailable, so the parts settle below ramMaxUsage together).
+    const share = opts.ramMaxUsage / (opts.world.localWorldSize ?? 1);
     if (this.readers !== undefined) {
-      let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, opts.ramMaxUsage, available, batches);
+      let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, share, available, batches);
       if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
       this.maxInFlight = Math.max(slots, 1);
     }
     if (cache === undefined || available === undefined) return;
     // The staging ring shares the RAM share with the cache: its bytes come off the top.
     const ringBytes = this.readers !== undefined ? Math.min(this.maxInFlight, batches) * this.readers.slotBytes : 0;
-    this.#budget = sampleCacheBudget(available, cache.heldBytes, ringBytes, opts.ramMaxUsage);
+    this.#budget = sampleCacheBudget(available, cache.heldBytes, ringBytes, share);
     const chunks = cache.setCapacity(Math.floor(this.#budget / this.#sampleBytes));
     if (chunks !== undefined) this.readers?.shareChunks(chunks);
   }
