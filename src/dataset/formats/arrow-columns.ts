@@ -62,7 +62,8 @@ export function planColumns(path: string, schema: Schema, names: readonly string
   const unsupported: string[] = [];
   for (const name of names) {
     const field = schema.fields.findIndex((f) => f.name === name);
-    const f = schema.fields[field]!;
+    const f = schema.fields[field];
+    if (f === undefined) throw new LoaderError('ERR_INVALID_DATASET', `${path}: the schema has no column ${show(name)} (did the file change?)`);
     const type = String(f.type);
     const bytes = bytesKind(f.type) ?? hfStruct(f.type);
     if (decoded.has(name)) {

@@ -131,14 +131,18 @@ function indexFile(file: PositionedFile): { index: ArrowIndex; schema: Schema } 
   } catch (cause) {
     throw badFile(path, footerStart, `the footer cannot be decoded: ${describeCause(cause)}`);
   }
-  const schema = footerSchema;
-  if (schema.fields.length === 0) throw badFile(path, footerStart, 'the schema has no columns');
+  checkSchema(path, footerStart, footerSchema);
+  // Workers decode the schema from this message: read it back here too, so that both see the same
+  // schema (a name that is not valid UTF-8 does not survive the round trip unchanged).
   let schemaMessage: Uint8Array;
+  let schema: Schema;
   try {
-    schemaMessage = framed(Message.encode(Message.from(schema)));
+    schemaMessage = framed(Message.encode(Message.from(footerSchema)));
+    schema = Message.decode(schemaMessage.subarray(8)).header() as Schema;
   } catch (cause) {
     throw badFile(path, footerStart, `the footer's schema cannot be re-encoded: ${describeCause(cause)}`);
   }
+  checkSchema(path, footerStart, schema);
   const b = new Batches();
   let previousEnd = 8;
   for (const [k, block] of blocks.entries()) {
@@ -254,8 +258,59 @@ function decodeHeader(path: string, m: MessageAt, what: string): unknown {
 function decodeSchema(file: PositionedFile, m: MessageAt): Schema {
   const schema = decodeHeader(file.path, m, 'schema') as Schema;
   if (m.bodyLength !== 0) throw badFile(file.path, m.offset, `the schema message claims a body of ${m.bodyLength} bytes`);
-  if (schema.fields.length === 0) throw badFile(file.path, m.offset, 'the schema has no columns');
+  checkSchema(file.path, m.offset, schema);
   return schema;
+}
+
+/** Refuse a schema apache-arrow decoded from impossible metadata (a list without an element type, a 13-bit integer). */
+function checkSchema(path: string, offset: number, schema: Schema): void {
+  if (schema.fields.length === 0) throw badFile(path, offset, 'the schema has no columns');
+  for (const f of schema.fields) {
+    const problem = typeProblem(f, 0);
+    if (problem !== undefined) throw badFile(path, offset, `the schema is corrupt: column ${JSON.stringify(f?.name)} ${problem}`);
+  }
+}
+
+function typeProblem(field: Field | undefined, depth: number): string | undefined {
+  const type = field?.type as (DataType & Record<string, unknown>) | undefined;
+  if (type === undefined || type === null) return 'has a field without a type';
+  if (depth > MAX_DEPTH) return `nests deeper than ${MAX_DEPTH} levels`;
+  const children = (type.typeId === Type.Dictionary ? [] : (type.children ?? [])) as (Field | undefined)[];
+  const count = (n: number) => (children.length === n ? undefined : `has a ${Type[type.typeId]} with ${children.length} child types`);
+  const size = (v: unknown, what: string) => (Number.isSafeInteger(v) && (v as number) >= 0 ? undefined : `has a ${what} of ${String(v)}`);
+  let problem: string | undefined;
+  switch (type.typeId) {
+    case Type.Int:
+      problem = [8, 16, 32, 64].includes(type.bitWidth as number) ? undefined : `has an integer of ${String(type.bitWidth)} bits`;
+      break;
+    case Type.Float:
+      problem = [0, 1, 2].includes(type.precision as number) ? undefined : `has a float of precision ${String(type.precision)}`;
+      break;
+    case Type.List:
+    case Type.LargeList:
+    case Type.Map:
+      problem = count(1);
+      break;
+    case Type.FixedSizeList:
+      problem = count(1) ?? size(type.listSize, 'fixed-size list size');
+      break;
+    case Type.FixedSizeBinary:
+      problem = size(type.byteWidth, 'byte width');
+      break;
+    case Type.Dictionary: {
+      const indices = type.indices as { bitWidth?: unknown } | undefined;
+      problem = [8, 16, 32, 64].includes(indices?.bitWidth as number) ? typeProblem({ type: type.dictionary } as Field, depth + 1) : 'has dictionary codes of an unknown width';
+      break;
+    }
+    default:
+      problem = undefined;
+  }
+  if (problem !== undefined) return problem;
+  for (const c of children) {
+    const p = typeProblem(c, depth + 1);
+    if (p !== undefined) return p;
+  }
+  return undefined;
 }
 
 interface BatchHeader {
