@@ -9,8 +9,15 @@ import { arrowSource } from '../../src/dataset/formats/arrow.js';
 import { openArrow } from '../../src/dataset/formats/arrow.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 
+export interface RowOptions {
+  /** Add arr2d: list<list<int32>> of shape [2, 3] in every row (Hugging Face's Array2D storage). */
+  readonly lists?: boolean;
+  /** Add blob: binary (row-id bytes) and img: struct<bytes: binary, path: utf8> with null paths. */
+  readonly blobs?: boolean;
+}
+
 /** Rows [start, start + n) of the numeric table: one record batch. */
-export function numericRows(start: number, n: number, opts: { lists?: boolean } = {}): Table {
+export function numericRows(start: number, n: number, opts: RowOptions = {}): Table {
   const ids = Array.from({ length: n }, (_, i) => start + i);
   const columns: Record<string, Vector> = {
     id: vectorFromArray(ids, new Int32()),
@@ -28,11 +35,18 @@ export function numericRows(start: number, n: number, opts: { lists?: boolean } 
     // Hugging Face's Array2D storage: list<list<…>> whose lengths are the same in every row.
     columns.arr2d = vectorFromArray(ids.map((i) => [[i, i + 1, i + 2], [i + 3, i + 4, i + 5]]), new List(new Field('item', new List(new Field('item', new Int32())))));
   }
+  if (opts.blobs) {
+    columns.blob = vectorFromArray(ids.map((i) => Uint8Array.from({ length: 1 + (i % 4) }, (_, j) => i + j)), new Binary());
+    columns.img = vectorFromArray(
+      ids.map((i) => ({ bytes: Uint8Array.of(i, 255 - i), path: null })),
+      new Struct([new Field('bytes', new Binary(), true), new Field('path', new Utf8(), true)]),
+    );
+  }
   return new Table(columns);
 }
 
 /** The numeric table in record batches of the given sizes. */
-export function numericTable(sizes: readonly number[], opts: { lists?: boolean } = {}): Table {
+export function numericTable(sizes: readonly number[], opts: RowOptions = {}): Table {
   let start = 0;
   const parts = sizes.map((n) => {
     const t = numericRows(start, n, opts);
@@ -42,7 +56,7 @@ export function numericTable(sizes: readonly number[], opts: { lists?: boolean }
   return parts[0]!.concat(...parts.slice(1));
 }
 
-export function numericBytes(format: 'stream' | 'file', sizes: readonly number[], opts: { lists?: boolean } = {}): Uint8Array {
+export function numericBytes(format: 'stream' | 'file', sizes: readonly number[], opts: RowOptions = {}): Uint8Array {
   return tableToIPC(numericTable(sizes, opts), format);
 }
 
@@ -71,4 +85,17 @@ export function readAllReopened(path: string): void {
   const spec = arrowSource(path, { cacheBatches: 0 })[kSourceSpec]();
   const source = openArrow(spec.options as Parameters<typeof openArrow>[0]);
   for (let i = 0; i < source.length; i += 4) source.getBatch(Array.from({ length: Math.min(4, source.length - i) }, (_, j) => i + j));
+}
+
+/** A decoder module as a data: URL (no file to write): the byte count and the first byte, as int32. */
+export const LENGTH_DECODER = {
+  kind: 'module',
+  module: `data:text/javascript,${encodeURIComponent('export function decode(b, row) { return Int32Array.of(b.length, b.length > 0 ? b[0] : -1, row); }')}`,
+  export: 'decode',
+} as const;
+
+/** Fuzz target: the blob columns through a module decoder, then every row, asynchronously. */
+export async function readAllDecoded(path: string): Promise<void> {
+  const source = arrowSource(path, { cacheBatches: 2, decoders: { blob: LENGTH_DECODER, img: LENGTH_DECODER } });
+  for (let i = 0; i < source.length; i += 3) await source.getBatch(Array.from({ length: Math.min(3, source.length - i) }, (_, j) => source.length - 1 - i - j));
 }

@@ -375,7 +375,7 @@ function learnListShapes(file: PositionedFile, index: ArrowIndex, schemaBytes: U
     const sizes = listShapeOf(p as TensorColumn, decoded.columns[c]!, 0, w);
     const plan = withListShape(p as TensorColumn, sizes);
     for (let r = 0; r < index.rows[k]!; r++) {
-      w.row = r + index.rows.slice(0, k).reduce((a, b) => a + b, 0);
+      w.row = r; // the record batches before k are empty
       gather(plan, decoded.columns[c]!, 0, r, 1, undefined, 0, w);
     }
     into[p.name] = sizes;
