@@ -1,9 +1,10 @@
 // `sources.arrow`: a dataset over an Arrow IPC file or stream (the `.arrow` cache files of Hugging
 // Face `datasets` are streams), read by record batch. On open, the record batches are indexed from
 // their message headers; a batch of sample ids then reads only the record batches that hold them,
-// each with one positioned read, decodes them with apache-arrow and gathers the rows. A small LRU
-// keeps decoded record batches, since shuffled ids hit many. The rule: the file must not change
-// while a loader reads it (a reopen that finds another size is refused).
+// each with one positioned read, decodes them with apache-arrow and gathers the rows. An LRU bounded
+// in bytes keeps decoded record batches, since shuffled ids hit many. Batches with decoder columns
+// are async. The rule: the file must not change while a loader reads it (a reopen that finds
+// another size is refused).
 
 import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
@@ -45,8 +46,8 @@ export interface ArrowOptions {
   readonly cacheBytes?: number;
 }
 
-/** What reader workers receive: the validated options and the index, so that they skip the scan. */
-interface ArrowSpecOptions {
+/** Internal: what reader workers receive, the validated options and the index, so that they skip the scan. */
+export interface ArrowSpecOptions {
   readonly path: string;
   readonly columns: readonly string[];
   readonly decoders: { readonly [column: string]: ResolvedDecoder };
