@@ -1,0 +1,352 @@
+// Built-in file sources through the loader: samples/s of each source read by DataLoader with reader
+// workers, against a hand-written reference measured in the same run. The reference is the job done
+// by hand on one core: the same JPEGs read and decoded by sharp in a plain loop (sharp.concurrency(1),
+// one decode awaited after another, the same resize and crop). The goal: an image folder read through
+// the loader reaches ≥ 0.8 × cores × that loop.
+//
+// Fixture: an ImageFolder of JPEGs (quality 90) of 341 × 256 pixels — ImageNet as it is usually
+// stored for training, pre-resized to a 256-pixel short side — with photo-like content (gradients,
+// soft blobs, noise: ~28 KiB a file), in 10 classes, decoded to 224 × 224 by resizing the short side
+// and cropping the centre (torchvision's eval transform). Written to a temporary folder, removed at
+// the end.
+//
+// Extension point: ROWS below. Each row makes a dataset from the shared fixture (and may write files
+// of its own into a scratch folder); every row is read with each worker count, interleaved with the
+// others round by round, and its checksums must agree with the reference loop's.
+//
+// How it measures: rounds; in each round every contender reads one epoch (epoch index = round, so
+// all see the same permutation), the starting contender rotating, after a warm-up round; a figure is
+// the contender's median epoch. The sample cache is off, so every epoch decodes every image. Each
+// batch is touched (label + two pixels per row, layout-independent) and released. Decodes run on
+// libuv's thread pool, shared by the whole process: its size (UV_THREADPOOL_SIZE, default 4) is
+// printed, since it caps how many images decode at once whatever the worker count.
+
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import { DataLoader, RandomSampler } from '../src/index.js';
+import type { Batch, EpochStats, SourceSpec } from '../src/index.js';
+import type { AnyDataset } from '../src/dataset/dataset.js';
+import { decodeImage } from '../src/dataset/formats/image-decode.js';
+import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
+import { type ImageFixture, writeImageFixture } from './fixtures/images.js';
+import type { Column } from './util.js';
+import { collectGarbage, fmtFixed, fmtInt, hardware, hardwareLine, median, now, parseFlags, sink, table } from './util.js';
+
+const BATCH = 64;
+const SEED = 42;
+/** Output side: 224 × 224, uint8, 3 channels. */
+const SIDE = 224;
+
+interface Config {
+  readonly images: number;
+  readonly warmupRounds: number;
+  readonly rounds: number;
+}
+
+const DEFAULT: Config = { images: 2048, warmupRounds: 1, rounds: 3 };
+const QUICK: Config = { images: 512, warmupRounds: 1, rounds: 1 };
+
+// ---------------------------------------------------------------------------------------------
+// The sources under test (the extension point)
+
+export interface SourceRow {
+  /** Shown in the table and the ratio lines. */
+  readonly name: string;
+  /**
+   * The dataset, made from the shared fixture on the main thread (a built-in source that reader
+   * workers can reopen). Files of the row's own go under `scratch`, which is removed at the end.
+   * Fields: an image (uint8 [3, 224, 224] or [224, 224, 3]) and a label (int32), named or in that order.
+   */
+  make(fixture: ImageFixture, scratch: string): AnyDataset | SourceSpec | Promise<AnyDataset | SourceSpec>;
+}
+
+/**
+ * Rows for the other formats hold the same pixels decoded once: `decodedImages(fixture)` gives them
+ * ([n, 3, 224, 224] uint8, in fixture order, and the labels) to write as NPY, safetensors, Arrow…;
+ * a tar row packs the fixture's JPEGs themselves (fixture.dir, fixture.files).
+ */
+export const ROWS: SourceRow[] = [
+  { name: 'image folder (JPEG → 224², sharp)', make: (f) => imageFolderSource(f.dir, { size: SIDE }) },
+];
+
+let decodedCache: { fixture: ImageFixture; images: Uint8Array; labels: Int32Array } | undefined;
+
+/** Every fixture image decoded as the image folder decodes it: [n, 3, 224, 224] uint8, fixture order. */
+export async function decodedImages(fixture: ImageFixture): Promise<{ images: Uint8Array; labels: Int32Array }> {
+  if (decodedCache?.fixture === fixture) return decodedCache;
+  const per = 3 * SIDE * SIDE;
+  const images = new Uint8Array(fixture.n * per);
+  for (let i = 0; i < fixture.n; i++) {
+    const path = join(fixture.dir, fixture.files[i]!);
+    images.set((await decodeImage(readFileSync(path), { size: [SIDE, SIDE], source: path })).data, i * per);
+  }
+  decodedCache = { fixture, images, labels: fixture.labels };
+  return decodedCache;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring one epoch
+
+interface EpochMeasure {
+  readonly ms: number;
+  readonly rows: number;
+  readonly checksum: number;
+  readonly mainBusy: number;
+  /** Process CPU time (all threads, libuv's pool included) over wall time. */
+  readonly cores: number;
+  readonly stats: EpochStats | undefined;
+}
+
+/** Label + the first and the centre pixel's channels of each row, in either layout. */
+function touch(batch: Batch): number {
+  const image = batch.get('image');
+  const data = image.data as Uint8Array;
+  const labels = batch.get('label').data as Int32Array;
+  const chw = image.shape[1] === 3;
+  const plane = SIDE * SIDE;
+  const centre = (SIDE >> 1) * SIDE + (SIDE >> 1);
+  let acc = 0;
+  for (let r = 0; r < labels.length; r++) {
+    const base = r * 3 * plane;
+    acc += labels[r]!;
+    for (let c = 0; c < 3; c++) acc += chw ? data[base + c * plane]! + data[base + c * plane + centre]! : data[base + c]! + data[base + centre * 3 + c]!;
+  }
+  return acc;
+}
+
+async function timed(body: () => Promise<{ rows: number; checksum: number }>): Promise<Omit<EpochMeasure, 'stats'>> {
+  const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
+  const t0 = now();
+  const { rows, checksum } = await body();
+  const ms = now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const elu = performance.eventLoopUtilization(elu0);
+  sink.value += checksum;
+  return { ms, rows, checksum, mainBusy: elu.utilization, cores: (cpu.user + cpu.system) / 1000 / ms };
+}
+
+interface Contender {
+  readonly key: string;
+  readonly name: string;
+  readonly row: string;
+  /** Reader workers (loader.stats().workers); undefined for the hand-written loops. */
+  readonly workers: number | undefined;
+  runEpoch(epoch: number): Promise<EpochMeasure>;
+  close(): Promise<void>;
+}
+
+async function loaderContender(row: SourceRow, fixture: ImageFixture, scratch: string, workers: number | 'auto'): Promise<Contender> {
+  const loader = await DataLoader.create(await row.make(fixture, scratch), { batchSize: BATCH, mode: 'streaming', seed: SEED, workers, sampleCache: false });
+  const resolved = loader.stats().workers;
+  const name = workers === 'auto' ? `workers: 'auto' (→ ${resolved})` : `workers: ${workers}${workers === 0 ? ' (main thread)' : ''}`;
+  return {
+    key: `${row.name}/w${workers}`,
+    name,
+    row: row.name,
+    workers: resolved,
+    runEpoch: async (epoch) => {
+      const m = await timed(async () => {
+        let rows = 0;
+        let checksum = 0;
+        for await (const batch of loader.epoch(epoch)) {
+          checksum += touch(batch);
+          rows += batch.rows;
+          batch.release();
+        }
+        return { rows, checksum };
+      });
+      const stats = loader.stats().epochs.at(-1)!;
+      if (stats.epoch !== epoch || !stats.complete) throw new Error(`${row.name}, ${name}: epoch ${epoch} did not complete`);
+      return { ...m, stats };
+    },
+    close: () => loader.close(),
+  };
+}
+
+/**
+ * The same files decoded by sharp by hand, in the loader's order: `inFlight` decodes at a time from
+ * the main thread (1: the one-core reference, each decode awaited before the next).
+ */
+function sharpLoop(fixture: ImageFixture, inFlight: number): Contender {
+  const sampler = new RandomSampler(fixture.n, SEED);
+  const usable = Math.floor(fixture.n / BATCH) * BATCH;
+  const centre = (SIDE >> 1) * SIDE + (SIDE >> 1);
+  const one = async (id: number): Promise<number> => {
+    const bytes = readFileSync(join(fixture.dir, fixture.files[id]!));
+    const px = await sharp(bytes).resize(SIDE, SIDE, { fit: 'cover', position: 'centre' }).removeAlpha().toColourspace('srgb').raw().toBuffer();
+    let acc = fixture.labels[id]!;
+    for (let c = 0; c < 3; c++) acc += px[c]! + px[centre * 3 + c]!;
+    return acc;
+  };
+  return {
+    key: `sharp${inFlight}`,
+    name: inFlight === 1 ? 'sharp loop, one core (reference)' : `sharp loop, ${inFlight} decodes in flight`,
+    row: 'hand-written',
+    workers: undefined,
+    runEpoch: async (epoch) => {
+      const m = await timed(async () => {
+        const order = sampler.indices(epoch);
+        let checksum = 0;
+        let next = 0;
+        const lane = async () => {
+          while (next < usable) {
+            const v = await one(order[next++]!);
+            checksum += v;
+          }
+        };
+        await Promise.all(Array.from({ length: inFlight }, lane));
+        return { rows: usable, checksum };
+      });
+      return { ...m, stats: undefined };
+    },
+    close: async () => {},
+  };
+}
+
+/** 0, then 1 … cores when there are few; on a larger host, powers of two and cores. 'auto' is measured apart, also when it names one of these. */
+function workerCounts(cores: number): number[] {
+  const out = new Set<number>([0]);
+  if (cores <= 4) for (let w = 1; w <= cores; w++) out.add(w);
+  else {
+    for (let w = 1; w < cores; w *= 2) out.add(w);
+    out.add(cores);
+  }
+  return [...out].sort((a, b) => a - b);
+}
+
+interface Row {
+  readonly key: string;
+  readonly row: string;
+  readonly name: string;
+  readonly workers: number | undefined;
+  readonly ms: number;
+  readonly msMin: number;
+  readonly msMax: number;
+  readonly samplesPerSec: number;
+  readonly mainBusy: number;
+  readonly cores: number;
+  /** Time the consumer waited for batches (loader.stats()), median ms per epoch. */
+  readonly waitMs: number | undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function main(args: readonly string[]): Promise<void> {
+  const flags = parseFlags(args, ['json', 'quick'], 'npm run bench -- sources [--json] [--quick]');
+  const cfg = flags.quick ? QUICK : DEFAULT;
+  const log = flags.json ? (_: string) => {} : (s: string) => process.stderr.write(`${s}\n`);
+  const hw = hardware();
+  const cores = availableParallelism();
+  const poolSize = Number(process.env.UV_THREADPOOL_SIZE ?? 4) || 4;
+  if (!flags.json) console.log(`hardware: ${hardwareLine(hw)}; availableParallelism ${cores}; libuv thread pool ${poolSize}${process.env.UV_THREADPOOL_SIZE ? '' : ' (default)'}`);
+
+  const root = mkdtempSync(join(tmpdir(), 'stoker-bench-sources-'));
+  const contenders: Contender[] = [];
+  try {
+    log(`writing ${cfg.images} JPEGs (341 × 256, quality 90) to ${root}`);
+    const t0 = now();
+    const fixture = await writeImageFixture(join(root, 'images'), { n: cfg.images, classes: 10, width: 341, height: 256, quality: 90 });
+    log(`  ${(fixture.totalBytes / 2 ** 20).toFixed(1)} MiB in ${((now() - t0) / 1000).toFixed(1)} s`);
+    // The page cache holds the files from here on: every contender reads them warm.
+    const usable = Math.floor(fixture.n / BATCH) * BATCH;
+
+    contenders.push(sharpLoop(fixture, 1), sharpLoop(fixture, cores));
+    for (const row of ROWS) {
+      const scratch = join(root, `row-${ROWS.indexOf(row)}`);
+      const auto = await loaderContender(row, fixture, scratch, 'auto');
+      for (const w of workerCounts(cores)) {
+        log(`  starting ${row.name}, workers: ${w}`);
+        contenders.push(await loaderContender(row, fixture, scratch, w));
+      }
+      contenders.push(auto);
+    }
+    const measures: EpochMeasure[][] = contenders.map(() => []);
+    const total = cfg.warmupRounds + cfg.rounds;
+    for (let round = 0; round < total; round++) {
+      const sums = new Map<string, number>();
+      for (let k = 0; k < contenders.length; k++) {
+        const i = (round + k) % contenders.length;
+        const c = contenders[i]!;
+        collectGarbage();
+        const m = await c.runEpoch(round);
+        if (m.rows !== usable) throw new Error(`${c.row}, ${c.name}: epoch ${round} delivered ${m.rows} rows, expected ${usable}`);
+        sums.set(`${c.row}, ${c.name}`, m.checksum);
+        if (round >= cfg.warmupRounds) measures[i]!.push(m);
+      }
+      if (new Set(sums.values()).size !== 1) throw new Error(`round ${round}: contenders disagree on the pixels: ${[...sums].map(([n, s]) => `${n}=${s}`).join(', ')}`);
+      log(`  round ${round + 1}/${total}${round < cfg.warmupRounds ? ' (warm-up)' : ''}`);
+    }
+
+    const rows: Row[] = contenders.map((c, i) => {
+      const ms = measures[i]!;
+      const stat = (f: (s: EpochStats) => number) => (ms[0]!.stats === undefined ? undefined : median(ms.map((m) => f(m.stats!))));
+      const msEpoch = median(ms.map((m) => m.ms));
+      return {
+        key: c.key, row: c.row, name: c.name, workers: c.workers, ms: msEpoch,
+        msMin: Math.min(...ms.map((m) => m.ms)), msMax: Math.max(...ms.map((m) => m.ms)), samplesPerSec: usable / (msEpoch / 1000),
+        mainBusy: median(ms.map((m) => m.mainBusy)), cores: median(ms.map((m) => m.cores)),
+        waitMs: stat((s) => s.waitMs),
+      };
+    });
+    report(rows, fixture, cfg, cores, poolSize, flags, hw);
+  } finally {
+    for (const c of contenders) await c.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+function report(rows: readonly Row[], fixture: ImageFixture, cfg: Config, cores: number, poolSize: number, flags: { json: boolean; quick: boolean }, hw: ReturnType<typeof hardware>): void {
+  const ref = rows.find((r) => r.key === 'sharp1')!;
+  const loop = rows.find((r) => r.key === `sharp${cores}`)!;
+  const goal = Math.round(0.8 * cores * 100) / 100;
+  const ratios: { label: string; value: number; goal?: number }[] = [{ label: `sharp loop, ${cores} decodes in flight / one-core loop (what sharp alone gives here)`, value: loop.samplesPerSec / ref.samplesPerSec }];
+  for (const row of ROWS) {
+    const mine = rows.filter((r) => r.row === row.name);
+    const auto = mine.find((r) => r.key.endsWith('/wauto'))!;
+    const best = mine.reduce((a, b) => (b.samplesPerSec > a.samplesPerSec ? b : a));
+    ratios.push({ label: `${row.name}, ${auto.name} / one-core loop`, value: auto.samplesPerSec / ref.samplesPerSec, goal });
+    const one = mine.find((r) => r.key.endsWith('/w1'));
+    if (one) ratios.push({ label: `${row.name}, workers: 1 / one-core loop`, value: one.samplesPerSec / ref.samplesPerSec });
+    ratios.push({ label: `${row.name}, best (${best.name}) / one-core loop`, value: best.samplesPerSec / ref.samplesPerSec, goal });
+  }
+  const verdict = (r: { value: number; goal?: number }) => (r.goal === undefined ? undefined : r.value >= r.goal);
+  if (flags.json) {
+    console.log(JSON.stringify({
+      bench: 'sources', hardware: { ...hw, availableParallelism: cores, uvThreadpoolSize: poolSize },
+      config: { ...cfg, batchSize: BATCH, seed: SEED, side: SIDE, fixture: { n: fixture.n, width: fixture.width, height: fixture.height, quality: fixture.quality, totalBytes: fixture.totalBytes } },
+      rows, ratios: Object.fromEntries(ratios.map((r) => [r.label, { value: r.value, goal: r.goal ?? null, met: flags.quick ? null : verdict(r) ?? null }])), sink: sink.value,
+    }, null, 2));
+    return;
+  }
+  const columns: Column<Row>[] = [
+    { title: 'source', cell: (r) => r.row },
+    { title: 'contender', cell: (r) => r.name },
+    { title: 'samples/s', align: 'right', cell: (r) => fmtInt(r.samplesPerSec) },
+    { title: 'ms/epoch', align: 'right', cell: (r) => fmtFixed(r.ms, 0) },
+    { title: 'min–max ms', align: 'right', cell: (r) => `${r.msMin.toFixed(0)}–${r.msMax.toFixed(0)}` },
+    { title: '× ref', align: 'right', cell: (r) => fmtFixed(r.samplesPerSec / ref.samplesPerSec, 2) },
+    { title: 'CPU cores', align: 'right', cell: (r) => fmtFixed(r.cores, 2) },
+    { title: 'main busy', align: 'right', cell: (r) => `${(r.mainBusy * 100).toFixed(0)}%` },
+    { title: 'waitMs', align: 'right', cell: (r) => fmtFixed(r.waitMs, 0) },
+  ];
+  const usable = Math.floor(fixture.n / BATCH) * BATCH;
+  console.log('');
+  console.log(
+    `${fmtInt(usable)} JPEGs/epoch (${fixture.width} × ${fixture.height}, quality ${fixture.quality}, ${(fixture.totalBytes / fixture.n / 1024).toFixed(1)} KiB each) → uint8 [3, ${SIDE}, ${SIDE}] (resize short side + centre crop), ` +
+      `batch ${BATCH}, sampleCache: false, ${cfg.warmupRounds} warm-up + ${cfg.rounds} timed round${cfg.rounds === 1 ? '' : 's'}, median epoch`,
+  );
+  console.log(table(rows, columns));
+  console.log('');
+  console.log(`cores ${cores}; libuv thread pool ${poolSize} (every sharp decode runs there: at most ${Math.min(cores, poolSize)} at once in this process${poolSize < cores ? `; start with UV_THREADPOOL_SIZE=${cores} to use every core` : ''})`);
+  console.log(`goal: image-folder throughput ≥ 0.8 × cores × the one-core loop = ${goal} × ref`);
+  console.log('');
+  const width = Math.max(...ratios.map((r) => r.label.length));
+  for (const r of ratios) {
+    const met = verdict(r);
+    const judged = flags.quick ? 'not judged (--quick)' : met ? 'met' : 'NOT met';
+    console.log(`${r.label.padEnd(width)}  ${r.value.toFixed(2).padStart(6)}${r.goal === undefined ? '' : `   goal ≥ ${r.goal}: ${judged}`}`);
+  }
+}
