@@ -1,0 +1,285 @@
+// The TensorFlow.js adapter: a loader's epochs as a `tf.data.Dataset` of `{ xs, ys }` tensors, ready
+// for `model.fitDataset`. The rule: every tf tensor the adapter makes is either handed to the
+// consumer (who disposes it — fitDataset and evaluateDataset do, after each step) or disposed inside
+// the adapter's tidy; and a Stoker batch is released as soon as no tf tensor still reads its memory.
+//
+// NOTE [tfjs borrowing]
+// `tf.tensor(values, shape, dtype)` keeps the typed array it is given when no conversion is needed
+// (float32 ← Float32Array, int32 ← Int32Array): the CPU backend stores that very array, so a batch
+// that is float32 (transforms.image with normalize) or int32 crosses into tfjs with no copy. Such a
+// tf tensor *borrows* the batch's memory, and the batch must outlive it: the adapter holds the batch
+// and releases it once the backend's reference count for every borrowed data id is 0 (checked at
+// every `next()` and at the end of the epoch). `reshape`, `cast` to the same dtype and `clone` share
+// the data id, so a derived tensor keeps the batch held too — by construction, not by luck. The WASM
+// backend copies into its heap when the tensor is made: there the batch is released at once.
+// Other dtypes are converted (one copy): tfjs has only float32, int32 and bool.
+//
+// NOTE [fitDataset iterators]
+// `fitDataset` calls `dataset.iterator()` once before its loop and never reads that iterator; it also
+// abandons an iterator without `return()` when training stops early or `batchesPerEpoch` is reached.
+// So an iterator claims a loader epoch only on its first `next()`, and a new iterator that starts
+// while an older one is still mid-epoch ends the older one first (its loader epoch is cancelled).
+
+import type * as tfjs from '@tensorflow/tfjs';
+import type { Batch } from '../batch.js';
+import { DeviceTensor, type AnyTensor } from '../device/device-tensor.js';
+import { LoaderError, show } from '../errors.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { fromBFloat16Bits, fromFloat16Bits } from '../transforms/half.js';
+
+/** The parts of the `@tensorflow/tfjs` namespace the adapter calls. Pass the one your model uses. */
+export type TfNamespace = Pick<typeof tfjs, 'tensor' | 'tidy' | 'oneHot' | 'data' | 'backend' | 'getBackend'>;
+
+/** The element of a dataset made without `map`: inputs and targets, a tensor or a record of tensors by name. */
+export type TfElement = {
+  xs: tfjs.Tensor | Record<string, tfjs.Tensor>;
+  ys: tfjs.Tensor | Record<string, tfjs.Tensor>;
+};
+
+/** What the adapter needs of a loader (a `DataLoader` on any device). */
+export interface TfLoader {
+  epoch(epoch: number): AsyncIterable<Batch<AnyTensor>>;
+  readonly numBatches: number;
+  readonly names: readonly string[];
+}
+
+export interface TfDatasetOptions<T extends tfjs.TensorContainer = TfElement> {
+  /** The tfjs namespace (`import * as tf from '@tensorflow/tfjs'`): tensors must come from the engine the model uses. */
+  tf: TfNamespace;
+  /** Field(s) that become `xs`. A list makes `xs` a record keyed by field name (multi-input models name their inputs alike). Default: the first field. */
+  x?: string | readonly string[];
+  /** Field(s) that become `ys`. Default: the second field. */
+  y?: string | readonly string[];
+  /** One-hot encode `ys` (a single integer label field) to `oneHot` classes, float32 — for `categoricalCrossentropy`. */
+  oneHot?: number;
+  /** Loader epoch of the first iteration; every later iteration runs the next one. Default 0. */
+  epoch?: number;
+  /**
+   * Build the element yourself from every field of the batch (as tf tensors, by name): runs inside
+   * `tf.tidy`, so intermediate tensors are freed and the input tensors too unless returned. Replaces `x`, `y`, `oneHot`.
+   */
+  map?: (fields: Record<string, tfjs.Tensor>, tf: TfNamespace) => T;
+}
+
+/** A `tf.data.Dataset` over a loader, with what the adapter holds. */
+export type StokerTfDataset<T extends tfjs.TensorContainer = TfElement> = tfjs.data.Dataset<T> & {
+  /** The loader epoch the next iteration will run. */
+  readonly nextEpoch: number;
+  /** Stoker batches still held because a live tf tensor reads their memory (0 after a fitDataset epoch). */
+  readonly heldBatches: number;
+  /** End the epoch being iterated (if any) and release every batch no live tensor reads. The loader stays open. */
+  stop(): Promise<void>;
+};
+
+interface Held {
+  readonly batch: Batch<AnyTensor>;
+  readonly dataIds: readonly object[];
+}
+
+/**
+ * The loader as a `tf.data.Dataset`: each `iterator()` (each `fitDataset` epoch) runs the next
+ * loader epoch; elements are `{ xs, ys }` (or what `map` returns). Tensors are handed over to the
+ * consumer, who disposes them (fitDataset and evaluateDataset do); batches are released for you.
+ *
+ * ```ts
+ * const train = toTfDataset(loader, { tf, x: 'image', y: 'label', oneHot: 10 });
+ * await model.fitDataset(train, { epochs: 5 });
+ * ```
+ */
+export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: TfLoader, options: TfDatasetOptions<T>): StokerTfDataset<T> {
+  const { tf } = options;
+  if (tf === null || typeof tf !== 'object' || typeof tf.tensor !== 'function' || typeof tf.data?.generator !== 'function') {
+    throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`tf\` must be the @tensorflow/tfjs namespace, got ${show(tf)}. Pass { tf } with tf from \`import * as tf from '@tensorflow/tfjs'\``);
+  }
+  const names = loader.names;
+  const fieldList = (knob: 'x' | 'y', value: string | readonly string[] | undefined, fallback: number): readonly string[] => {
+    const list = value === undefined ? (names[fallback] === undefined ? [] : [names[fallback]!]) : typeof value === 'string' ? [value] : value;
+    if (list.length === 0) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`${knob}\` names no field and the batches have no field ${fallback}. Pass ${knob}: 'fieldName' (fields: [${names.join(', ')}])`);
+    for (const name of list) {
+      if (!names.includes(name)) throw new LoaderError('ERR_UNKNOWN_FIELD', `toTfDataset: \`${knob}\` names the field ${show(name)}, which the batches do not have. Available: [${names.join(', ')}]`);
+    }
+    return list;
+  };
+  const map = options.map;
+  if (map !== undefined && typeof map !== 'function') throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`map\` must be a function, got ${show(map)}`);
+  const xs = map === undefined ? fieldList('x', options.x, 0) : [];
+  const ys = map === undefined ? fieldList('y', options.y, 1) : [];
+  const oneHot = options.oneHot;
+  if (oneHot !== undefined) {
+    if (!Number.isSafeInteger(oneHot) || oneHot < 2) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`oneHot\` must be a class count ≥ 2, got ${show(oneHot)}`);
+    if (ys.length !== 1) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`oneHot\` encodes one label field, but \`y\` names ${ys.length}. Name one field in y, or build ys in \`map\``);
+  }
+  const firstEpoch = options.epoch ?? 0;
+  if (!Number.isSafeInteger(firstEpoch) || firstEpoch < 0) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`epoch\` must be an integer ≥ 0, got ${show(firstEpoch)}`);
+  const needed = map === undefined ? [...new Set([...xs, ...ys])] : names;
+
+  let nextEpoch = firstEpoch;
+  let active: Iteration | undefined;
+  const held: Held[] = [];
+
+  /** Release every held batch whose borrowed data ids no tf tensor holds any more. */
+  const sweep = (): void => {
+    const backend = tf.backend();
+    for (let i = held.length - 1; i >= 0; i--) {
+      const h = held[i]!;
+      if (h.dataIds.every((id) => backend.refCount(id as tfjs.DataId) === 0)) {
+        h.batch.release();
+        held.splice(i, 1);
+      }
+    }
+  };
+
+  const element = (fields: Record<string, tfjs.Tensor>): T => {
+    if (map !== undefined) return map(fields, tf);
+    const pick = (list: readonly string[], asRecord: boolean) => (asRecord ? Object.fromEntries(list.map((n) => [n, fields[n]!])) : fields[list[0]!]!);
+    let y = pick(ys, Array.isArray(options.y));
+    if (oneHot !== undefined) {
+      let labels = fields[ys[0]!]!;
+      if (labels.dtype !== 'int32') labels = labels.toInt();
+      y = tf.oneHot(labels.reshape([-1]), oneHot, 1, 0, 'float32');
+    }
+    return { xs: pick(xs, Array.isArray(options.x)), ys: y } as unknown as T;
+  };
+
+  /** One batch → one element; the batch is held while tf tensors borrow its memory. */
+  const convert = async (batch: Batch<AnyTensor>): Promise<T> => {
+    const host: { name: string; tensor: Tensor; fromBatch: boolean }[] = [];
+    for (const name of needed) {
+      const t = batch.get(name);
+      host.push(t instanceof DeviceTensor ? { name, tensor: await t.toHost(), fromBatch: false } : { name, tensor: t as Tensor, fromBatch: true });
+    }
+    const eagerCopy = tf.getBackend() === 'wasm';
+    const borrowed: object[] = [];
+    const out = tf.tidy(() => {
+      const fields: Record<string, tfjs.Tensor> = {};
+      for (const { name, tensor, fromBatch } of host) {
+        const { values, dtype, shared } = tfValues(tensor, name);
+        const t = tf.tensor(values, [...tensor.shape], dtype);
+        if (shared && fromBatch && !eagerCopy) borrowed.push(t.dataId);
+        fields[name] = t;
+      }
+      return element(fields);
+    });
+    if (borrowed.length === 0) batch.release();
+    else held.push({ batch, dataIds: borrowed });
+    return out;
+  };
+
+  class Iteration implements AsyncIterator<T> {
+    #it: AsyncIterator<Batch<AnyTensor>> | undefined;
+    #done = false;
+
+    async next(): Promise<IteratorResult<T>> {
+      if (this.#done) return { done: true, value: undefined };
+      if (this.#it === undefined) {
+        if (active !== undefined && active !== this) await active.end();
+        active = this;
+        this.#it = loader.epoch(nextEpoch++)[Symbol.asyncIterator]();
+      }
+      sweep();
+      let r: IteratorResult<Batch<AnyTensor>>;
+      try {
+        r = await this.#it.next();
+      } catch (error) {
+        await this.end();
+        throw error;
+      }
+      if (r.done === true) {
+        await this.end();
+        return { done: true, value: undefined };
+      }
+      try {
+        return { done: false, value: await convert(r.value) };
+      } catch (error) {
+        r.value.release();
+        await this.end();
+        throw error;
+      }
+    }
+
+    /** Stop this iteration: cancel its loader epoch if it is still running, release what no tensor reads. */
+    async end(): Promise<void> {
+      if (this.#done) return;
+      this.#done = true;
+      if (active === this) active = undefined;
+      const it = this.#it;
+      this.#it = undefined;
+      await it?.return?.();
+      sweep();
+    }
+  }
+
+  // A fresh Iteration per `iterator()`: a generator function would start running only on the first
+  // `next()` too, but could not be ended from outside when fitDataset abandons it.
+  const dataset = tf.data.generator(() => new Iteration() as AsyncIterator<T>) as StokerTfDataset<T>;
+  // fitDataset reads `size` for its steps per epoch (progress callbacks); the element count is the batch count.
+  (dataset as { size: number }).size = loader.numBatches;
+  Object.defineProperties(dataset, {
+    nextEpoch: { get: () => nextEpoch, enumerable: true },
+    heldBatches: { get: () => held.length, enumerable: true },
+    stop: {
+      value: async (): Promise<void> => {
+        await active?.end();
+        sweep();
+      },
+    },
+  });
+  return dataset;
+}
+
+type TfValues = { values: Float32Array | Int32Array; dtype: 'float32' | 'int32'; shared: boolean };
+
+/** A Stoker tensor's elements as tfjs takes them: the same array when tfjs can keep it, else one converted copy. */
+export function tfValues(tensor: Tensor, field: string): TfValues {
+  const data = tensor.data;
+  switch (tensor.dtype) {
+    case 'float32':
+      return { values: data as Float32Array, dtype: 'float32', shared: true };
+    case 'int32':
+      return { values: data as Int32Array, dtype: 'int32', shared: true };
+    case 'uint8':
+    case 'int8':
+    case 'int16':
+    case 'uint16':
+      return { values: Int32Array.from(data as Uint8Array), dtype: 'int32', shared: false };
+    case 'float64':
+      return { values: Float32Array.from(data as Float64Array), dtype: 'float32', shared: false };
+    case 'float16':
+      return { values: decodeHalf(data as Uint16Array, fromFloat16Bits), dtype: 'float32', shared: false };
+    case 'bfloat16':
+      return { values: decodeHalf(data as Uint16Array, fromBFloat16Bits), dtype: 'float32', shared: false };
+    case 'uint32': {
+      const src = data as Uint32Array;
+      const out = new Int32Array(src.length);
+      for (let i = 0; i < src.length; i++) {
+        const v = src[i]!;
+        if (v > 0x7fffffff) throw outOfInt32(field, 'uint32', v, i);
+        out[i] = v;
+      }
+      return { values: out, dtype: 'int32', shared: false };
+    }
+    case 'int64': {
+      const src = data as BigInt64Array;
+      const out = new Int32Array(src.length);
+      for (let i = 0; i < src.length; i++) {
+        const v = src[i]!;
+        if (v > 0x7fffffffn || v < -0x80000000n) throw outOfInt32(field, 'int64', v, i);
+        out[i] = Number(v);
+      }
+      return { values: out, dtype: 'int32', shared: false };
+    }
+  }
+}
+
+function outOfInt32(field: string, dtype: string, value: number | bigint, index: number): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_TENSOR',
+    `toTfDataset: field ${show(field)} (${dtype}) holds ${show(value)} at element ${index}, outside tfjs's int32 range. Map it in a Stoker transform first (e.g. to float32)`,
+  );
+}
+
+function decodeHalf(src: Uint16Array, decode: (bits: number) => number): Float32Array {
+  const out = new Float32Array(src.length);
+  for (let i = 0; i < src.length; i++) out[i] = decode(src[i]!);
+  return out;
+}
