@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
-import { type AnyTensor, type Batch, DataLoader, LoaderError, sources, tensor } from '../src/index.js';
+import { type AnyTensor, type Batch, DataLoader, LoaderError, type Tensor, sources, tensor } from '../src/index.js';
 import { tfValues, toTfDataset, type TfLoader } from '../src/adapters/tfjs.js';
 import { toBFloat16Bits, toFloat16Bits } from '../src/transforms/half.js';
 import { within } from './fixtures.js';
@@ -142,8 +142,8 @@ describe('toTfDataset: memory, epochs and conversions', () => {
     const batch = rec.batches[0]!;
     assert.equal(first.xs.dtype, 'float32');
     assert.deepEqual(first.xs.shape, [16, FEATURES]);
-    assert.equal(first.xs.dataSync(), batch.get('x').data, 'xs reads the batch array itself');
-    assert.equal(first.ys.dataSync(), batch.get('y').data, 'ys reads the batch array itself');
+    assert.equal(first.xs.dataSync(), (batch.get('x') as Tensor).data, 'xs reads the batch array itself');
+    assert.equal(first.ys.dataSync(), (batch.get('y') as Tensor).data, 'ys reads the batch array itself');
     assert.equal(batch.released, false, 'the batch is held while tensors borrow it');
 
     const view = first.xs.reshape([16 * FEATURES]);
