@@ -9,7 +9,7 @@ import { isDeviceOutOfMemory } from './device/backend.js';
 import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
-import type { AnyDataset } from './dataset/dataset.js';
+import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
 import { ArraySource } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
@@ -79,6 +79,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   #active: EpochRun | undefined;
   #closed = false;
   readonly #order: OrderShape;
+  /** The dataset this loader opened from a source spec (and so closes). */
+  readonly #owned: AnyDataset | undefined;
   /** A `resume` state whose epoch has not started yet. */
   #resume: LoaderState | undefined;
   /** The latest epoch run's segment and how far its consumer got. */
@@ -92,6 +94,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     delivery: DeliveryConfig;
     order: OrderShape;
     resume: LoaderState | undefined;
+    owned: AnyDataset | undefined;
     resident?: ResidentStore;
     streaming?: StreamingParts;
     residentBuildMs: number;
@@ -108,6 +111,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#residentBuildMs = init.residentBuildMs;
     this.#order = init.order;
     this.#resume = init.resume;
+    this.#owned = init.owned;
   }
 
   /**
@@ -132,6 +136,16 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   }
 
   static async #build(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<DataLoader<AnyTensor>> {
+    let ds: AnyDataset | undefined;
+    try {
+      return await DataLoader.#buildFrom(dataset, opts, device, (opened) => (ds = opened));
+    } catch (error) {
+      if (isSourceSpec(dataset)) await closeDataset(ds);
+      throw error;
+    }
+  }
+
+  static async #buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<DataLoader<AnyTensor>> {
     const probeContext = { signal: new AbortController().signal };
     // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
     // into shared memory when it is made.
@@ -139,6 +153,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     let ds: AnyDataset;
     try {
       ds = isSourceSpec(dataset) ? await openSource(dataset) : dataset;
+      opened(ds);
     } catch (cause) {
       throw wrapDatasetError('opening the source failed', cause);
     }
@@ -172,7 +187,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
     const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
     const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
-    const base = { opts, device, datasetLength: length, sampler, delivery, order, resume };
+    const base = { opts, device, datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
 
     if (resident) {
       const t0 = performance.now();
@@ -381,6 +396,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
     this.#device.close();
+    await closeDataset(this.#owned);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

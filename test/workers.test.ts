@@ -145,6 +145,16 @@ describe('reader workers', { timeout: 60_000 }, () => {
     await roomy.close();
   });
 
+  it('close() closes the dataset copy each worker opened, and the one the loader opened from a spec', async () => {
+    const closes = new Int32Array(new SharedArrayBuffer(8));
+    const loader = await make({ n: 40, closes }, { batchSize: 8, workers: 2 });
+    for await (const _ of loader.epoch(0));
+    assert.deepEqual([...closes], [0, 0]);
+    await loader.close();
+    await within(5_000, 'worker closes', (async () => { while (Atomics.load(closes, 0) < 2) await sleep(10); })());
+    assert.deepEqual([...closes], [2, 1], 'two worker copies and the main-thread copy (the probe) closed once each');
+  });
+
   it('close() never hangs on a worker stuck in synchronous code, and leaves no thread, timer or handle', async () => {
     const baseline = threads();
     const resources = process.getActiveResourcesInfo().length;

@@ -41,6 +41,8 @@ export interface ReadContext {
 export interface Dataset {
   readonly length: number;
   get(index: number, context: ReadContext): Sample | Promise<Sample>;
+  /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
+  close?(): void | Promise<void>;
 }
 
 /**
@@ -56,10 +58,23 @@ export interface Dataset {
 export interface BatchDataset {
   readonly length: number;
   getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;
+  /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
+  close?(): void | Promise<void>;
 }
 
 export type AnyDataset = Dataset | BatchDataset;
 
 export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
   return typeof (ds as BatchDataset).getBatch === 'function';
+}
+
+/** Call a dataset's optional `close()`; a close that throws or rejects is ignored (closing must not fail). */
+export async function closeDataset(ds: unknown): Promise<void> {
+  const close = (ds as { close?: unknown } | null)?.close;
+  if (typeof close !== 'function') return;
+  try {
+    await close.call(ds);
+  } catch {
+    // Nothing to do: the loader is going away either way.
+  }
 }

@@ -10,6 +10,7 @@ import { SampleCache, type SampleCacheShared } from '../cache/sample-cache.js';
 import { TierCounters } from '../cache/tier-counters.js';
 import type { Schema } from '../dataset/schema.js';
 import { type SourceSpec, openSource } from '../dataset/source-spec.js';
+import { closeDataset } from '../dataset/dataset.js';
 import { SourceReader } from '../dataset/source-reader.js';
 import { type Slot, type SlotLayout, slotViews } from './staging.js';
 
@@ -76,6 +77,9 @@ port.on('message', (m: ToWorker) => {
       break;
     case 'close':
       disk?.close();
+      // The worker opened this dataset and owns it: let it release files and handles (threads share
+      // the process's file table, so descriptors would outlive the worker).
+      void closeDataset(dataset);
       port.close();
       break;
   }
