@@ -48,13 +48,13 @@ export function describeFailure(error: unknown, command: string): FailureReport 
     message = `${error.message} (see '${command} --help')`;
   } else if (error instanceof LoaderError) {
     code = error.code;
-    message = `${error.code}: ${error.message}`;
+    message = error.message;
   } else {
     const errno = (error as { code?: unknown } | null)?.code;
     if (typeof errno === 'string') code = errno;
     message = describeCause(error);
   }
-  const line = `${command}: ${oneLine(message)}`;
+  const line = `${command}: ${error instanceof LoaderError ? `${error.code}: ` : ''}${oneLine(message)}`;
   return { exitCode, line, detail: error instanceof CommanderError ? undefined : stackOf(error), json: { ok: false, error: { code, message: oneLine(message), exitCode } } };
 }
 

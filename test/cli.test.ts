@@ -1,0 +1,289 @@
+// The `stoker` command end to end, in a child process through bin/stoker.js: help everywhere, a demo
+// that trains on a tiny budget, bench --json and its HTML report, inspect, and failures — a bad
+// command line exits 2, a failed command exits 1, each with one line on stderr and the stack only
+// under --verbose. Plus the report renderer in process: well-formed, escaped, every figure shown.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { newEpochStats } from '../src/pipeline/stats.js';
+import { epochFigures, int } from '../src/report/figures.js';
+import { type BenchReport, renderBenchReport } from '../src/report/html.js';
+import { niceTicks } from '../src/report/svg.js';
+
+const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
+const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Run `stoker …args` in a child process (no TTY, CI set), with a hard time limit. */
+function stoker(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [BIN, ...args], { timeout: timeoutMs, maxBuffer: 16 << 20, env: { ...process.env, CI: '1', NODE_ENV: 'test' } }, (error, stdout, stderr) => {
+      if (error !== null && (error as { killed?: boolean }).killed) reject(new Error(`stoker ${args.join(' ')} did not finish within ${timeoutMs} ms (hang)\n${stderr}`));
+      else resolve({ code: error === null ? 0 : Number((error as { code?: unknown }).code), stdout, stderr });
+    });
+  });
+}
+
+/** One line, no stack frames. */
+function assertOneLine(stderr: string, what: RegExp): void {
+  const lines = stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 1, `one line on stderr, got:\n${stderr}`);
+  assert.match(lines[0]!, what);
+  assert.doesNotMatch(stderr, /^\s+at /m);
+}
+
+const VOID = new Set(['meta', 'link', 'br', 'img', 'hr', 'input', 'col', 'wbr', 'source', 'area', 'base', 'embed', 'track']);
+
+/**
+ * A strict well-formedness check of the HTML the report writes: a doctype, tags that nest and close
+ * (void elements aside; `/>` only inside <svg>), quoted attributes, text with no bare `<` and only
+ * known entities. Returns how many times each element occurs.
+ */
+function checkWellFormed(html: string): Map<string, number> {
+  assert.match(html, /^<!DOCTYPE html>\n/i, 'starts with the HTML5 doctype');
+  const counts = new Map<string, number>();
+  const stack: string[] = [];
+  const entity = /&(amp|lt|gt|quot|#39|#\d+|#x[0-9a-f]+);/gi;
+  const checkText = (text: string, where: number) => {
+    assert.ok(!text.includes('<'), `a bare "<" in text at ${where}`);
+    assert.ok(!text.replace(entity, '').includes('&'), `a bare "&" in text at ${where}: ${JSON.stringify(text.slice(0, 60))}`);
+  };
+  let i = html.indexOf('>') + 1;
+  while (i < html.length) {
+    const lt = html.indexOf('<', i);
+    if (lt < 0) {
+      checkText(html.slice(i), i);
+      break;
+    }
+    checkText(html.slice(i, lt), i);
+    const m = /^<(\/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z_:][-a-zA-Z0-9_:.]*(?:="[^"<]*")?)*)\s*(\/?)>/.exec(html.slice(lt, lt + 4000));
+    assert.ok(m !== null, `a malformed tag at ${lt}: ${JSON.stringify(html.slice(lt, lt + 80))}`);
+    const [whole, closing, rawName, attrs, selfClosing] = m;
+    const name = rawName!.toLowerCase();
+    for (const a of attrs!.matchAll(/="([^"]*)"/g)) assert.ok(!a[1]!.replace(entity, '').includes('&'), `a bare "&" in an attribute of <${name}>`);
+    i = lt + whole.length;
+    if (closing === '/') {
+      assert.equal(stack.pop(), name, `</${name}> at ${lt} closes the wrong element (open: ${stack.join(' > ')})`);
+      continue;
+    }
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+    if (selfClosing === '/') {
+      assert.ok(stack.includes('svg') || VOID.has(name), `<${name}/> self-closes outside SVG at ${lt}`);
+      continue;
+    }
+    if (VOID.has(name)) continue;
+    if (name === 'style' || name === 'script') {
+      const end = html.indexOf(`</${name}>`, i);
+      assert.ok(end >= 0, `<${name}> is never closed`);
+      i = end + name.length + 3;
+      continue;
+    }
+    stack.push(name);
+  }
+  assert.deepEqual(stack, [], 'every element is closed');
+  assert.equal(counts.get('html'), 1);
+  assert.equal(counts.get('head'), 1);
+  assert.equal(counts.get('body'), 1);
+  return counts;
+}
+
+let scratch: string;
+before(() => {
+  scratch = mkdtempSync(join(tmpdir(), 'stoker-cli-test-'));
+});
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('stoker: help and version', () => {
+  it('--help on the program and on each command exits 0 and lists what the command takes', async () => {
+    const [root, demo, bench, inspect, version] = await Promise.all([
+      stoker(['--help']), stoker(['demo', '--help']), stoker(['bench', '--help']), stoker(['inspect', '--help']), stoker(['--version']),
+    ]);
+    for (const r of [root, demo, bench, inspect, version]) assert.equal(r.code, 0, r.stderr);
+    assert.match(root.stdout, /Usage: stoker/);
+    for (const c of ['demo', 'bench', 'inspect']) assert.match(root.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
+    assert.match(root.stdout, /Exit codes: 0 ok .* 2 bad command line/);
+    for (const o of ['--samples', '--epochs', '--device', '--backend', '--json', '--no-progress']) assert.ok(demo.stdout.includes(o), `demo --help lists ${o}`);
+    for (const o of ['--scenarios', '--report', '--step-ms', '--json']) assert.ok(bench.stdout.includes(o), `bench --help lists ${o}`);
+    assert.match(inspect.stdout, /Usage: stoker inspect \[options\] <path>/);
+    assert.equal(version.stdout.trim(), VERSION);
+  });
+});
+
+describe('stoker demo', () => {
+  it('trains on a tiny budget: one plain line per epoch without a terminal, a summary, the temp folder removed', async () => {
+    const r = await stoker(['demo', '--samples', '200', '--epochs', '1', '--batch-size', '50']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout, /\x1b\[/, 'no terminal escapes (no progress bar) without a TTY');
+    assert.match(r.stdout, /^epoch 1\/1 .*samples\/s .*wait .*cache .*loss \d+\.\d{3} .*held-out acc \d+\.\d %$/m);
+    assert.match(r.stdout, /held-out accuracy\s+\d+\.\d % after 1 epoch \(chance: 10 %\)/);
+    assert.match(r.stdout, /250 PNG files \(200 to train on, 50 held out\)/);
+    const dir = /written with sharp to (\S+) in/.exec(r.stdout)?.[1];
+    assert.ok(dir !== undefined && dir.includes('stoker-demo-'), 'names its temp folder');
+    assert.equal(existsSync(dir), false, 'the temp folder is removed');
+  });
+
+  it('--json prints one JSON document with per-epoch figures from loader.stats(), and the cache serves epoch 2', async () => {
+    const r = await stoker(['demo', '--samples', '200', '--epochs', '2', '--batch-size', '50', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    const doc = JSON.parse(r.stdout) as {
+      ok: boolean; epochs: { epoch: number; samplesPerSec: number; waitPct: number; cachePct: number; sourcePct: number; loss: number; heldOutAccuracy: number }[];
+      heldOutAccuracy: number; tfjs: { backend: string }; stats: { epochs: { rowsDelivered: number }[] }; dataset: { files: number };
+    };
+    assert.equal(doc.ok, true);
+    assert.equal(doc.epochs.length, 2);
+    assert.equal(doc.dataset.files, 250);
+    assert.equal(doc.stats.epochs.length, 2);
+    assert.equal(doc.stats.epochs[0]!.rowsDelivered, 200);
+    assert.equal(doc.epochs[0]!.sourcePct, 100, 'epoch 1 decodes every file');
+    assert.ok(doc.epochs[1]!.cachePct > 90, `epoch 2 reads from the RAM cache: ${doc.epochs[1]!.cachePct} %`);
+    for (const e of doc.epochs) {
+      assert.ok(e.samplesPerSec > 0 && e.waitPct >= 0 && e.waitPct <= 100 && Number.isFinite(e.loss));
+      assert.ok(e.heldOutAccuracy >= 0 && e.heldOutAccuracy <= 1);
+    }
+    assert.ok(['wasm', 'cpu'].includes(doc.tfjs.backend));
+  });
+});
+
+describe('stoker bench', () => {
+  it('--json parses with per-scenario, per-epoch figures, and --report writes a well-formed HTML file showing them', async () => {
+    const report = join(scratch, 'bench.html');
+    const r = await stoker(['bench', '--json', '--samples', '512', '--images', '256', '--epochs', '2', '--batch-size', '64', '--report', report]);
+    assert.equal(r.code, 0, r.stderr);
+    const doc = JSON.parse(r.stdout) as BenchReport & { reportPath: string };
+    assert.equal(doc.ok, true);
+    assert.equal(doc.reportPath, report);
+    assert.deepEqual(doc.scenarios.map((s) => s.name), ['memory', 'images', 'disk']);
+    for (const s of doc.scenarios) {
+      assert.equal(s.epochs.length, 2, s.name);
+      for (const e of s.epochs) {
+        assert.ok(e.samplesPerSec > 0, `${s.name} throughput`);
+        assert.ok(e.waitPct >= 0 && e.waitPct <= 100);
+        assert.equal(e.rows, s.name === 'memory' ? 512 : 256);
+        assert.equal(e.stats.rowsDelivered, e.rows);
+      }
+    }
+    const [memory, images, disk] = doc.scenarios;
+    assert.equal(memory!.mode, 'resident');
+    assert.equal(memory!.epochs[0]!.cachePct, undefined, 'resident mode has no tier figures');
+    assert.equal(images!.epochs[0]!.sourcePct, 100);
+    assert.ok(images!.epochs[1]!.cachePct! > 90, 'images: epoch 2 from the RAM cache');
+    assert.ok(disk!.epochs[1]!.diskPct! > 90, 'disk: epoch 2 from the disk stage');
+
+    const html = readFileSync(report, 'utf8');
+    const counts = checkWellFormed(html);
+    assert.ok((counts.get('svg') ?? 0) >= 4, 'throughput, wait and two tier charts');
+    assert.ok(!/<script|<link|src=|url\(/i.test(html), 'self-contained: no script, no external resource');
+    for (const s of doc.scenarios) for (const e of s.epochs) assert.ok(html.includes(`<td class="n">${int(e.samplesPerSec)}</td>`), `${s.name} epoch ${e.epoch + 1} samples/s in the table`);
+  });
+
+  it('prints a table without --json', async () => {
+    const r = await stoker(['bench', '--scenarios', 'memory', '--samples', '256', '--epochs', '1', '--batch-size', '64']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /scenario\s+epoch\s+samples\/s\s+wait\s+transform\s+RAM cache\s+disk\s+source/);
+    assert.match(r.stdout, /^memory\s+1\s+[\d ]+\s+\d+\.\d %/m);
+  });
+});
+
+describe('stoker inspect', () => {
+  it('describes a small .npy file, as text and as --json', async () => {
+    const path = join(scratch, 'x.npy');
+    const header = "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 3), }";
+    const padded = header + ' '.repeat(128 - 10 - header.length - 1) + '\n';
+    const h = Buffer.from([0x93, ...Buffer.from('NUMPY'), 1, 0, padded.length & 0xff, padded.length >> 8]);
+    writeFileSync(path, Buffer.concat([h, Buffer.from(padded, 'latin1'), Buffer.from(new Float32Array(15).buffer)]));
+    const [text, json] = await Promise.all([stoker(['inspect', path]), stoker(['inspect', path, '--json'])]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /format\s+npy/);
+    assert.match(text.stdout, /samples\s+5/);
+    assert.match(text.stdout, /^0\s+float32\s+\[3\]\s+12$/m);
+    assert.equal(json.code, 0, json.stderr);
+    const d = JSON.parse(json.stdout) as { format: string; length: number; columns: { dtype: string; shape: number[] }[]; bytesPerSample: number };
+    assert.equal(d.format, 'npy');
+    assert.equal(d.length, 5);
+    assert.deepEqual(d.columns.map((c) => [c.dtype, c.shape]), [['float32', [3]]]);
+    assert.equal(d.bytesPerSample, 12);
+  });
+});
+
+describe('stoker: failures', () => {
+  it('a bad command line exits 2 with one line that names the problem and points to --help', async () => {
+    const cases: [string[], RegExp][] = [
+      [['demo', '--epochs', '0'], /^stoker demo: option '--epochs <n>' argument '0' is invalid\. expected an integer from 1 to 1000 \(see 'stoker demo --help'\)$/],
+      [['demo', '--sampels', '5'], /^stoker demo: unknown option '--sampels' \(Did you mean --samples\?\)/],
+      [['demo', '--device', 'tpu'], /^stoker demo: .*'tpu' is invalid\. expected cpu, cuda, cuda:N or sim/],
+      [['demo', '--samples', '20', '--batch-size', '64'], /^stoker demo: --samples \(20\) must be at least --batch-size \(64\)/],
+      [['bench', '--scenarios', 'memory,gpu'], /^stoker bench: .*unknown: gpu/],
+      [['frobnicate'], /^stoker: unknown command 'frobnicate'/],
+      [['inspect'], /^stoker inspect: missing required argument 'path'/],
+      [['inspect', join(scratch, 'does-not-exist.npy')], /^stoker inspect: no such file or folder: .*does-not-exist\.npy \(see 'stoker inspect --help'\)$/],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => stoker(args)));
+    runs.forEach((r, k) => {
+      assert.equal(r.code, 2, `${cases[k]![0].join(' ')} → exit 2 (got ${r.code}: ${r.stderr})`);
+      assert.equal(r.stdout, '', 'nothing on stdout');
+      assertOneLine(r.stderr, cases[k]![1]);
+    });
+  });
+
+  it('a command that fails exits 1 with one line and no stack; --verbose adds the stack; --json adds an error document', async () => {
+    const bad = join(scratch, 'bad.npy');
+    writeFileSync(bad, 'garbage');
+    const [plain, verbose, json] = await Promise.all([stoker(['inspect', bad]), stoker(['inspect', bad, '--verbose']), stoker(['--verbose', 'inspect', bad, '--json'])]);
+    assert.equal(plain.code, 1);
+    assertOneLine(plain.stderr, /^stoker inspect: ERR_BAD_FILE: .*bad\.npy: at byte 0: .*NPY header/);
+    assert.equal(verbose.code, 1);
+    assert.match(verbose.stderr, /^stoker inspect: ERR_BAD_FILE: /);
+    assert.match(verbose.stderr, /^\s+at .*npy\.ts/m, '--verbose prints the stack');
+    assert.equal(json.code, 1);
+    const doc = JSON.parse(json.stdout) as { ok: boolean; error: { code: string; message: string; exitCode: number } };
+    assert.deepEqual([doc.ok, doc.error.code, doc.error.exitCode], [false, 'ERR_BAD_FILE', 1]);
+    assert.match(doc.error.message, /bad\.npy: at byte 0/);
+  });
+});
+
+describe('the bench report renderer', () => {
+  const stats = (epoch: number, over: Partial<ReturnType<typeof newEpochStats>>) => ({ ...newEpochStats(epoch, 'streaming'), ...over });
+  const epoch = (s: ReturnType<typeof newEpochStats>) => ({ ...epochFigures(s), stats: s });
+  const report: BenchReport = {
+    ok: true, command: 'bench', startedAt: '2026-01-01T00:00:00.000Z',
+    hardware: { cpu: 'Test CPU <fast> & "cheap"', cores: 2, memoryBytes: 8 * 2 ** 30, node: 'v20.0.0', platform: 'linux-x64' },
+    config: { batchSize: 64, epochs: 2, stepMs: 0, seed: 42 },
+    totalSeconds: 1.5,
+    scenarios: [{
+      name: 'images <b>&</b>', description: 'a "quoted" & <tagged> description', device: 'cpu', mode: 'streaming', workers: 1, samples: 1000, bytesPerSample: 3076, createSeconds: 0.1,
+      epochs: [
+        epoch(stats(0, { batches: 15, rowsDelivered: 960, wallMs: 480, waitMs: 300, rowsFromSource: 960 })),
+        epoch(stats(1, { batches: 15, rowsDelivered: 960, wallMs: 32, waitMs: 8, rowsFromCache: 900, rowsFromDisk: 30, rowsFromSource: 30 })),
+      ],
+    }],
+  };
+
+  it('is well-formed, escapes every text it is given, and shows every figure', () => {
+    const html = renderBenchReport(report);
+    const counts = checkWellFormed(html);
+    assert.equal(counts.get('svg'), 3, 'throughput, wait, and one tier chart');
+    assert.ok(html.includes('images &lt;b&gt;&amp;&lt;/b&gt;'), 'the scenario name is escaped');
+    assert.ok(!html.includes('<b>&</b>') && !html.includes('<tagged>'));
+    assert.ok(html.includes('Test CPU &lt;fast&gt; &amp; &quot;cheap&quot;'));
+    for (const cell of ['2 000', '30 000', '62.5 %', '25.0 %', '93.8 %', '3.1 %', '100.0 %']) assert.ok(html.includes(`<td class="n">${cell}</td>`), `table cell ${cell}`);
+    assert.match(html, /<text[^>]*>2\.0k<\/text>/, 'epoch 1 throughput labelled on its bar');
+    assert.match(html, /<title>RAM cache, epoch 2: 94%<\/title>/, 'tier shares as tooltips');
+  });
+
+  it('axis ticks are round numbers that cover the data', () => {
+    assert.deepEqual(niceTicks(100), [0, 20, 40, 60, 80, 100]);
+    assert.deepEqual(niceTicks(128_378), [0, 50_000, 100_000, 150_000]);
+    assert.deepEqual(niceTicks(0.3), [0, 0.1, 0.2, 0.3]);
+    assert.deepEqual(niceTicks(0), [0, 1]);
+  });
+});
