@@ -4,14 +4,16 @@
 // `ERR_BAD_FILE` naming the source; the output always has exactly the requested shape.
 //
 // Threads. sharp is loaded lazily and synchronously on first use. On glibc Linux the thread that
-// loads a native addon first must outlive every other user of it, or a worker's exit unloads the
-// shared libraries under the others; sources therefore call `loadImageDecoder()` from the main thread
-// (in their main-thread factory) before reader workers start. libvips' operation cache is turned off
-// (every image is decoded once per epoch: caching only costs memory in each process), and libvips
-// runs one thread per image: parallelism comes from decoding many images at once (reader workers
-// and concurrent reads within a batch), which scales better for small images than threads per image.
-// Decodes run on libuv's thread pool, which is shared by the whole process (UV_THREADPOOL_SIZE,
-// default 4): on hosts with more cores, raise it in the environment that starts Node.
+// loads a native addon first should outlive every other user of it (sharp's advice for
+// worker_threads), so sources call `loadImageDecoder()` from the main thread, in their main-thread
+// factory, before reader workers start. libvips' operation cache is turned off (every image is
+// decoded once per epoch: caching only costs memory) and libvips runs one thread per image:
+// parallelism comes from many images decoding at once (reader workers, and the concurrent reads
+// within a batch). Decodes run on libuv's thread pool (UV_THREADPOOL_SIZE, default 4), shared by
+// the whole process. Measured (bench/sources.ts, 32 cores): concurrent sharp pipelines in one
+// process contend inside libvips — 16 in flight give 2.4× one decode's throughput at 8 cores busy,
+// whatever the worker count, pool size or allocator — while 16 processes give 15×; so one process
+// decodes about as fast with 4 in flight as with 32.
 
 import { createRequire } from 'node:module';
 import type sharpModule from 'sharp';
