@@ -241,10 +241,15 @@ describe('toTfDataset: memory, epochs and conversions', () => {
     await tf.setBackend('wasm');
     try {
       const rec = recording(loader);
-      const ds = toTfDataset(rec, { tf, x: 'x', y: 'y' });
+      const ds = toTfDataset(rec, { tf, x: 'x', y: 'y', oneHot: 2 });
       const it = await ds.iterator();
       const el = (await it.next()).value as { xs: tf.Tensor; ys: tf.Tensor };
       assert.equal(rec.batches[0]!.released, true);
+      // In this set every feature of a row has the sign of its label (0 → negative).
+      const x = el.xs.dataSync();
+      const labels = Array.from({ length: 16 }, (_, r) => (x[r * FEATURES]! > 0 ? 1 : 0));
+      assert.equal(el.ys.dtype, 'float32');
+      assert.deepEqual(Array.from(el.ys.dataSync()), labels.flatMap((l) => (l === 1 ? [0, 1] : [1, 0])), 'one-hot float32 values (not int32 bits)');
       const row0 = Array.from(el.xs.dataSync().subarray(0, FEATURES));
       assert.equal(row0.length, FEATURES);
       assert.ok(row0.every((v) => Number.isFinite(v) && v !== 0));

@@ -136,7 +136,9 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
     if (oneHot !== undefined) {
       let labels = fields[ys[0]!]!;
       if (labels.dtype !== 'int32') labels = labels.toInt();
-      y = tf.oneHot(labels.reshape([-1]), oneHot, 1, 0, 'float32');
+      // Cast after, not through oneHot's dtype argument: the WASM backend (4.22) writes int32 bits
+      // into a float32 output when asked for float32 ones.
+      y = tf.oneHot(labels.reshape([-1]), oneHot).toFloat();
     }
     return { xs: pick(xs, Array.isArray(options.x)), ys: y } as unknown as T;
   };
