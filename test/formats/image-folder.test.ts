@@ -6,7 +6,8 @@
 // pixel tells which class it came from.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -133,6 +134,22 @@ describe('sources.imageFolder: listing', () => {
     writeFileSync(join(empty, 'cats', 'a.gif'), 'x');
     assert.throws(() => imageFolderSource(empty, { size: 8 }), (e: Error & { code?: string }) =>
       e.code === 'ERR_INVALID_DATASET' && e.message.includes(empty) && /"cats" holds no image/.test(e.message) && e.message.includes('.jpg .jpeg .png .webp'));
+  });
+
+  it('reading the whole folder at once stays within a small file-descriptor limit (reads are gated per dataset)', () => {
+    const many = join(root, 'many');
+    mkdirSync(join(many, 'only'), { recursive: true });
+    const png = readFileSync(join(dir, 'zebra', 'z2.png'));
+    for (let k = 0; k < 300; k++) writeFileSync(join(many, 'only', `${k}.png`), png);
+    const module = new URL('../../src/dataset/formats/image-folder.ts', import.meta.url).href;
+    const script = `import { imageFolderSource } from ${JSON.stringify(module)};
+      const ds = imageFolderSource(${JSON.stringify(many)}, { size: 4 });
+      const all = await Promise.all(Array.from({ length: ds.length }, (_, i) => ds.get(i)));
+      console.log('read', all.length);`;
+    // 300 concurrent opens would exceed 160 descriptors; 64 in flight plus Node's own fit.
+    const run = spawnSync('bash', ['-c', 'ulimit -n 160 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8', timeout: 30_000 });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /read 300/);
   });
 
   it('bad options are ERR_INVALID_OPTION naming the knob', () => {

@@ -11,6 +11,10 @@
 // `.DS_Store`) are skipped, so editor and OS leftovers never become a class. Files directly in
 // `dir` are ignored (they belong to no class). A class folder with no image is refused, as
 // torchvision does, because its label index would silently hold no samples.
+//
+// Files are read asynchronously, at most READS_IN_FLIGHT at a time per dataset copy: a slow store (a
+// network file system) is served with many requests in flight, and a loader that asks for the whole
+// folder at once (resident mode) never runs out of file descriptors.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -20,6 +24,9 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, decodeImage, loadImageDecoder } from './image-decode.js';
+
+/** Reads (open file descriptors) one dataset copy keeps in flight at most. */
+export const READS_IN_FLIGHT = 64;
 
 /** The extensions looked for when none are given. */
 export const DEFAULT_IMAGE_EXTENSIONS: readonly string[] = Object.freeze(['.jpg', '.jpeg', '.png', '.webp']);
@@ -71,6 +78,7 @@ export class ImageFolder implements Dataset, Reopenable {
   /** Label of each sample. */
   readonly labels: Int32Array;
   readonly #options: ImageFolderSpecOptions;
+  readonly #reads = new Gate(READS_IN_FLIGHT);
 
   /** Internal: made by `imageFolderSource` (main thread) or `openImageFolder` (workers). */
   constructor(options: ImageFolderSpecOptions) {
@@ -101,14 +109,49 @@ export class ImageFolder implements Dataset, Reopenable {
     const o = this.#options;
     const path = join(o.dir, o.files[index]!);
     let bytes: Uint8Array;
+    await this.#reads.enter();
     try {
+      context?.signal.throwIfAborted();
       bytes = await readFile(path, context === undefined ? undefined : { signal: context.signal });
     } catch (cause) {
-      if ((cause as Error)?.name === 'AbortError') throw cause;
+      if ((cause as Error)?.name === 'AbortError' || context?.signal.aborted) throw cause;
       throw fileAccess(path, 'read the image', cause);
+    } finally {
+      this.#reads.leave();
     }
     const image = await decodeImage(bytes, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path });
     return { image, label: new Tensor(Int32Array.of(o.labels[index]!), [], 'int32') };
+  }
+}
+
+/** A counting semaphore with a FIFO queue that stays O(1) per call however many wait. */
+class Gate {
+  #free: number;
+  #queue: (() => void)[] = [];
+  #head = 0;
+
+  constructor(limit: number) {
+    this.#free = limit;
+  }
+
+  enter(): Promise<void> | undefined {
+    if (this.#free > 0) {
+      this.#free--;
+      return undefined;
+    }
+    return new Promise<void>((resolve) => this.#queue.push(resolve));
+  }
+
+  leave(): void {
+    if (this.#head < this.#queue.length) {
+      const next = this.#queue[this.#head]!;
+      this.#queue[this.#head++] = undefined as never;
+      if (this.#head === this.#queue.length) {
+        this.#queue = [];
+        this.#head = 0;
+      }
+      next();
+    } else this.#free++;
   }
 }
 
