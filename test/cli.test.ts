@@ -280,6 +280,17 @@ describe('the bench report renderer', () => {
     assert.match(html, /<title>RAM cache, epoch 2: 94%<\/title>/, 'tier shares as tooltips');
   });
 
+  it('tier shares count the VRAM pool with the host tiers, and the hit rate is every row not read from the source', () => {
+    const f = epochFigures(stats(1, { rowsDelivered: 960, wallMs: 100, waitMs: 10, rowsServedOnDevice: 368, rowsFromCache: 553, rowsFromSource: 39 }));
+    assert.equal(f.poolPct!.toFixed(2), ((100 * 368) / 960).toFixed(2));
+    assert.equal(f.cachePct!.toFixed(2), ((100 * 553) / 960).toFixed(2));
+    assert.equal(f.hitPct!.toFixed(2), ((100 * 921) / 960).toFixed(2));
+    assert.equal(f.samplesPerSec, 9600);
+    assert.equal(f.waitPct, 10);
+    const resident = epochFigures({ ...newEpochStats(0, 'resident'), rowsDelivered: 10, wallMs: 1 });
+    assert.deepEqual([resident.poolPct, resident.cachePct, resident.hitPct, resident.sourcePct], [undefined, undefined, undefined, undefined]);
+  });
+
   it('axis ticks are round numbers that cover the data', () => {
     assert.deepEqual(niceTicks(100), [0, 20, 40, 60, 80, 100]);
     assert.deepEqual(niceTicks(128_378), [0, 50_000, 100_000, 150_000]);

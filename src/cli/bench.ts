@@ -145,18 +145,22 @@ export async function runBench(opts: BenchOptions, ui: Ui): Promise<BenchReport>
     return report;
   }
   ui.line('');
-  ui.line(table(scenarios.flatMap((s) => s.epochs.map((e) => ({ s, e }))), [
+  type Row = { s: BenchScenario; e: BenchEpoch };
+  const rows: Row[] = scenarios.flatMap((s) => s.epochs.map((e) => ({ s, e })));
+  const pool = rows.some(({ e }) => (e.poolPct ?? 0) > 0);
+  ui.line(table(rows, [
     { title: 'scenario', cell: ({ s, e }) => (e.epoch === 0 ? s.name : '') },
     { title: 'epoch', align: 'right', cell: ({ e }) => String(e.epoch + 1) },
     { title: 'samples/s', align: 'right', cell: ({ e }) => int(e.samplesPerSec) },
     { title: 'wait', align: 'right', cell: ({ e }) => pct(e.waitPct) },
     { title: 'transform', align: 'right', cell: ({ e }) => pct(e.transformPct) },
+    ...(pool ? [{ title: 'VRAM pool', align: 'right' as const, cell: ({ e }: Row) => pct(e.poolPct) }] : []),
     { title: 'RAM cache', align: 'right', cell: ({ e }) => pct(e.cachePct) },
     { title: 'disk', align: 'right', cell: ({ e }) => pct(e.diskPct) },
     { title: 'source', align: 'right', cell: ({ e }) => pct(e.sourcePct) },
   ]));
   ui.line('');
-  ui.line('samples/s = rows delivered / epoch wall time; wait = share of the epoch the loop waited on the loader; RAM cache / disk / source = where the rows read came from (docs/stats.md).');
+  ui.line(`samples/s = rows delivered / epoch wall time; wait = share of the epoch the loop waited on the loader; ${pool ? 'VRAM pool / ' : ''}RAM cache / disk / source = where the rows came from (docs/stats.md).`);
   if (reportPath !== undefined) ui.line(`report: ${reportPath}`);
   ui.line(`total ${report.totalSeconds.toFixed(1)} s`);
   return report;
@@ -187,7 +191,7 @@ async function runScenario(name: ScenarioName, dataset: AnyDataset | SourceSpec,
       const figures = epochFigures(stats);
       epochs.push({ ...figures, stats });
       if (Number.isNaN(sink)) throw new Error('unreachable: keeps the reads alive');
-      if (!ui.bars) ui.line(`${name.padEnd(6)} epoch ${e + 1}/${opts.epochs}  ${int(figures.samplesPerSec).padStart(9)} samples/s  wait ${pct(figures.waitPct).padStart(7)}  cache ${pct(figures.cachePct).padStart(7)}  disk ${pct(figures.diskPct).padStart(7)}`);
+      if (!ui.bars) ui.line(`${name.padEnd(6)} epoch ${e + 1}/${opts.epochs}  ${int(figures.samplesPerSec).padStart(9)} samples/s  wait ${pct(figures.waitPct).padStart(7)}  cache hits ${pct(figures.hitPct).padStart(7)}`);
     }
     const s = loader.stats();
     return {

@@ -134,7 +134,7 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
           const s = current();
           if (s === undefined) return;
           const f = epochFigures(s);
-          bar.update(batch + 1, { rate: int(f.samplesPerSec), wait: pct(f.waitPct, 0), cache: pct(f.cachePct, 0), loss: (lossSum / Math.max(1, lossCount)).toFixed(3) });
+          bar.update(batch + 1, { rate: int(f.samplesPerSec), wait: pct(f.waitPct, 0), cache: pct(f.hitPct, 0), loss: (lossSum / Math.max(1, lossCount)).toFixed(3) });
         },
         onEpochEnd: async (epoch, logs) => {
           bar.stop();
@@ -178,8 +178,9 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
       { title: 'epoch', align: 'right', cell: (r) => String(r.epoch + 1) },
       { title: 'samples/s', align: 'right', cell: (r) => int(r.samplesPerSec) },
       { title: 'loader wait', align: 'right', cell: (r) => pct(r.waitPct) },
-      { title: 'from RAM cache', align: 'right', cell: (r) => pct(r.cachePct) },
-      { title: 'from files', align: 'right', cell: (r) => pct(r.sourcePct) },
+      { title: 'cache hits', align: 'right', cell: (r) => pct(r.hitPct) },
+      ...(rows.some((r) => (r.poolPct ?? 0) > 0) ? [{ title: 'of which VRAM pool', align: 'right' as const, cell: (r: EpochRow) => pct(r.poolPct) }] : []),
+      { title: 'decoded from files', align: 'right', cell: (r) => pct(r.sourcePct) },
       { title: 'loss', align: 'right', cell: (r) => r.loss.toFixed(3) },
       { title: 'train acc', align: 'right', cell: (r) => pct(100 * r.accuracy) },
       { title: 'held-out acc', align: 'right', cell: (r) => pct(100 * r.heldOutAccuracy) },
@@ -191,7 +192,7 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
     ]));
     ui.line('');
     ui.line('loader wait = share of the epoch the training loop spent waiting for its next batch (decode + transform it could not hide);');
-    ui.line('from RAM cache / from files = where the rows came from: epoch 1 decodes every PNG, later epochs read the decoded samples from the cache.');
+    ui.line('cache hits = rows served already decoded (RAM sample cache; on a GPU also the VRAM pool): epoch 1 decodes every PNG, later epochs hit the cache.');
     ui.line('All figures: loader.stats() (docs/stats.md). Try --json, --epochs 10, --device cuda.');
   } finally {
     for (const close of closers.reverse()) await close();
@@ -204,7 +205,7 @@ function epochLine(r: EpochRow, epochs: number): string {
     `epoch ${r.epoch + 1}/${epochs}`,
     `${int(r.samplesPerSec).padStart(6)} samples/s`,
     `wait ${pct(r.waitPct, 0).padStart(5)}`,
-    `cache ${pct(r.cachePct, 0).padStart(5)}`,
+    `cache ${pct(r.hitPct, 0).padStart(5)}`,
     `loss ${r.loss.toFixed(3)}`,
     `acc ${pct(100 * r.accuracy)}`,
     `held-out acc ${pct(100 * r.heldOutAccuracy)}`,

@@ -1,5 +1,5 @@
 // The figures people read off `loader.stats()`: throughput, the share of time the training loop
-// waited on the loader, and where rows came from (RAM cache, disk stage, source). The rule: derived
+// waited on the loader, and where rows came from (VRAM pool, RAM cache, disk stage, source). The rule: derived
 // from one EpochStats only, with the definitions of docs/stats.md, so the CLI, the report and a
 // user's own dashboard agree.
 
@@ -17,16 +17,23 @@ export interface EpochFigures {
   readonly waitPct: number;
   /** transformMs / wallMs, in %. */
   readonly transformPct: number;
-  /** Shares of the rows read this epoch, in %; undefined when no row went through the tiers (resident mode). */
+  /**
+   * Where the epoch's rows came from, in % of them: the VRAM sample pool (rows served on the GPU),
+   * the RAM sample cache, the disk stage, the source. Undefined when no row went through the tiers
+   * (resident mode reads the dataset once, at create).
+   */
+  readonly poolPct: number | undefined;
   readonly cachePct: number | undefined;
   readonly diskPct: number | undefined;
   readonly sourcePct: number | undefined;
+  /** Cache hit rate: rows served by any tier instead of the source (100 − sourcePct), in %. */
+  readonly hitPct: number | undefined;
   readonly failedBatches: number;
 }
 
 export function epochFigures(s: EpochStats): EpochFigures {
   const wall = Math.max(s.wallMs, 1e-9);
-  const tiered = s.rowsFromCache + s.rowsFromDisk + s.rowsFromSource;
+  const tiered = s.rowsServedOnDevice + s.rowsFromCache + s.rowsFromDisk + s.rowsFromSource;
   const share = (x: number) => (tiered === 0 ? undefined : (100 * x) / tiered);
   return {
     epoch: s.epoch,
@@ -37,9 +44,11 @@ export function epochFigures(s: EpochStats): EpochFigures {
     samplesPerSec: s.wallMs > 0 ? s.rowsDelivered / (s.wallMs / 1000) : 0,
     waitPct: Math.min(100, (100 * s.waitMs) / wall),
     transformPct: Math.min(100, (100 * s.transformMs) / wall),
+    poolPct: share(s.rowsServedOnDevice),
     cachePct: share(s.rowsFromCache),
     diskPct: share(s.rowsFromDisk),
     sourcePct: share(s.rowsFromSource),
+    hitPct: share(tiered - s.rowsFromSource),
     failedBatches: s.failedBatches,
   };
 }

@@ -36,7 +36,7 @@ export interface BenchReport {
 }
 
 const PALETTE = ['#3b6fd8', '#e07b29', '#2f9e62', '#b04fc4', '#c9453f', '#6b7280'];
-const TIERS = { cache: '#2f9e62', disk: '#e0a829', source: '#8a94a6' };
+const TIERS = { pool: '#7b4fd0', cache: '#2f9e62', disk: '#e0a829', source: '#8a94a6' };
 
 /** The whole report as an HTML document. */
 export function renderBenchReport(report: BenchReport): string {
@@ -57,6 +57,7 @@ export function renderBenchReport(report: BenchReport): string {
         max: 100,
         format: (v) => `${v.toFixed(0)}%`,
         series: [
+          ...(s.epochs.some((e) => (e.poolPct ?? 0) > 0) ? [{ name: 'VRAM pool', colour: TIERS.pool, values: s.epochs.map((e) => e.poolPct) }] : []),
           { name: 'RAM cache', colour: TIERS.cache, values: s.epochs.map((e) => e.cachePct) },
           { name: 'disk stage', colour: TIERS.disk, values: s.epochs.map((e) => e.diskPct) },
           { name: 'source', colour: TIERS.source, values: s.epochs.map((e) => e.sourcePct) },
@@ -64,7 +65,7 @@ export function renderBenchReport(report: BenchReport): string {
       }));
   const hw = report.hardware;
   const rows = report.scenarios.flatMap((s) =>
-    s.epochs.map((e) => `<tr><td>${esc(s.name)}</td><td class="n">${e.epoch + 1}</td><td class="n">${int(e.rows)}</td><td class="n">${e.seconds.toFixed(3)}</td><td class="n">${int(e.samplesPerSec)}</td><td class="n">${esc(pct(e.waitPct))}</td><td class="n">${esc(pct(e.transformPct))}</td><td class="n">${esc(pct(e.cachePct))}</td><td class="n">${esc(pct(e.diskPct))}</td><td class="n">${esc(pct(e.sourcePct))}</td></tr>`));
+    s.epochs.map((e) => `<tr><td>${esc(s.name)}</td><td class="n">${e.epoch + 1}</td><td class="n">${int(e.rows)}</td><td class="n">${e.seconds.toFixed(3)}</td><td class="n">${int(e.samplesPerSec)}</td><td class="n">${esc(pct(e.waitPct))}</td><td class="n">${esc(pct(e.transformPct))}</td><td class="n">${esc(pct(e.poolPct))}</td><td class="n">${esc(pct(e.cachePct))}</td><td class="n">${esc(pct(e.diskPct))}</td><td class="n">${esc(pct(e.sourcePct))}</td></tr>`));
   const scenarioList = report.scenarios.map((s) =>
     `<li><b>${esc(s.name)}</b> — ${esc(s.description)}. ${int(s.samples)} samples of ${int(s.bytesPerSample)} bytes, ${esc(s.mode)} on ${esc(s.device)}, ${s.workers === 0 ? 'main-thread reads' : `${s.workers} reader worker${s.workers === 1 ? '' : 's'}`}; create ${s.createSeconds.toFixed(2)} s.</li>`);
   return `<!DOCTYPE html>
@@ -107,7 +108,7 @@ ${report.config.stepMs === 0 ? '<p class="meta">No training step was simulated (
 ${tierCharts.length === 0 ? '<p>No scenario read through the sample tiers (resident mode reads the dataset once, at create).</p>' : tierCharts.map((c) => `<figure>\n${c}\n</figure>`).join('\n')}
 <h2>All figures</h2>
 <table>
-<thead><tr><th>scenario</th><th class="n">epoch</th><th class="n">rows</th><th class="n">seconds</th><th class="n">samples/s</th><th class="n">wait</th><th class="n">transform</th><th class="n">RAM cache</th><th class="n">disk</th><th class="n">source</th></tr></thead>
+<thead><tr><th>scenario</th><th class="n">epoch</th><th class="n">rows</th><th class="n">seconds</th><th class="n">samples/s</th><th class="n">wait</th><th class="n">transform</th><th class="n">VRAM pool</th><th class="n">RAM cache</th><th class="n">disk</th><th class="n">source</th></tr></thead>
 <tbody>
 ${rows.join('\n')}
 </tbody>
@@ -117,7 +118,7 @@ ${rows.join('\n')}
 <dt>samples/s</dt><dd>Rows delivered in the epoch divided by its wall time (<code>rowsDelivered / wallMs</code>), from the first request for a batch to the last.</dd>
 <dt>wait</dt><dd>Share of the epoch the consuming loop spent inside the loader waiting for its next batch (<code>waitMs / wallMs</code>); the transform runs during that wait and counts in it. With a training step of ${report.config.stepMs} ms per batch, what the loader hides behind the step does not count.</dd>
 <dt>transform</dt><dd>Share of the epoch spent in the transform (<code>transformMs / wallMs</code>).</dd>
-<dt>RAM cache · disk · source</dt><dd>Where the rows read in the epoch came from: the shared RAM sample cache, the disk stage, or the dataset itself (<code>rowsFromCache</code>, <code>rowsFromDisk</code>, <code>rowsFromSource</code> as shares of their sum). Resident mode reads the dataset once at create, so it has none.</dd>
+<dt>VRAM pool · RAM cache · disk · source</dt><dd>Where the epoch's rows came from: the VRAM sample pool on a GPU, the shared RAM sample cache, the disk stage, or the dataset itself (<code>rowsServedOnDevice</code>, <code>rowsFromCache</code>, <code>rowsFromDisk</code>, <code>rowsFromSource</code> as shares of their sum). Resident mode reads the dataset once at create, so it has none.</dd>
 </dl>
 <p class="meta">Made by <code>stoker bench --report</code>. The same figures: <code>stoker bench --json</code>, or <code>loader.stats()</code> in your own loop (docs/stats.md).</p>
 </body>
