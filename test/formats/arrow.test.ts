@@ -8,18 +8,20 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import {
-  Dictionary, Field, Float32, Int32, List, Message, MessageHeader, RecordBatchStreamWriter, Table, Uint64, Utf8,
-  tableToIPC, vectorFromArray,
+  Binary, Bool, Dictionary, Field, FixedSizeList, Float32, Int32, List, Message, MessageHeader, RecordBatchStreamWriter, Table, Uint64, Utf8, Utf8View,
+  tableFromIPC, tableToIPC, vectorFromArray,
 } from 'apache-arrow';
 import { Message as FbMessage } from 'apache-arrow/fb/message';
 import { RecordBatch as FbRecordBatch } from 'apache-arrow/fb/record-batch';
 import { ByteBuffer } from 'flatbuffers';
 import sharp from 'sharp';
-import { DataLoader, type Tensor } from '../../src/index.js';
+import { DataLoader, LoaderError, type Tensor } from '../../src/index.js';
 import { arrowSource } from '../../src/dataset/formats/arrow.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { collect, range, sorted, within } from '../fixtures.js';
-import { hfTable, numericBytes, numericRows } from './arrow-targets.js';
+import {
+  HASH_DECODER, KIND_DECODED, KIND_FILES, batchTables, bytesOf, hfTable, kindsTable, numericBytes, numericRows, readBothWays, scrambled,
+} from './arrow-targets.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-arrow-'));
@@ -58,6 +60,13 @@ function checkNumeric(b: Record<string, Tensor>, ids: readonly number[], lists =
     assert.deepEqual(b.arr2d!.shape, [n, 2, 3]);
     assert.deepEqual(Array.from(b.arr2d!.data as Int32Array), ids.flatMap((i) => [i, i + 1, i + 2, i + 3, i + 4, i + 5]));
   }
+}
+
+/** The value of float16 bits (normal numbers and zero). */
+function halfValue(bits: number): number {
+  const e = (bits >> 10) & 0x1f;
+  const v = e === 0 ? 0 : 2 ** (e - 15) * (1 + (bits & 0x3ff) / 1024);
+  return bits & 0x8000 ? -v : v;
 }
 
 /** float16 bits of small halves (exact in half precision). */
@@ -120,16 +129,16 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
     assert.deepEqual(Array.from(b.vec!.data as Float32Array), [16, 16.5, -16, 2, 2.5, -2, 1, 1.5, -1, 13, 13.5, -13]);
   });
 
-  it('keeps at most cacheBatches decoded record batches and at most cacheBytes; repeated record batches are hits', () => {
+  it('with rowReads: false, keeps at most cacheBatches decoded record batches and at most cacheBytes; repeated record batches are hits', () => {
     const path = write(numericBytes('stream', SIZES));
-    const source = arrowSource(path, { cacheBatches: 2 });
+    const source = arrowSource(path, { cacheBatches: 2, rowReads: false });
     const ids = shuffled(N, 11);
     for (let i = 0; i < N; i += 4) {
       source.getBatch(ids.slice(i, i + 4));
       assert.ok(source.stats().cachedBatches <= 2, JSON.stringify(source.stats()));
     }
     // Least recently used goes first: record batches 0 and 1 in, 0 touched, 2 in evicts 1.
-    const lru = arrowSource(path, { cacheBatches: 2 });
+    const lru = arrowSource(path, { cacheBatches: 2, rowReads: false });
     const stats = () => { const { reads, hits, cachedBatches } = lru.stats(); return { reads, hits, cachedBatches }; };
     lru.getBatch([0, 1, 2]);
     lru.getBatch([3, 4]);
@@ -143,13 +152,13 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
     assert.deepEqual(stats(), { reads: 4, hits: 3, cachedBatches: 2 }, 'record batch 1 was evicted, 0 kept');
 
     // One record batch's bytes, then a budget just under it: nothing is kept, every use is a read.
-    const one = arrowSource(path, { cacheBatches: 8 });
+    const one = arrowSource(path, { cacheBatches: 8, rowReads: false });
     one.getBatch([0]);
     const bytes = one.stats().cachedBytes;
-    const tight = arrowSource(path, { cacheBatches: 8, cacheBytes: bytes - 1 });
+    const tight = arrowSource(path, { cacheBatches: 8, cacheBytes: bytes - 1, rowReads: false });
     for (const i of [0, 1, 0, 1]) tight.getBatch([i]);
-    assert.deepEqual(tight.stats(), { reads: 4, hits: 0, cachedBatches: 0, cachedBytes: 0 });
-    const roomy = arrowSource(path, { cacheBatches: 8, cacheBytes: 3 * bytes });
+    assert.deepEqual(tight.stats(), { reads: 4, hits: 0, cachedBatches: 0, cachedBytes: 0, rowBatches: 0, rows: 0, rowReads: 0, rowBytes: 0 });
+    const roomy = arrowSource(path, { cacheBatches: 8, cacheBytes: 3 * bytes, rowReads: false });
     for (let i = 0; i < N; i++) roomy.getBatch([i]);
     assert.ok(roomy.stats().cachedBytes <= 3 * bytes && roomy.stats().reads === SIZES.length, JSON.stringify(roomy.stats()));
   });
@@ -264,6 +273,235 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
     const mod = (await import(spec.module)) as Record<string, (o: unknown) => typeof source>;
     const reopened = mod[spec.export]!(spec.options);
     assert.deepEqual(reopened.getBatch([20, 1]), source.getBatch([20, 1]));
+    assert.equal(reopened.stats().rowBatches, 2, 'the reopened source reads rows from the table it was given');
+    assert.equal(reopened.stats().reads, 0);
+  });
+
+  describe('row reads', () => {
+    const KIND_SIZES = [7, 1, 13, 4, 9];
+    const decoders = Object.fromEntries(KIND_DECODED.map((c) => [c, HASH_DECODER]));
+    const fnv = (b: Uint8Array) => {
+      let h = 0x811c9dc5;
+      for (const x of b) h = Math.imul(h ^ x, 0x01000193);
+      return h | 0;
+    };
+    const fileBytes = (i: number) => Uint8Array.of(100 + i, 7, 7, i);
+    for (const [i, name] of KIND_FILES.entries()) writeFileSync(join(dir, name), fileBytes(i));
+
+    /** Row `id` of column `name` as apache-arrow's own decode (tableFromIPC) gives it, flattened to numbers. */
+    function expected(table: Table, name: string, id: number): (number | bigint)[] {
+      const col = table.getChild(name)!;
+      const flat = (v: unknown): (number | bigint)[] =>
+        v instanceof Uint8Array ? Array.from(v)
+        : typeof v === 'boolean' ? [v ? 1 : 0]
+        : typeof v === 'number' || typeof v === 'bigint' ? [v]
+        : Array.from(v as Iterable<unknown>).flatMap(flat);
+      return flat(col.get(id));
+    }
+
+    for (const format of ['stream', 'file'] as const) {
+      it(`give byte for byte what decoding whole record batches gives, and what apache-arrow's tableFromIPC gives, for every column kind (IPC ${format}, record batches of ${KIND_SIZES.join(', ')} rows, shuffled ids)`, async () => {
+        const bytes = tableToIPC(kindsTable(KIND_SIZES), format);
+        const path = write(bytes);
+        const rows = arrowSource(path, { decoders });
+        const whole = arrowSource(path, { decoders, rowReads: false });
+        const n = KIND_SIZES.reduce((a, b) => a + b, 0);
+        assert.equal(rows.length, n);
+        const ids = shuffled(n, 5);
+        const batches = [[...ids.slice(0, 9), ids[0]!, ids[3]!], ids.slice(9, 20), ids.slice(20), range(n)];
+        await readBothWays(rows, whole, batches);
+        const s = rows.stats();
+        assert.equal(s.reads, 0, 'no record batch decoded whole');
+        assert.ok(s.rowBatches >= KIND_SIZES.length && s.rows >= n, JSON.stringify(s));
+        assert.equal(whole.stats().rowBatches, 0);
+
+        const table = tableFromIPC(bytes);
+        const b = await rows.getBatch(ids);
+        const text = new TextEncoder();
+        for (const c of rows.columns) {
+          const t = b[c.name]!;
+          const width = t.size / n;
+          ids.forEach((id, r) => {
+            const got = Array.from(t.data.subarray(r * width, (r + 1) * width) as ArrayLike<number | bigint>);
+            const at = `column ${c.name} row ${id}`;
+            if (KIND_DECODED.includes(c.name as (typeof KIND_DECODED)[number])) {
+              const v = table.getChild(c.name)!.get(id) as Uint8Array | string | { bytes: Uint8Array | null; path: string | null };
+              const raw = typeof v === 'string' ? text.encode(v) : v instanceof Uint8Array ? v : (v.bytes ?? fileBytes(KIND_FILES.indexOf(v.path as (typeof KIND_FILES)[number])));
+              assert.deepEqual(got, [raw.length, fnv(raw), id], at);
+            } else if (c.name === 'f16') {
+              assert.deepEqual(got.map((x) => halfValue(Number(x))), expected(table, c.name, id), at);
+            } else if (c.name.startsWith('cls')) {
+              const col = table.getChild(c.name)!;
+              assert.equal(col.data[0]!.dictionary!.get(Number(got[0])), col.get(id), at);
+            } else {
+              assert.deepEqual(got, expected(table, c.name, id), at);
+            }
+          });
+        }
+      });
+    }
+
+    it('check the validity bits of the rows they read: valid rows of columns with nulls read back, a null row is refused as decoding refuses it', async () => {
+      const n = 12;
+      const ids = range(n);
+      const full = new Table({
+        x: vectorFromArray(ids.map((i) => (i % 4 === 1 ? null : i * 10)), new Int32()),
+        flag: vectorFromArray(ids.map((i) => (i === 6 ? null : i % 2 === 0)), new Bool()),
+        pair: vectorFromArray(ids.map((i) => (i === 7 ? [1, null] : [i, -i])), new FixedSizeList(2, new Field('item', new Float32(), true))),
+      });
+      const parts = [full.slice(0, 5), full.slice(5, 12)];
+      for (const format of ['stream', 'file'] as const) {
+        const path = write(tableToIPC(new Table(parts.flatMap((p) => p.batches)), format));
+        const rows = arrowSource(path);
+        const whole = arrowSource(path, { rowReads: false });
+        const valid = [11, 0, 3, 2, 4, 10, 8];
+        await readBothWays(rows, whole, [valid]);
+        const b = rows.getBatch(valid) as Record<string, Tensor>;
+        assert.deepEqual(Array.from(b.x!.data as Int32Array), valid.map((i) => i * 10));
+        assert.deepEqual(Array.from(b.flag!.data as Uint8Array), valid.map((i) => (i % 2 === 0 ? 1 : 0)));
+        assert.deepEqual(Array.from(b.pair!.data as Float32Array), valid.flatMap((i) => [i, -i]));
+        for (const [row, column] of [[1, 'x'], [9, 'x'], [6, 'flag'], [7, 'pair']] as const) {
+          const viaRows = await code(() => rows.getBatch([0, row]));
+          const viaWhole = await code(() => whole.getBatch([0, row]));
+          assert.equal(viaRows.code, 'ERR_INVALID_DATASET');
+          assert.match(viaRows.message, new RegExp(`column "${column}", row ${row} holds a null`));
+          assert.equal(viaRows.message, viaWhole.message);
+        }
+        assert.equal(rows.stats().reads, 0);
+      }
+    });
+
+    it('read neighbouring rows with one positioned read, and rows far apart with one each', () => {
+      const width = 2048; // 8 KiB a row: more than the gap merged reads bridge
+      const ids = range(16);
+      const full = new Table({ wide: vectorFromArray(ids.map((i) => Array.from({ length: width }, (_, j) => i * 10_000 + j)), new FixedSizeList(width, new Field('item', new Float32()))) });
+      const path = write(tableToIPC(new Table([...full.slice(0, 8).batches, ...full.slice(8).batches]), 'stream'));
+      const source = arrowSource(path);
+      const reads = () => source.stats().rowReads;
+      const check = (batch: number[]) => {
+        const t = (source.getBatch(batch) as Record<string, Tensor>).wide!;
+        batch.forEach((id, r) => assert.equal((t.data as Float32Array)[r * width + 5], id * 10_000 + 5));
+      };
+      check([3, 0, 7, 1, 2, 6, 5, 4]);
+      assert.equal(reads(), 1, 'rows 0-7 of record batch 0 in one read');
+      assert.equal(source.stats().rowBytes, 8 * width * 4);
+      check([0, 2, 4, 6]);
+      assert.equal(reads(), 5);
+      check([9, 8, 3, 12]);
+      assert.equal(reads(), 8, 'rows 8-9 share a read; 3 and 12 take one each');
+      assert.deepEqual({ ...source.stats(), rowBytes: 0 }, { reads: 0, hits: 0, cachedBatches: 0, cachedBytes: 0, rowBatches: 4, rows: 16, rowReads: 8, rowBytes: 0 });
+    });
+
+    it('read value offsets that do not start at zero (legal, though apache-arrow writes them rebased) as decoding reads them', async () => {
+      // 6 rows: 7 int32 offsets (28 bytes) in a buffer padded to 32. Shrink it to 28, start the next
+      // buffer 4 bytes earlier, on the padding, and add those 4 bytes to every offset.
+      const ids = range(6);
+      const blobs = ids.map((i) => Uint8Array.from({ length: 1 + i }, (_, j) => i * 16 + j));
+      const table = new Table({
+        blob: vectorFromArray(blobs, new Binary()),
+        seq: vectorFromArray(ids.map((i) => [i, i + 100]), new List(new Field('item', new Int32()))),
+      });
+      for (const format of ['stream', 'file'] as const) {
+        const bytes = Uint8Array.from(tableToIPC(table, format));
+        const dv = new DataView(bytes.buffer);
+        const [t] = batchTables(bytes);
+        // Buffers: blob (validity, offsets, bytes), seq (validity, offsets), its items (validity, values). Nodes: blob, seq, items.
+        const int64 = (at: number) => Number(dv.getBigInt64(at, true));
+        const add64 = (at: number, by: number) => dv.setBigInt64(at, BigInt(int64(at) + by), true);
+        const start = (b: number) => int64(t!.buffers[b]!);
+        const end = (b: number) => start(b) + int64(t!.buffers[b]! + 8);
+        assert.deepEqual([end(1), start(2), end(4), start(6)], [start(1) + 32, end(1), start(4) + 32, end(4)], 'the padding this test moves buffers onto');
+        for (const [offsets, next, by] of [[1, 2, 4], [4, 6, 1]] as const) {
+          add64(t!.buffers[offsets]! + 8, -4);
+          add64(t!.buffers[next]!, -4);
+          add64(t!.buffers[next]! + 8, 4);
+          const at = t!.body + start(offsets);
+          for (let i = 0; i <= 6; i++) dv.setInt32(at + 4 * i, dv.getInt32(at + 4 * i, true) + by, true);
+        }
+        add64(t!.nodes[2]!, 1); // the items hold one value more (the one before the first row's)
+        const path = write(bytes);
+        const rows = arrowSource(path, { decoders: { blob: HASH_DECODER } });
+        await readBothWays(rows, arrowSource(path, { decoders: { blob: HASH_DECODER }, rowReads: false }), [[5, 0, 3, 1, 4, 2]]);
+        const b = await rows.getBatch([5, 0, 3]);
+        assert.deepEqual(Array.from(b.blob!.data as Int32Array).filter((_, i) => i % 3 === 0), [6, 1, 4]);
+        assert.deepEqual(Array.from(b.seq!.data as Int32Array), [5, 105, 0, 100, 3, 103]);
+        assert.equal(rows.stats().reads, 0);
+      }
+    });
+
+    it('leave a record batch whose buffer table apache-arrow refuses (an unaligned buffer) to decoding, which refuses it; the others are read by row', async () => {
+      const bytes = Uint8Array.from(numericBytes('stream', [3, 3, 3]));
+      const dv = new DataView(bytes.buffer);
+      const t = batchTables(bytes)[1]!;
+      const values = t.buffers[1]!; // column "id" (int32): validity, then values
+      dv.setBigInt64(values, dv.getBigInt64(values, true) + 2n, true);
+      dv.setBigInt64(values + 8, dv.getBigInt64(values + 8, true) - 4n, true);
+      const path = write(bytes);
+      const source = arrowSource(path);
+      assert.deepEqual(Array.from((source.getBatch([0, 8]) as Record<string, Tensor>).id!.data as Int32Array), [0, 8]);
+      assert.equal(source.stats().rowBatches, 2);
+      const e = await code(() => source.getBatch([4]));
+      assert.equal(e.code, 'ERR_BAD_FILE');
+      assert.match(e.message, /record batch 1 cannot be decoded/);
+      // Without "id", record batch 1's other columns are read by row (decoding it whole still fails).
+      const others = arrowSource(path, { columns: ['f64', 'vec'] });
+      assert.deepEqual(Array.from((others.getBatch([4]) as Record<string, Tensor>).f64!.data as Float64Array), [4.25]);
+      assert.equal((await code(() => arrowSource(path, { columns: ['f64'], rowReads: false }).getBatch([4]))).code, 'ERR_BAD_FILE');
+    });
+
+    it('decode every record batch whole when a selected column is a view column; columns before and after it are still read by row without it', async () => {
+      // Record batches built apart: apache-arrow 21 writes the views of a sliced view column wrong.
+      const part = (ids: number[]) => new Table({
+        x: vectorFromArray(ids.map((i) => i * 3), new Int32()),
+        v: vectorFromArray(ids.map((i) => `value ${i} ${'long '.repeat(i % 4)}`), new Utf8View()),
+        y: vectorFromArray(ids.map((i) => -i), new Int32()),
+      });
+      const path = write(tableToIPC(part(range(4)).concat(part(range(10).slice(4))), 'stream'));
+      const withView = arrowSource(path, { decoders: { v: HASH_DECODER } });
+      const b = await withView.getBatch([9, 2]);
+      assert.deepEqual(Array.from(b.x!.data as Int32Array), [27, 6]);
+      const text = new TextEncoder().encode(`value 9 ${'long '.repeat(1)}`);
+      assert.equal((b.v!.data as Int32Array)[0], text.length);
+      assert.deepEqual([withView.stats().reads, withView.stats().rowBatches], [2, 0]);
+      const without = arrowSource(path, { columns: ['y', 'x'] });
+      assert.deepEqual(Array.from((without.getBatch([9, 2]) as Record<string, Tensor>).y!.data as Int32Array), [-9, -2]);
+      assert.deepEqual([without.stats().reads, without.stats().rowBatches], [0, 2]);
+    });
+
+    it('1000 mutated buffer tables and field nodes: row reads give what decoding whole record batches gives, or both refuse with a typed error', async () => {
+      const valid = numericBytes('stream', [3, 5, 4], { lists: true, blobs: true });
+      const tables = batchTables(valid);
+      let seed = 12345;
+      const rnd = (n: number) => ((seed = (Math.imul(seed, 1_103_515_245) + 12_345) >>> 0) >>> 16) % n;
+      const decoders = { blob: HASH_DECODER, img: HASH_DECODER };
+      const ids = scrambled(12);
+      const batches = [ids.slice(0, 5), ids.slice(5)];
+      const outcomes: Record<string, number> = {};
+      const path = join(dir, 'mutant.arrow');
+      for (let c = 0; c < 1000; c++) {
+        const bytes = Uint8Array.from(valid);
+        const dv = new DataView(bytes.buffer);
+        const t = tables[rnd(tables.length)]!;
+        const list = rnd(3) === 0 ? t.nodes : t.buffers;
+        const at = list[rnd(list.length)]! + 8 * rnd(2);
+        const old = dv.getBigInt64(at, true);
+        const choices = [0n, 1n, old + 1n, old - 1n, old + 4n, old - 4n, old + 8n, old - 8n, old * 2n, old / 2n, BigInt(t.bodyLength), BigInt(rnd(t.bodyLength + 1)), -1n, 2n ** 31n, 2n ** 62n];
+        const value = choices[rnd(choices.length)]!;
+        dv.setBigInt64(at, value, true);
+        writeFileSync(path, bytes);
+        let outcome = 'read';
+        try {
+          await readBothWays(arrowSource(path, { decoders }), arrowSource(path, { decoders, rowReads: false }), batches);
+        } catch (e) {
+          if (!(e instanceof LoaderError) || !['ERR_BAD_FILE', 'ERR_INVALID_DATASET'].includes(e.code) || !e.message.startsWith(path)) {
+            assert.fail(`case ${c}: ${value} at byte ${at} (${list === t.nodes ? 'field node' : 'buffer'}): ${(e as Error).stack}`);
+          }
+          outcome = e.code;
+        }
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      }
+      assert.ok((outcomes.read ?? 0) > 100 && (outcomes.ERR_BAD_FILE ?? 0) > 100, JSON.stringify(outcomes));
+    });
   });
 
   describe('errors', () => {
@@ -275,6 +513,7 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
       const d = await code(() => arrowSource(path, { columns: ['id'], decoders: { vec: { kind: 'image', size: [2, 2] } } }));
       assert.match(d.message, /decoders\.vec.*selected column/);
       assert.equal((await code(() => arrowSource(path, { cacheBatches: -1 }))).code, 'ERR_INVALID_OPTION');
+      assert.match((await code(() => arrowSource(path, { rowReads: 'yes' as unknown as boolean }))).message, /`rowReads` must be true or false, got "yes"/);
     });
 
     it('a binary or string column without a decoder is refused, naming it and the fix', async () => {

@@ -12,7 +12,7 @@ import { LoaderError, badFile, show } from '../../errors.js';
 import type { DType, Storage } from '../../tensor/dtype.js';
 
 /** One list level of a tensor column, outermost first: a fixed size, or a list checked against `size`. */
-export type Level = { readonly kind: 'fixed'; readonly size: number } | { readonly kind: 'list'; readonly size: number };
+export type Level = { readonly kind: 'fixed'; readonly size: number } | { readonly kind: 'list'; readonly size: number; /** LargeList: int64 offsets. */ readonly large: boolean };
 
 /** How the elements at the bottom of a tensor column are stored. */
 export type Leaf = 'plain' | 'bool' | 'uint64' | { readonly bytesPerElement: number };
@@ -83,7 +83,7 @@ export function planColumns(path: string, schema: Schema, names: readonly string
       continue;
     }
     const known = listShapes?.[name];
-    const levels = t.levels.map((l, i) => (l.kind === 'list' ? { kind: 'list' as const, size: known?.[i] ?? 0 } : l));
+    const levels = t.levels.map((l, i) => (l.kind === 'list' ? { ...l, size: known?.[i] ?? 0 } : l));
     const extra = typeof t.leaf === 'object' ? [t.leaf.bytesPerElement] : [];
     const rowShape = [...levels.map((l) => l.size), ...extra];
     plans.push({ kind: 'tensor', name, field, type, dtype: t.dtype, levels, leaf: t.leaf, rowShape, rowSize: rowShape.reduce((a, b) => a * b, 1) });
@@ -108,7 +108,7 @@ export function planColumns(path: string, schema: Schema, names: readonly string
 
 /** The plan with the list sizes of row 0 filled in. */
 export function withListShape(plan: TensorColumn, sizes: readonly number[]): TensorColumn {
-  const levels = plan.levels.map((l, i) => (l.kind === 'list' ? { kind: 'list' as const, size: sizes[i]! } : l));
+  const levels = plan.levels.map((l, i) => (l.kind === 'list' ? { ...l, size: sizes[i]! } : l));
   const extra = typeof plan.leaf === 'object' ? [plan.leaf.bytesPerElement] : [];
   const rowShape = [...levels.map((l) => l.size), ...extra];
   return { ...plan, levels, rowShape, rowSize: rowShape.reduce((a, b) => a * b, 1) };
@@ -121,7 +121,7 @@ function tensorType(type: DataType): { dtype: DType; levels: Level[]; leaf: Leaf
     if (t.typeId === Type.FixedSizeList) {
       levels.push({ kind: 'fixed', size: (t as unknown as { listSize: number }).listSize });
     } else if (t.typeId === Type.List || t.typeId === Type.LargeList) {
-      levels.push({ kind: 'list', size: 0 });
+      levels.push({ kind: 'list', size: 0, large: t.typeId === Type.LargeList });
     } else {
       break;
     }
@@ -213,8 +213,30 @@ export interface Where {
   readonly row: number;
 }
 
-function corrupt(w: Where, what: string): LoaderError {
+/** ERR_BAD_FILE at the record batch, naming the column and the row. */
+export function corrupt(w: Where, what: string): LoaderError {
   return badFile(w.path, w.offset, `column ${show(w.column)}, row ${w.row}: ${what}`);
+}
+
+/** A null where a tensor needs a value. */
+export function nullInTensor(w: Where): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_DATASET',
+    `${w.path}: column ${show(w.column)}, row ${w.row} holds a null; a tensor needs a value in every element. Fill the nulls (pyarrow: pyarrow.compute.fill_null) or leave the column out with \`columns\``,
+  );
+}
+
+/** A row of a variable-length list column whose list at `level` is not the size row 0's is. */
+export function raggedRow(w: Where, plan: TensorColumn, level: number, got: number): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_DATASET',
+    `${w.path}: column ${show(w.column)} is a variable-length list (${plan.type}): row ${w.row} holds a list of ${got} where row 0 holds ${plan.levels[level]!.size} (list level ${level}). Stoker needs one shape per column: pass a decoder for it (decoders: { ${show(w.column)}: { kind: 'module', module, export } }), or leave it out with \`columns\``,
+  );
+}
+
+/** A uint64 value that int64 cannot hold. */
+export function uint64Row(w: Where, v: bigint): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${w.path}: column ${show(w.column)}, row ${w.row} holds the uint64 ${v}, which int64 (Stoker's 64-bit integer) cannot hold. Leave the column out with \`columns\``);
 }
 
 function checkValid(d: Data, start: number, count: number, w: Where): void {
@@ -224,12 +246,7 @@ function checkValid(d: Data, start: number, count: number, w: Where): void {
     const bit = d.offset + start + i;
     const byte = bit >>> 3;
     if (byte >= bitmap.length) throw corrupt(w, `the validity bitmap holds ${bitmap.length * 8} bits, fewer than its ${d.length} values`);
-    if ((bitmap[byte]! & (1 << (bit & 7))) === 0) {
-      throw new LoaderError(
-        'ERR_INVALID_DATASET',
-        `${w.path}: column ${show(w.column)}, row ${w.row} holds a null; a tensor needs a value in every element. Fill the nulls (pyarrow: pyarrow.compute.fill_null) or leave the column out with \`columns\``,
-      );
-    }
+    if ((bitmap[byte]! & (1 << (bit & 7))) === 0) throw nullInTensor(w);
   }
 }
 
@@ -261,12 +278,7 @@ export function gather(plan: TensorColumn, d: Data, level: number, start: number
   for (let i = 1; i <= count; i++) {
     const next = offsetAt(offsets, base + i);
     if (previous < 0 || next < previous) throw corrupt(w, `list offsets go from ${previous} to ${next}`);
-    if (next - previous !== lv.size) {
-      throw new LoaderError(
-        'ERR_INVALID_DATASET',
-        `${w.path}: column ${show(w.column)} is a variable-length list (${plan.type}): row ${w.row} holds a list of ${next - previous} where row 0 holds ${lv.size} (list level ${level}). Stoker needs one shape per column: pass a decoder for it (decoders: { ${show(w.column)}: { kind: 'module', module, export } }), or leave it out with \`columns\``,
-      );
-    }
+    if (next - previous !== lv.size) throw raggedRow(w, plan, level, next - previous);
     previous = next;
   }
   return gather(plan, child, level + 1, first, count * lv.size, out, pos, w);
@@ -292,14 +304,13 @@ function copyLeaf(plan: TensorColumn, d: Data, start: number, count: number, out
     const dst = out as BigInt64Array;
     for (let i = 0; i < count; i++) {
       const v = src[p + i]!;
-      if (v >= 2n ** 63n) {
-        throw new LoaderError('ERR_INVALID_DATASET', `${w.path}: column ${show(w.column)}, row ${w.row} holds the uint64 ${v}, which int64 (Stoker's 64-bit integer) cannot hold. Leave the column out with \`columns\``);
-      }
+      if (v >= 2n ** 63n) throw uint64Row(w, v);
       dst[pos + i] = v;
     }
     return;
   }
-  (out as unknown as { set(a: unknown, at: number): void }).set(values.subarray(p * width, (p + count) * width), pos * width);
+  // `pos` counts output elements, which for fixed-size binary are already bytes.
+  (out as unknown as { set(a: unknown, at: number): void }).set(values.subarray(p * width, (p + count) * width), pos);
 }
 
 /** The list sizes of row 0 (batch-local row `row` of `d`), for the list levels of `plan`. */
@@ -355,7 +366,8 @@ export function rowBytes(plan: BytesColumn, d: Data, row: number, w: Where): Uin
   return { file: new TextDecoder().decode(p) };
 }
 
-function nullRow(w: Where): LoaderError {
+/** A decoder column's row without bytes. */
+export function nullRow(w: Where): LoaderError {
   return new LoaderError('ERR_INVALID_DATASET', `${w.path}: column ${show(w.column)}, row ${w.row} is null; a decoder needs bytes in every row. Filter those rows out, or leave the column out with \`columns\``);
 }
 

@@ -45,6 +45,18 @@ export interface ArrowIndex {
   readonly replacedDictionaries: readonly number[];
 }
 
+/**
+ * The vetted buffer tables of every record batch, as the index scan found them (main thread only:
+ * arrow-rows.ts keeps the parts its selected columns need). Per record batch: the field nodes as
+ * (length, null count) pairs, the buffers as (offset, length) pairs relative to the body (as
+ * apache-arrow's header decoder gives them), and the variadic buffer counts of view columns.
+ */
+export interface BatchHeaders {
+  readonly nodes: readonly Float64Array[];
+  readonly buffers: readonly Float64Array[];
+  readonly variadic: readonly (readonly number[])[];
+}
+
 const MAGIC = 'ARROW1';
 /** apache-arrow keeps row counts and offsets in 32-bit integers. */
 const MAX_ROWS = 2 ** 31 - 1;
@@ -62,14 +74,14 @@ interface MessageAt {
 }
 
 /** Scan `file` and index its record batches. Throws ERR_BAD_FILE naming the offset of the first problem. */
-export function buildIndex(file: PositionedFile): { index: ArrowIndex; schema: Schema } {
+export function buildIndex(file: PositionedFile): { index: ArrowIndex; schema: Schema; headers: BatchHeaders } {
   const { path, size } = file;
   if (size === 0) throw badFile(path, 0, 'the file is empty; expected an Arrow IPC file or stream');
   const head = file.read(0, Math.min(size, 8), 'the file header');
   return latin1(head.subarray(0, 6)) === MAGIC ? indexFile(file) : indexStream(file, head);
 }
 
-function indexStream(file: PositionedFile, head: Uint8Array): { index: ArrowIndex; schema: Schema } {
+function indexStream(file: PositionedFile, head: Uint8Array): { index: ArrowIndex; schema: Schema; headers: BatchHeaders } {
   const { path, size } = file;
   const first = head.length >= 4 ? new DataView(head.buffer, head.byteOffset, head.length).getInt32(0, true) : 0;
   if (first !== -1 && !(first > 0 && first + 4 <= size)) {
@@ -105,10 +117,10 @@ function indexStream(file: PositionedFile, head: Uint8Array): { index: ArrowInde
     }
     at = m.end;
   }
-  return { index: b.index('stream', size, file.read(0, schemaMsg.end, 'the schema message'), [...replaced]), schema };
+  return { index: b.index('stream', size, file.read(0, schemaMsg.end, 'the schema message'), [...replaced]), schema, headers: b };
 }
 
-function indexFile(file: PositionedFile): { index: ArrowIndex; schema: Schema } {
+function indexFile(file: PositionedFile): { index: ArrowIndex; schema: Schema; headers: BatchHeaders } {
   const { path, size } = file;
   // "ARROW1" + 2 padding bytes, the stream, the footer, its int32 length, "ARROW1".
   if (size < 8 + 10 || latin1(file.read(size - 6, 6, 'the trailing magic')) !== MAGIC) {
@@ -158,27 +170,34 @@ function indexFile(file: PositionedFile): { index: ArrowIndex; schema: Schema } 
     b.add(file, m, recordBatchHeader(file.path, m, k, schema));
     previousEnd = m.end;
   }
-  return { index: b.index('file', size, schemaMessage, []), schema };
+  return { index: b.index('file', size, schemaMessage, []), schema, headers: b };
 }
 
-class Batches {
+class Batches implements BatchHeaders {
   readonly offsets: number[] = [];
   readonly lengths: number[] = [];
   readonly metaLengths: number[] = [];
   readonly rows: number[] = [];
+  readonly nodes: Float64Array[] = [];
+  readonly buffers: Float64Array[] = [];
+  readonly variadic: number[][] = [];
   #total = 0;
 
   get count(): number {
     return this.offsets.length;
   }
 
-  add(file: PositionedFile, m: MessageAt, rows: number): void {
+  add(file: PositionedFile, m: MessageAt, h: BatchHeader): void {
+    const rows = h.length;
     this.#total += rows;
     if (!Number.isSafeInteger(this.#total)) throw badFile(file.path, m.offset, 'the record batches hold more rows than can be counted');
     this.offsets.push(m.offset);
     this.lengths.push(m.end - m.offset);
     this.metaLengths.push(m.metaLength);
     this.rows.push(rows);
+    this.nodes.push(Float64Array.from(h.nodes.flatMap((n) => [n.length, n.nullCount])));
+    this.buffers.push(Float64Array.from(h.buffers.flatMap((b) => [b.offset, b.length])));
+    this.variadic.push([...h.variadicBufferCounts]);
   }
 
   index(format: 'file' | 'stream', fileSize: number, schemaMessage: Uint8Array, replaced: number[]): ArrowIndex {
@@ -318,14 +337,16 @@ interface BatchHeader {
   readonly nodes: readonly { readonly length: number; readonly nullCount: number }[];
   readonly buffers: readonly { readonly offset: number; readonly length: number }[];
   readonly compression: unknown;
+  readonly variadicBufferCounts: readonly number[];
 }
 
 /**
- * Check a record batch's header against its body and the schema, and return its row count. What
- * apache-arrow would otherwise trust: the row count, each field node's length and null count (a
- * null count of -1 makes it count bits over the claimed length), each buffer's range in the body.
+ * Check a record batch's header against its body and the schema, and return it. What apache-arrow
+ * would otherwise trust: the row count, each field node's length and null count (a null count of
+ * -1 makes it count bits over the claimed length), each buffer's range in the body, and the
+ * variadic buffer counts of view columns (it allocates an array of that many).
  */
-function recordBatchHeader(path: string, m: MessageAt, k: number, schema: Schema): number {
+function recordBatchHeader(path: string, m: MessageAt, k: number, schema: Schema): BatchHeader {
   const what = `record batch ${k}`;
   const h = decodeHeader(path, m, what) as BatchHeader;
   if (h.compression !== null && h.compression !== undefined) {
@@ -354,7 +375,12 @@ function recordBatchHeader(path: string, m: MessageAt, k: number, schema: Schema
       throw badFile(path, m.offset, `${what}: buffer ${i} spans [${buf.offset}, ${buf.offset + buf.length}) outside its body of ${m.bodyLength} bytes`);
     }
   }
-  return rows;
+  for (const count of h.variadicBufferCounts ?? []) {
+    if (!Number.isSafeInteger(count) || count < 0 || count > h.buffers.length) {
+      throw badFile(path, m.offset, `${what} claims ${count} variadic buffers for a view column; it lists ${h.buffers.length} buffers in all`);
+    }
+  }
+  return h;
 }
 
 /** Field nodes a type takes in a record batch: one per field, children included (pre-order). */
@@ -386,7 +412,7 @@ export function decodeRecordBatch(path: string, bytes: Uint8Array, schemaLength:
     throw badFile(path, offset, `${what} is not where the file's index put it (did the file change?)`);
   }
   const m = parseMessage(path, offset, prefix, msg.subarray(prefix, prefix + metaLength), what);
-  if (m.end - offset !== index.lengths[k] || m.message.headerType !== MessageHeader.RecordBatch || recordBatchHeader(path, m, k, schema) !== index.rows[k]) {
+  if (m.end - offset !== index.lengths[k] || m.message.headerType !== MessageHeader.RecordBatch || recordBatchHeader(path, m, k, schema).length !== index.rows[k]) {
     throw badFile(path, offset, `${what} is not the record batch the file's index found there (did the file change?)`);
   }
   let batch: RecordBatch | undefined;
