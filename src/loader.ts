@@ -22,7 +22,7 @@ import { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
 import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { canFitResident } from './pipeline/budget.js';
+import { anchored, canFitResident, memAvailable } from './pipeline/budget.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
 import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
 import type { World } from './distributed/launch.js';
@@ -184,7 +184,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
     };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
-    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && canFitResident(length, schema.sampleBytes, probe));
+    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && (probe !== undefined ? canFitResident(length, schema.sampleBytes, probe) : fitsHostRam(ds, length, schema.sampleBytes, opts)));
     const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
     const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
     const base = { opts, device, datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
@@ -478,6 +478,19 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
     return run;
   }
+}
+
+/**
+ * Resident on a host device (no memory probe): in-memory columns always (they are held, not
+ * copied); any other dataset only when all its samples fit this rank's RAM share. A departure from
+ * flodl, whose CPU device is always resident: a file source (an image folder, tar shards) can be far
+ * larger than RAM, and must then stream through the sample cache instead of failing at create.
+ */
+function fitsHostRam(ds: AnyDataset, length: number, sampleBytes: number, opts: ResolvedOptions): boolean {
+  if (ds instanceof ArraySource) return true;
+  const available = memAvailable();
+  if (available === undefined) return true;
+  return length * sampleBytes <= anchored(available, 0, opts.ramMaxUsage / (opts.world.localWorldSize ?? 1));
 }
 
 function checkDataset(dataset: unknown): number {

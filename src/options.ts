@@ -51,7 +51,7 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   augment?: number;
   /** Applied at delivery, keyed per pick. */
   transform?: Transform<T>;
-  /** 'auto' (resident when the dataset fits, always on the CPU), 'resident' or 'streaming'. Default 'auto'. */
+  /** 'auto' (resident when the dataset fits: on a GPU its memory; on the CPU in-memory arrays always, other sources when all samples fit the RAM share), 'resident' or 'streaming'. Default 'auto'. */
   mode?: 'auto' | 'resident' | 'streaming';
   /** Pin the streaming in-flight depth (turns adaptive sizing off). Default: sized by the budget law. */
   prefetch?: number;

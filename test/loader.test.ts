@@ -328,7 +328,7 @@ for (const mode of MODES) {
 }
 
 describe('DataLoader mode choice on cpu', () => {
-  it('is resident by default (the CPU always fits) with prefetch depth 0 and no-op setters', async () => {
+  it('is resident by default for in-memory arrays, with prefetch depth 0 and no-op setters', async () => {
     const loader = await DataLoader.create(arraysDataset(10), { batchSize: 5 });
     assert.equal(loader.isResident, true);
     assert.equal(loader.prefetchDepth, 0);
@@ -337,6 +337,19 @@ describe('DataLoader mode choice on cpu', () => {
     assert.equal(loader.autoResize(), 0);
     loader.setActivationReserve(1 << 20);
     assert.equal(loader.prefetchDepth, 0);
+  });
+
+  it('streams a dataset larger than the RAM share, and holds one that fits', async () => {
+    // 10^6 samples of 256 KiB = 256 GB: never resident on a host; the probe reads sample 0 only.
+    let gets = 0;
+    const huge = { length: 1_000_000, get: (i: number) => (gets++, { x: new Float32Array(65536).fill(i) }) };
+    const big = await DataLoader.create(huge, { batchSize: 4, mode: 'auto' });
+    assert.equal(big.isResident, false);
+    assert.equal(gets, 1, 'create read only the probe sample');
+    await big.close();
+    const small = await DataLoader.create({ length: 12, get: (i: number) => ({ x: Float32Array.of(i) }) }, { batchSize: 4 });
+    assert.equal(small.isResident, true);
+    await small.close();
   });
 });
 
