@@ -105,10 +105,13 @@ after(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('stoker: help and version', () => {
   it('--help on the program and on each command exits 0 and lists what the command takes', async () => {
-    const [root, demo, bench, inspect, version] = await Promise.all([
-      stoker(['--help']), stoker(['demo', '--help']), stoker(['bench', '--help']), stoker(['inspect', '--help']), stoker(['--version']),
+    const [root, demo, bench, inspect, version, helpDemo, bare] = await Promise.all([
+      stoker(['--help']), stoker(['demo', '--help']), stoker(['bench', '--help']), stoker(['inspect', '--help']), stoker(['--version']), stoker(['help', 'demo']), stoker([]),
     ]);
-    for (const r of [root, demo, bench, inspect, version]) assert.equal(r.code, 0, r.stderr);
+    for (const r of [root, demo, bench, inspect, version, helpDemo]) assert.equal(r.code, 0, r.stderr);
+    assert.equal(helpDemo.stdout, demo.stdout, '`stoker help demo` is `stoker demo --help`');
+    assert.equal(bare.code, 2, 'no command is a usage error');
+    assert.match(bare.stderr, /Usage: stoker/, 'and shows the help on stderr');
     assert.match(root.stdout, /Usage: stoker/);
     for (const c of ['demo', 'bench', 'inspect']) assert.match(root.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
     assert.match(root.stdout, /Exit codes: 0 ok .* 2 bad command line/);

@@ -45,10 +45,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     await program.parseAsync([...argv], { from: 'user' });
     return EXIT.ok;
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    // --help and --version end parsing through exitOverride with exit code 0.
-    if (code === 'commander.helpDisplayed' || code === 'commander.version') return EXIT.ok;
-    if (code === 'commander.help' || code === 'commander.executeSubCommandAsync') return EXIT.usage;
+    const { code, exitCode } = error as { code?: unknown; exitCode?: unknown };
+    // --help, `help <command>` and --version end parsing through exitOverride with exit code 0;
+    // a bare `stoker` shows the help on stderr with exit code 1, which is a usage error here.
+    if (code === 'commander.helpDisplayed' || code === 'commander.version' || (code === 'commander.help' && exitCode === 0)) return EXIT.ok;
+    if (code === 'commander.help') return EXIT.usage;
     const name = commandName(program, argv);
     const failure = describeFailure(error, name);
     const verbose = argv.includes('--verbose');
