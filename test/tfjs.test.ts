@@ -179,6 +179,23 @@ describe('toTfDataset: memory, epochs and conversions', () => {
     assert.equal(ds.heldBatches, 0);
   });
 
+  it('next() calls that overlap (tf.data prefetch) are served in order from one epoch', async () => {
+    const rec = recording(loader);
+    const ds = toTfDataset(rec, { tf, x: 'x', y: 'y' });
+    const it = await ds.iterator();
+    const results = await Promise.all([it.next(), it.next(), it.next(), it.next(), it.next()]);
+    assert.deepEqual(results.map((r) => r.done), [false, false, false, false, true], '4 batches of 16, then the end');
+    assert.equal(ds.nextEpoch, 1, 'one loader epoch claimed');
+    const ids = rec.batches.flatMap((b) => Array.from(b.sampleIds));
+    assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i), 'every sample once');
+    results.forEach((r, k) => {
+      if (r.done !== true) assert.equal((r.value as { xs: tf.Tensor }).xs.dataSync()[0], (rec.batches[k]!.get('x') as Tensor).data[0], `element ${k} is batch ${k}`);
+    });
+    tf.dispose(results.filter((r) => r.done !== true).map((r) => r.value as tf.TensorContainer));
+    await ds.stop();
+    assert.equal(ds.heldBatches, 0);
+  });
+
   it('map runs inside a tidy: intermediates and unused inputs are freed', async () => {
     const base = tf.memory().numTensors;
     const ds = toTfDataset(loader, {

@@ -170,8 +170,16 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
   class Iteration implements AsyncIterator<T> {
     #it: AsyncIterator<Batch<AnyTensor>> | undefined;
     #done = false;
+    #queue: Promise<unknown> = Promise.resolve();
 
-    async next(): Promise<IteratorResult<T>> {
+    /** Served one at a time in call order: tf.data's prefetch() calls next() again before a call settles. */
+    next(): Promise<IteratorResult<T>> {
+      const step = this.#queue.then(() => this.#step());
+      this.#queue = step.then(noop, noop);
+      return step;
+    }
+
+    async #step(): Promise<IteratorResult<T>> {
       if (this.#done) return { done: true, value: undefined };
       if (this.#it === undefined) {
         if (active !== undefined && active !== this) await active.end();
@@ -228,6 +236,8 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
   });
   return dataset;
 }
+
+function noop(): void {}
 
 type TfValues = { values: Float32Array | Int32Array; dtype: 'float32' | 'int32'; shared: boolean };
 
