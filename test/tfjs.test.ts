@@ -182,10 +182,13 @@ describe('toTfDataset: memory, epochs and conversions', () => {
   it('next() calls that overlap (tf.data prefetch) are served in order from one epoch', async () => {
     const rec = recording(loader);
     const ds = toTfDataset(rec, { tf, x: 'x', y: 'y' });
+    const abandoned = await ds.iterator();
+    tf.dispose((await abandoned.next()).value as tf.TensorContainer);
+    rec.batches.length = 0;
     const it = await ds.iterator();
     const results = await Promise.all([it.next(), it.next(), it.next(), it.next(), it.next()]);
     assert.deepEqual(results.map((r) => r.done), [false, false, false, false, true], '4 batches of 16, then the end');
-    assert.equal(ds.nextEpoch, 1, 'one loader epoch claimed');
+    assert.equal(ds.nextEpoch, 2, 'one loader epoch claimed by the new iteration');
     const ids = rec.batches.flatMap((b) => Array.from(b.sampleIds));
     assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 64 }, (_, i) => i), 'every sample once');
     results.forEach((r, k) => {
