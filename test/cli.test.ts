@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -220,7 +220,11 @@ describe('stoker inspect', () => {
 
 describe('stoker: failures', () => {
   it('a bad command line exits 2 with one line that names the problem and points to --help', async () => {
+    const full = join(scratch, 'not-empty');
+    mkdirSync(full);
+    writeFileSync(join(full, 'mine.txt'), 'keep me');
     const cases: [string[], RegExp][] = [
+      [['demo', '--dir', full], /^stoker demo: --dir .*not-empty is not empty: give a new or empty folder/],
       [['demo', '--epochs', '0'], /^stoker demo: option '--epochs <n>' argument '0' is invalid\. expected an integer from 1 to 1000 \(see 'stoker demo --help'\)$/],
       [['demo', '--sampels', '5'], /^stoker demo: unknown option '--sampels' \(Did you mean --samples\?\)/],
       [['demo', '--device', 'tpu'], /^stoker demo: .*'tpu' is invalid\. expected cpu, cuda, cuda:N or sim/],
@@ -236,6 +240,7 @@ describe('stoker: failures', () => {
       assert.equal(r.stdout, '', 'nothing on stdout');
       assertOneLine(r.stderr, cases[k]![1]);
     });
+    assert.equal(readFileSync(join(full, 'mine.txt'), 'utf8'), 'keep me');
   });
 
   it('a command that fails exits 1 with one line and no stack; --verbose adds the stack; --json adds an error document', async () => {

@@ -7,7 +7,7 @@
 // figure printed comes from `loader.stats()` or from tfjs's own logs, never from a stopwatch of ours
 // around the loader.
 
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command, Option } from 'commander';
@@ -77,6 +77,9 @@ interface EpochRow extends EpochFigures {
 
 export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
   if (opts.samples < opts.batchSize) throw new UsageError(`--samples (${opts.samples}) must be at least --batch-size (${opts.batchSize}): an epoch drops its short last batch`);
+  if (opts.dir !== undefined && existsSync(opts.dir) && readdirSync(opts.dir).length > 0) {
+    throw new UsageError(`--dir ${opts.dir} is not empty: give a new or empty folder (the demo never deletes what it did not write)`);
+  }
   const t0 = performance.now();
   const testCount = Math.max(SHAPE_CLASSES.length, Math.round(opts.samples / 4));
   const dir = opts.dir !== undefined ? resolve(opts.dir) : mkdtempSync(join(tmpdir(), 'stoker-demo-'));
