@@ -11,7 +11,7 @@ import { Message as FbMessage } from 'apache-arrow/fb/message';
 import { RecordBatch as FbRecordBatch } from 'apache-arrow/fb/record-batch';
 import { ByteBuffer } from 'flatbuffers';
 import type { Tensor } from '../../src/index.js';
-import { type ArrowOptions, type ArrowSource, arrowSource, openArrow } from '../../src/dataset/formats/arrow.js';
+import { type ArrowSource, arrowSource, openArrow } from '../../src/dataset/formats/arrow.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 
 export interface RowOptions {
@@ -140,10 +140,10 @@ export async function readAll(path: string): Promise<void> {
 
 /** Fuzz target: as `readAll`, through the worker factory (the reopen path), in sequential batches of 4. */
 export async function readAllReopened(path: string): Promise<void> {
-  const reopen = (options: ArrowOptions) => openArrow(arrowSource(path, options)[kSourceSpec]().options as Parameters<typeof openArrow>[0]);
-  const rows = reopen({ cacheBatches: 0 });
+  const spec = arrowSource(path, { cacheBatches: 0 })[kSourceSpec]().options as Parameters<typeof openArrow>[0];
+  const rows = openArrow(spec);
   const ids = Array.from({ length: rows.length }, (_, i) => i);
-  await readBothWays(rows, reopen({ cacheBatches: 0, rowReads: false }), batchesOf(ids, 4));
+  await readBothWays(rows, openArrow({ ...spec, rowTable: undefined }), batchesOf(ids, 4));
 }
 
 /** A decoder module as a data: URL (no file to write): the byte count and the first byte, as int32. */

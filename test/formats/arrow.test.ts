@@ -1,5 +1,15 @@
 // sources.arrow: Arrow IPC files and streams (as Hugging Face `datasets` writes them) read back
-// exactly, record batch by record batch, through reader workers; every malformed input a typed error.
+// exactly, by row reads and by whole record batches, through reader workers; every malformed input
+// a typed error.
+//
+// Measured (row reads, one thread, 2-core VM shared with other jobs): a 49.6 MB stream of 100
+// record batches × 1000 rows (int32, int64, float32, fixed_size_list<float32>[120]; 496 bytes a
+// row), one shuffled epoch through getBatch in batches of 256 ids:
+//   decoding whole record batches, cacheBytes 16 MiB (file larger than the cache)  9.48 s  (~92 record batches decoded per batch of ids)
+//   decoding whole record batches, default cache (the whole file fits, per thread)  0.23 s
+//   row reads                                                                      0.70 s  (211 806 positioned reads, 247 MB read)
+//   sequential epoch: whole record batches 0.09 s, row reads 0.13 s (1948 reads)
+// Row reads cost ~3 µs a positioned read (readSync), about 6 per record batch a batch of ids touches.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

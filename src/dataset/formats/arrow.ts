@@ -20,7 +20,7 @@ import type { BatchDataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { type ArrowDecoder, type ResolvedDecoder, decodeColumn, resolveDecoder } from './arrow-decoders.js';
 import { type ArrowIndex, buildIndex, decodeRecordBatch, vetMessage } from './arrow-index.js';
-import { type RowTable, RowReader, SLOTS, buildRowTable, rowGroup } from './arrow-rows.js';
+import { type RowTable, RowReader, SLOTS, buildRowTable, nodesOf, rowGroup } from './arrow-rows.js';
 import { type ColumnPlan, type TensorColumn, gather, hasListLevels, listShapeOf, planColumns, rowBytes, withListShape } from './arrow-columns.js';
 import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
@@ -36,27 +36,28 @@ export interface ArrowOptions {
    */
   readonly decoders?: { readonly [column: string]: ArrowDecoder };
   /**
-   * Most decoded record batches kept per thread (default 1024: the byte budget is the bound that
-   * matters). Shuffled ids hit record batches at random, so a batch of 256 ids over a file of 100
-   * record batches needs ~92 of them: with only a few kept, each is read again for nearly every
-   * batch (measured: a shuffled epoch 130× slower than with the file's 50 MB cached).
+   * Most decoded record batches kept per thread, for record batches read whole (`rowReads: false`,
+   * or layouts row reads cannot read) (default 1024: the byte budget is the bound that matters).
+   * Shuffled ids hit record batches at random, so a batch of 256 ids over a file of 100 record
+   * batches needs ~92 of them: with only a few kept, each is read again for nearly every batch
+   * (measured: a shuffled epoch 130× slower than with the file's 50 MB cached).
    */
   readonly cacheBatches?: number;
   /**
-   * Bytes of decoded record batches kept per thread (default: the smaller of 256 MiB and 1/32 of
-   * RAM, since every reader worker holds its own cache). A record batch larger than this is read
-   * again for each batch of ids that needs it.
+   * Bytes of decoded record batches kept per thread, for record batches read whole (default: the
+   * smaller of 256 MiB and 1/32 of RAM, since every reader worker holds its own cache). A record
+   * batch larger than this is read again for each batch of ids that needs it.
    */
   readonly cacheBytes?: number;
   /**
    * Read only the rows asked for, straight from the column buffers (default true). Shuffled ids
    * touch nearly every record batch in every batch of ids, so decoding record batches whole costs
-   * the file many times over per epoch once it is larger than the cache (measured: 50 MB in 100
-   * record batches, a shuffled epoch in batches of 256 ids, about 9 s decoding whole record batches
-   * against 0.3 s reading rows). Record batches whose layout the row path cannot read (view columns,
-   * unions before a selected column) are always decoded whole. `false` decodes every record batch
-   * whole and keeps it in the cache: faster only when the file fits `cacheBytes` and one thread reads
-   * it many times.
+   * the file many times over per epoch once it is larger than the cache (measured, one thread:
+   * 50 MB in 100 record batches, a shuffled epoch in batches of 256 ids takes 9.5 s decoding whole
+   * record batches with 16 MiB of cache, 0.7 s reading rows). Record batches whose layout row reads
+   * cannot read (view columns, unions before a selected column, a buffer apache-arrow would refuse)
+   * are decoded whole. `false` decodes every record batch whole and keeps it in the cache: faster
+   * (0.23 s there) only when the file fits `cacheBytes` in every reader thread.
    */
   readonly rowReads?: boolean;
 }
@@ -354,6 +355,7 @@ function resolveOptions(options: ArrowOptions | undefined): { cacheBatches: numb
  * of the list sizes, variable-length lists are accepted when every row has row 0's shape,
  * dictionary-encoded columns give their integer codes, fixed-size binary gives uint8 bytes.
  * Binary and string columns (and Hugging Face's image `struct<bytes, path>`) need a decoder.
+ * Rows are read straight from the column buffers (see `rowReads`).
  */
 export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
   if (typeof path !== 'string' || path.length === 0) throw invalidOption('path', 'the path of an Arrow IPC file', path);
@@ -464,9 +466,6 @@ function checkRowTable(path: string, table: RowTable | undefined, plans: readonl
   const count = index.rows.length;
   const fits =
     table.direct instanceof Uint8Array && table.direct.length === count && table.nodes.length === plans.length && table.slots.length === plans.length &&
-    plans.every((p, c) => {
-      const nodes = p.kind === 'tensor' ? p.levels.length + 1 : p.struct === undefined ? 1 : 3;
-      return table.nodes[c] === nodes && table.slots[c] instanceof Float64Array && table.slots[c]!.length === count * nodes * SLOTS;
-    });
+    plans.every((p, c) => table.nodes[c] === nodesOf(p) && table.slots[c] instanceof Float64Array && table.slots[c]!.length === count * nodesOf(p) * SLOTS);
   if (!fits) throw new LoaderError('ERR_INVALID_DATASET', `openArrow: the row table passed for ${path} does not fit its columns and record batches; open Arrow sources with sources.arrow(path)`);
 }
