@@ -23,7 +23,7 @@ import { onCleanup } from './cleanup.js';
 import { UsageError } from './errors.js';
 import { SHAPE_CLASSES, writeShapesDataset } from './demo-data.js';
 import { type TfBackendChoice, TF_BACKENDS, loadTf } from './tf.js';
-import { Ui, pairs, table } from './ui.js';
+import { NO_PROGRESS, type Progress, Ui, pairs, table } from './ui.js';
 
 export interface DemoOptions {
   readonly samples: number;
@@ -115,7 +115,7 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
     const trainSet = toTfDataset(trainLoader, { tf, x: 'image', y: 'label', oneHot: SHAPE_CLASSES.length });
     const testSet = toTfDataset(testLoader, { tf, x: 'image', y: 'label', oneHot: SHAPE_CLASSES.length });
     const rows: EpochRow[] = [];
-    let bar = ui.progress('', 1, {});
+    let bar: Progress = NO_PROGRESS;
     let lossSum = 0;
     let lossCount = 0;
     const current = (): EpochStats | undefined => trainLoader.stats().epochs.at(-1);

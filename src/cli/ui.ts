@@ -17,6 +17,9 @@ export interface Progress {
   stop(): void;
 }
 
+/** A progress display that shows nothing. */
+export const NO_PROGRESS: Progress = { update() {}, stop() {} };
+
 export class Ui {
   readonly json: boolean;
   /** Live bars: stdout is a TTY, not CI, not --json, progress not turned off. */
@@ -41,7 +44,7 @@ export class Ui {
 
   /** A progress bar with `format` ({bar}, {value}, {total}, {percentage} and the keys passed to update). */
   progress(format: string, total: number, fields: Record<string, string>): Progress {
-    if (!this.bars) return { update() {}, stop() {} };
+    if (!this.bars) return NO_PROGRESS;
     const bar = new cliProgress.SingleBar(
       { format, stream: this.#out, hideCursor: true, barsize: 24, fps: 8, barCompleteChar: '█', barIncompleteChar: '░', clearOnComplete: true, autopadding: true },
       cliProgress.Presets.shades_classic,
