@@ -191,7 +191,7 @@ async function runScenario(name: ScenarioName, dataset: AnyDataset | SourceSpec,
       const figures = epochFigures(stats);
       epochs.push({ ...figures, stats });
       if (Number.isNaN(sink)) throw new Error('unreachable: keeps the reads alive');
-      if (!ui.bars) ui.line(`${name.padEnd(6)} epoch ${e + 1}/${opts.epochs}  ${int(figures.samplesPerSec).padStart(9)} samples/s  wait ${pct(figures.waitPct).padStart(7)}  cache hits ${pct(figures.hitPct).padStart(7)}`);
+      ui.line(`${name.padEnd(6)} epoch ${e + 1}/${opts.epochs}  ${int(figures.samplesPerSec).padStart(9)} samples/s  wait ${pct(figures.waitPct).padStart(7)}  cache hits ${pct(figures.hitPct).padStart(7)}`);
     }
     const s = loader.stats();
     return {
