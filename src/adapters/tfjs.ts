@@ -74,6 +74,8 @@ export type StokerTfDataset<T extends tfjs.TensorContainer = TfElement> = tfjs.d
 interface Held {
   readonly batch: Batch<AnyTensor>;
   readonly dataIds: readonly object[];
+  /** The backend that holds those data ids (the user may switch backends later). */
+  readonly backend: { refCount(dataId: object): number };
 }
 
 /**
@@ -119,10 +121,9 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
 
   /** Release every held batch whose borrowed data ids no tf tensor holds any more. */
   const sweep = (): void => {
-    const backend = tf.backend();
     for (let i = held.length - 1; i >= 0; i--) {
       const h = held[i]!;
-      if (h.dataIds.every((id) => backend.refCount(id as tfjs.DataId) === 0)) {
+      if (h.dataIds.every((id) => h.backend.refCount(id) === 0)) {
         h.batch.release();
         held.splice(i, 1);
       }
@@ -163,7 +164,7 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
       return element(fields);
     });
     if (borrowed.length === 0) batch.release();
-    else held.push({ batch, dataIds: borrowed });
+    else held.push({ batch, dataIds: borrowed, backend: tf.backend() as unknown as Held['backend'] });
     return out;
   };
 
