@@ -7,7 +7,7 @@ import * as stoker from '../src/index.js';
 it('exports exactly the public surface', () => {
   assert.deepEqual(Object.keys(stoker).sort(), [
     'Batch', 'BatchError', 'DTYPES', 'DataLoader', 'DeviceTensor', 'LoaderError', 'PickKey', 'RandomSampler', 'Rng', 'SequentialSampler',
-    'Tensor', 'elementSize', 'sources', 'tensor', 'transforms',
+    'Tensor', 'elementSize', 'epochFigures', 'sources', 'tensor', 'toTfDataset', 'transforms',
   ]);
 });
 
