@@ -12,9 +12,11 @@ rm -rf .gpu/prod/node_modules
 (cd .gpu/prod && npm ci --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
 for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules/; done
 # Stay under the carry limit: no source maps or type declarations at run time; esbuild's API runs
-# the platform binary from @esbuild/linux-x64, so its own copy in esbuild/bin goes; sharp's libvips
-# (image decoding, loaded lazily on first use) is not needed by the GPU tests and benches.
+# the platform binary from @esbuild/linux-x64, so its own copy in esbuild/bin goes; sharp and its
+# libvips (image decoding) travel xz-compressed and are unpacked by env.sh on the GPU machine.
 find .gpu/prod/node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
 rm -f .gpu/prod/node_modules/esbuild/bin/esbuild
+tar -cJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules sharp @img
 rm -rf .gpu/prod/node_modules/@img .gpu/prod/node_modules/sharp
+echo '[ -d .gpu/prod/node_modules/sharp ] || tar -xJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules' >> .gpu/env.sh
 echo ".gpu/ is $(du -sm .gpu | cut -f1) MiB"
