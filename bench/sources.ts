@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { DataLoader, RandomSampler } from '../src/index.js';
 import type { Batch, EpochStats, SourceSpec } from '../src/index.js';
-import type { AnyDataset } from '../src/dataset/dataset.js';
+import { type AnyDataset, closeDataset } from '../src/dataset/dataset.js';
 import { decodeImage } from '../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { type ImageFixture, writeImageFixture } from './fixtures/images.js';
@@ -71,7 +71,8 @@ export interface SourceRow {
  * a tar row packs the fixture's JPEGs themselves (fixture.dir, fixture.files).
  */
 export const ROWS: SourceRow[] = [
-  { name: 'image folder (JPEG → 224², sharp)', make: (f) => imageFolderSource(f.dir, { size: SIDE }) },
+  { name: "image folder, decode: 'threads'", make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'threads' }) },
+  { name: "image folder, decode: 'processes'", make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'processes' }) },
 ];
 
 let decodedCache: { fixture: ImageFixture; images: Uint8Array; labels: Int32Array } | undefined;
@@ -142,7 +143,8 @@ interface Contender {
 }
 
 async function loaderContender(row: SourceRow, fixture: ImageFixture, scratch: string, workers: number | 'auto'): Promise<Contender> {
-  const loader = await DataLoader.create(await row.make(fixture, scratch), { batchSize: BATCH, mode: 'streaming', seed: SEED, workers, sampleCache: false });
+  const dataset = await row.make(fixture, scratch);
+  const loader = await DataLoader.create(dataset, { batchSize: BATCH, mode: 'streaming', seed: SEED, workers, sampleCache: false });
   const resolved = loader.stats().workers;
   const name = workers === 'auto' ? `workers: 'auto' (→ ${resolved})` : `workers: ${workers}${workers === 0 ? ' (main thread)' : ''}`;
   return {
@@ -165,7 +167,10 @@ async function loaderContender(row: SourceRow, fixture: ImageFixture, scratch: s
       if (stats.epoch !== epoch || !stats.complete) throw new Error(`${row.name}, ${name}: epoch ${epoch} did not complete`);
       return { ...m, stats };
     },
-    close: () => loader.close(),
+    close: async () => {
+      await loader.close();
+      await closeDataset(dataset);
+    },
   };
 }
 

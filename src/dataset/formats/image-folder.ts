@@ -12,17 +12,27 @@
 // `dir` are ignored (they belong to no class). A class folder with no image is refused, as
 // torchvision does, because its label index would silently hold no samples.
 //
-// Files are read asynchronously, at most READS_IN_FLIGHT at a time per dataset copy: a slow store (a
-// network file system) is served with many requests in flight, and a loader that asks for the whole
-// folder at once (resident mode) never runs out of file descriptors.
+// Decoding (`decode`): 'processes' sends each file's path to a pool of child processes that read and
+// decode it (decode-pool.ts: libvips decodes contend inside one process, separate processes scale
+// with cores); 'threads' reads the file here and decodes it in this thread's sharp. Both give the
+// same bytes and the same errors. The pool of a dataset copy starts its children on demand and kills
+// them at `close()` (or when the copy is garbage-collected, or at process exit).
+//
+// In 'threads' mode files are read asynchronously, at most READS_IN_FLIGHT at a time per dataset
+// copy: a slow store (a network file system) is served with many requests in flight, and a loader
+// that asks for the whole folder at once (resident mode) never runs out of file descriptors. In
+// 'processes' mode each child reads one file at a time.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
+import { DecodePool } from './decode-pool.js';
 import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, decodeImage, loadImageDecoder } from './image-decode.js';
 
 /** Reads (open file descriptors) one dataset copy keeps in flight at most. */
@@ -44,7 +54,30 @@ export interface ImageFolderOptions {
   readonly extensions?: readonly string[];
   /** Refuse images with more input pixels than this (decompression bombs). Default 0x3FFF² ≈ 268 M. */
   readonly maxInputPixels?: number;
+  /**
+   * Where images are decoded. 'processes': in a pool of child processes (one per core by default),
+   * the way to use many cores — sharp decodes in one process contend inside libvips and stop
+   * scaling at ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each
+   * reader worker). Default 'auto': 'processes' when the machine has more than AUTO_PROCESSES_ABOVE
+   * cores, else 'threads' (see DECODE_AUTO for the measurements behind it). Same bytes either way.
+   */
+  readonly decode?: ImageDecodeMode;
+  /**
+   * With decode 'processes': most child processes per dataset copy. Default: one per core for a
+   * copy on the main thread (the loader with workers: 0); in a reader worker, the cores divided
+   * among the reader workers' copies.
+   */
+  readonly decodeProcesses?: number;
 }
+
+/** Where an image folder decodes its images; see `ImageFolderOptions.decode`. */
+export type ImageDecodeMode = 'threads' | 'processes' | 'auto';
+
+/**
+ * NOTE [decode: 'auto'] 'auto' picks 'processes' on machines with more cores than this. Measured
+ * (bench/sources.ts): see the commit that set it.
+ */
+export const AUTO_PROCESSES_ABOVE = 2;
 
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
 export interface ImageFolderSpecOptions {
@@ -59,6 +92,10 @@ export interface ImageFolderSpecOptions {
   readonly layout: ImageLayout;
   readonly fit: ImageFit;
   readonly maxInputPixels: number | undefined;
+  readonly decode: ImageDecodeMode;
+  readonly decodeProcesses: number | undefined;
+  /** Live copies opened by reader workers (shared memory, one int32): how 'processes' divides the cores among them. */
+  readonly workerCopies: Int32Array;
 }
 
 /** One sample of an image folder. */
@@ -77,17 +114,39 @@ export class ImageFolder implements Dataset, Reopenable {
   readonly files: readonly string[];
   /** Label of each sample. */
   readonly labels: Int32Array;
+  /** Where this copy decodes: 'auto' resolved. */
+  readonly decode: 'threads' | 'processes';
   readonly #options: ImageFolderSpecOptions;
   readonly #reads = new Gate(READS_IN_FLIGHT);
+  readonly #inWorker: boolean;
+  #pool: DecodePool | undefined;
+  #closed = false;
 
   /** Internal: made by `imageFolderSource` (main thread) or `openImageFolder` (workers). */
-  constructor(options: ImageFolderSpecOptions) {
+  constructor(options: ImageFolderSpecOptions, inWorker = false) {
     this.#options = options;
     this.dir = options.dir;
     this.classes = Object.freeze([...options.classes]);
     this.files = Object.freeze([...options.files]);
     this.labels = options.labels;
     this.length = options.files.length;
+    this.decode = resolveDecodeMode(options.decode);
+    this.#inWorker = inWorker;
+    if (inWorker) Atomics.add(options.workerCopies, 0, 1);
+  }
+
+  /**
+   * The reader-worker count this dataset reads best with, for a loader not told `workers`: 0 when
+   * it decodes in child processes (a reader thread would only pass paths and pixels along), else
+   * undefined (the loader's own default).
+   */
+  get preferredWorkers(): number | undefined {
+    return this.decode === 'processes' ? 0 : undefined;
+  }
+
+  /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
+  get decodePids(): number[] {
+    return this.#pool?.pids ?? [];
   }
 
   /** Files per class, in class order. */
@@ -108,6 +167,11 @@ export class ImageFolder implements Dataset, Reopenable {
     }
     const o = this.#options;
     const path = join(o.dir, o.files[index]!);
+    const label = new Tensor(Int32Array.of(o.labels[index]!), [], 'int32');
+    if (this.decode === 'processes') {
+      const image = await this.#decodePool().decode({ path }, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
+      return { image, label };
+    }
     let bytes: Uint8Array;
     await this.#reads.enter();
     try {
@@ -120,8 +184,55 @@ export class ImageFolder implements Dataset, Reopenable {
       this.#reads.leave();
     }
     const image = await decodeImage(bytes, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path });
-    return { image, label: new Tensor(Int32Array.of(o.labels[index]!), [], 'int32') };
+    return { image, label };
   }
+
+  /**
+   * Stop this copy's decode processes (waiting until they are gone); reads still waiting for them
+   * fail. A later read starts new ones. Reader workers call it on their copies when the loader
+   * closes; call it on a dataset you made once you are done with it (an unclosed one's processes
+   * never hold the process open, and end with it).
+   */
+  async close(): Promise<void> {
+    if (this.#inWorker && !this.#closed) Atomics.sub(this.#options.workerCopies, 0, 1);
+    this.#closed = true;
+    const pool = this.#pool;
+    this.#pool = undefined;
+    if (pool !== undefined) {
+      poolsOfCollected.unregister(this);
+      await pool.close();
+    }
+  }
+
+  #decodePool(): DecodePool {
+    if (this.#pool === undefined) {
+      const copies = Math.max(1, Atomics.load(this.#options.workerCopies, 0));
+      const size = this.#options.decodeProcesses ?? (this.#inWorker ? Math.max(1, Math.ceil(availableParallelism() / copies)) : availableParallelism());
+      this.#pool = new DecodePool({ size });
+      poolsOfCollected.register(this, this.#pool, this);
+    }
+    return this.#pool;
+  }
+}
+
+/** A copy dropped without close(): its decode processes go with it. */
+const poolsOfCollected = new FinalizationRegistry<DecodePool>((pool) => void pool.close());
+
+function resolveDecodeMode(mode: ImageDecodeMode): 'threads' | 'processes' {
+  if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE ? 'processes' : 'threads';
+  return mode;
+}
+
+function checkDecodeMode(mode: unknown): ImageDecodeMode {
+  if (mode === undefined) return 'auto';
+  if (mode !== 'threads' && mode !== 'processes' && mode !== 'auto') throw invalidOption('decode', "'threads', 'processes' or 'auto'", mode);
+  return mode;
+}
+
+function checkDecodeProcesses(n: unknown): number | undefined {
+  if (n === undefined) return undefined;
+  if (!Number.isSafeInteger(n) || (n as number) < 1) throw invalidOption('decodeProcesses', 'an integer ≥ 1', n, 'Pass e.g. decodeProcesses: 4, or leave it out for one per core');
+  return n as number;
 }
 
 /** A counting semaphore with a FIFO queue that stays O(1) per call however many wait. */
@@ -166,6 +277,8 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
   checkDecodeOptions({ ...options, size }, 'size');
   const extensions = checkExtensions(options.extensions);
+  const decode = checkDecodeMode(options.decode);
+  const decodeProcesses = checkDecodeProcesses(options.decodeProcesses);
   const root = resolve(dir);
   const { classes, files, labels } = listImageFolder(root, extensions);
   // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
@@ -173,12 +286,13 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   return new ImageFolder({
     dir: root, classes, files, labels, size: [size[0], size[1]],
     channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
+    decode, decodeProcesses, workerCopies: new Int32Array(new SharedArrayBuffer(4)),
   });
 }
 
 /** Worker-side factory of `sources.imageFolder` (see ImageFolder[kSourceSpec]): no listing, no checks beyond the constructor. */
 export function openImageFolder(options: ImageFolderSpecOptions): ImageFolder {
-  return new ImageFolder(options);
+  return new ImageFolder(options, !isMainThread);
 }
 
 function checkExtensions(extensions: readonly string[] | undefined): Set<string> {

@@ -1,0 +1,611 @@
+// Internal: not exported from the package entry.
+// A pool of child processes that decode images with sharp, so that image decoding scales with
+// cores: libvips pipelines contend within one process (16–32 cores give 2.3–2.6× one decode's
+// throughput however many threads decode), while separate processes scale (16 give ~12×). The rule:
+// a decode through the pool gives the same bytes, and the same typed errors naming the source, as
+// `decodeImage` in this thread — the children run that very function.
+//
+// NOTE [Decode pool protocol]
+// - A child is `decode-child.{ts,js}`, spawned with a socket on fd 3 (no IPC channel, no JSON of
+//   pixels): frames of [u32 payload length][u32 id][u32 kind][payload], little-endian. The child
+//   answers `ready` once sharp is loaded, then answers every request with exactly one frame
+//   (pixels, or an error), one request at a time, in order.
+// - Dispatch: first in, first out; a request goes to the ready child holding the fewest (at most
+//   PER_CHILD, so that a child always has its next image waiting). Children are spawned on demand,
+//   up to `size`, when the requests waiting and held outnumber the slots of the children alive.
+// - Every request settles exactly once: pixels, the child's error, abort (its signal), close(), or
+//   the death of the child holding it (ERR_WORKER_DIED; the child is replaced on demand). A reply
+//   for a request already settled (aborted) is read and dropped.
+// - Death is observed on the child's 'close' event (after its exit and after its socket was read to
+//   the end), so a reply written before a crash is still delivered.
+// - Start-up: a child that exits, fails to spawn or stays silent for START_TIMEOUT_MS before it is
+//   ready stops all further spawning (never a respawn loop). If no child is left, the pool decodes
+//   in this process from then on, with one warning; the bytes are the same, only slower.
+// - Lifetime: children and their sockets are ref'd only while requests are outstanding, so an idle
+//   pool never holds the process open. close() rejects what is outstanding, SIGKILLs the children
+//   and waits (bounded) until they are reaped. At process exit every child still alive is
+//   SIGKILLed; a child whose parent died sees its socket end and exits.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import type { Socket } from 'node:net';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { LoaderError, type LoaderErrorCode, describeCause, fileAccess, invalidOption } from '../../errors.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { type DecodeImageOptions, checkDecodeOptions, decodeImage } from './image-decode.js';
+
+/** Requests one child holds at once: the one it decodes and the next, so that it never waits for the parent. */
+export const PER_CHILD = 2;
+/** A child that has not said ready by then is killed and counts as failed at start-up. */
+export const START_TIMEOUT_MS = 30_000;
+/** How long close() waits for killed children to be reaped. */
+const CLOSE_WAIT_MS = 5_000;
+
+// ---------------------------------------------------------------------------------------------
+// Wire format (shared with decode-child)
+
+/** Frame kinds, parent → child. */
+export const ToChild = Object.freeze({
+  /** Payload: JSON { path, options }. The child reads the file. */
+  DecodePath: 1,
+  /** Payload: [u32 JSON length][JSON { options }][encoded bytes]. */
+  DecodeBytes: 2,
+});
+
+/** Frame kinds, child → parent. */
+export const FromChild = Object.freeze({
+  Ready: 0,
+  /** Payload: the decoded pixels, in the requested layout. */
+  Pixels: 1,
+  /** Payload: JSON WireError. */
+  Error: 2,
+});
+
+/** An error crossing the socket. */
+export interface WireError {
+  /** LoaderError code, or null for any other error. */
+  readonly code: string | null;
+  readonly message: string;
+  /** The underlying system error's code (ENOENT, EACCES…) and message, for `cause`. */
+  readonly causeCode?: string;
+  readonly causeMessage?: string;
+}
+
+/** Decode options as they cross the socket (`source` included). */
+export type WireOptions = DecodeImageOptions;
+
+const HEADER = 12;
+/** No frame is larger: the largest image output (16384² × 4 bytes = 1 GiB) and then some. */
+export const MAX_FRAME = 2 ** 31 - 1;
+
+/** One frame: header and payload in one buffer (one write). */
+export function encodeFrame(id: number, kind: number, payload: Uint8Array | string = ''): Buffer {
+  const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+  const frame = Buffer.allocUnsafe(HEADER + body.length);
+  frame.writeUInt32LE(body.length, 0);
+  frame.writeUInt32LE(id, 4);
+  frame.writeUInt32LE(kind, 8);
+  frame.set(body, HEADER);
+  return frame;
+}
+
+/** The header of a frame whose payload is written separately (large pixels: no copy into one buffer). */
+export function frameHeader(id: number, kind: number, length: number): Buffer {
+  const header = Buffer.allocUnsafe(HEADER);
+  header.writeUInt32LE(length, 0);
+  header.writeUInt32LE(id, 4);
+  header.writeUInt32LE(kind, 8);
+  return header;
+}
+
+/**
+ * Cuts a byte stream into frames. Each payload is copied once, out of the stream's chunks, into an
+ * array of its own exact size.
+ */
+export class FrameReader {
+  readonly #onFrame: (id: number, kind: number, payload: Uint8Array) => void;
+  readonly #header = Buffer.alloc(HEADER);
+  #headerFill = 0;
+  #payload: Uint8Array | undefined;
+  #payloadFill = 0;
+  #id = 0;
+  #kind = 0;
+
+  constructor(onFrame: (id: number, kind: number, payload: Uint8Array) => void) {
+    this.#onFrame = onFrame;
+  }
+
+  /** Feed a chunk; throws on a frame longer than MAX_FRAME (a broken stream). */
+  push(chunk: Uint8Array): void {
+    let p = 0;
+    while (p < chunk.length) {
+      if (this.#payload === undefined) {
+        const take = Math.min(HEADER - this.#headerFill, chunk.length - p);
+        this.#header.set(chunk.subarray(p, p + take), this.#headerFill);
+        this.#headerFill += take;
+        p += take;
+        if (this.#headerFill < HEADER) return;
+        this.#headerFill = 0;
+        const length = this.#header.readUInt32LE(0);
+        if (length > MAX_FRAME) throw new Error(`a frame of ${length} bytes is over the limit of ${MAX_FRAME}`);
+        this.#id = this.#header.readUInt32LE(4);
+        this.#kind = this.#header.readUInt32LE(8);
+        this.#payload = new Uint8Array(length);
+        this.#payloadFill = 0;
+      }
+      const payload = this.#payload;
+      const take = Math.min(payload.length - this.#payloadFill, chunk.length - p);
+      payload.set(chunk.subarray(p, p + take), this.#payloadFill);
+      this.#payloadFill += take;
+      p += take;
+      if (this.#payloadFill === payload.length) {
+        this.#payload = undefined;
+        this.#onFrame(this.#id, this.#kind, payload);
+      }
+    }
+  }
+}
+
+/** The error a WireError describes, as the child had it (same class for LoaderErrors, same code and message). */
+export function fromWire(e: WireError): Error {
+  const cause = e.causeMessage === undefined ? undefined : Object.assign(new Error(e.causeMessage), e.causeCode === undefined ? {} : { code: e.causeCode });
+  if (e.code !== null && e.code.startsWith('ERR_')) return new LoaderError(e.code as LoaderErrorCode, e.message, cause === undefined ? undefined : { cause });
+  return new Error(e.message, cause === undefined ? undefined : { cause });
+}
+
+export function toWire(error: unknown): WireError {
+  const code = error instanceof LoaderError ? error.code : null;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const causeCode = (cause as { code?: unknown } | null)?.code;
+  return {
+    code,
+    message: describeCause(error),
+    ...(cause instanceof Error ? { causeMessage: cause.message } : {}),
+    ...(typeof causeCode === 'string' ? { causeCode } : {}),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool
+
+/** What to decode: encoded bytes, or a file the child reads itself (no copy through the parent). */
+export type DecodeInput = Uint8Array | { readonly path: string };
+
+export interface DecodePoolOptions {
+  /**
+   * Most child processes. Default `os.availableParallelism()`: the children do the decoding, the
+   * parent only dispatches and receives pixels. Children are started on demand, up to this.
+   */
+  readonly size?: number;
+  /** Called once, when the pool stops spawning or falls back to decoding in this process. Default: process.emitWarning. */
+  readonly warn?: (message: string) => void;
+}
+
+interface Request {
+  readonly id: number;
+  readonly frame: Buffer;
+  readonly input: DecodeInput;
+  readonly options: DecodeImageOptions;
+  readonly shape: readonly number[];
+  readonly bytes: number;
+  readonly resolve: (t: Tensor<'uint8'>) => void;
+  readonly reject: (e: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  settled: boolean;
+}
+
+interface Child {
+  readonly proc: ChildProcess;
+  readonly socket: Socket;
+  readonly pid: number | undefined;
+  ready: boolean;
+  /** Requests sent to this child, by id, in the order sent. */
+  readonly held: Map<number, Request>;
+  startTimer: NodeJS.Timeout | undefined;
+  gone: boolean;
+  /** Why the parent killed it, when it did (a broken stream). */
+  failure?: string;
+}
+
+const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
+
+/** Node flags for a child: none when running compiled JavaScript; the tsx loader when running from TypeScript sources. */
+function childExecArgv(): string[] {
+  if (!import.meta.url.endsWith('.ts')) return [];
+  return ['--import', import.meta.resolve('tsx')];
+}
+
+const livePools = new Set<DecodePool>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const pool of livePools) pool.killNow();
+  });
+}
+
+/** Output shape of a decode, from its options. */
+function outputShape(o: DecodeImageOptions): number[] {
+  const [h, w] = o.size;
+  const c = o.channels ?? 3;
+  return o.layout === 'hwc' ? [h, w, c] : [c, h, w];
+}
+
+export class DecodePool {
+  /** Most children alive at once. */
+  readonly size: number;
+  readonly #warn: (message: string) => void;
+  readonly #children: Child[] = [];
+  /** Requests not yet sent to a child, first in first out. */
+  #queue: (Request | undefined)[] = [];
+  #head = 0;
+  #nextId = 1;
+  /** Requests outstanding (queued or held, not yet settled). */
+  #outstanding = 0;
+  #refd = false;
+  /** A child failed at start-up: spawn no more. */
+  #spawnStopped = false;
+  /** No child can be started: decode in this process. */
+  #inProcess = false;
+  #closed: Promise<void> | undefined;
+  /** One abort listener per signal (an epoch's signal covers hundreds of requests), with the requests it covers. */
+  readonly #watched = new Map<AbortSignal, { readonly requests: Set<Request>; readonly listener: () => void }>();
+
+  constructor(options: DecodePoolOptions = {}) {
+    const size = options.size ?? availableParallelism();
+    if (!Number.isSafeInteger(size) || size < 1) throw invalidOption('decodeProcesses', 'an integer ≥ 1', size, 'Pass e.g. decodeProcesses: 4, or leave it out for one per core');
+    this.size = size;
+    this.#warn = options.warn ?? ((message) => process.emitWarning(message, { code: 'STOKER_WARNING' }));
+  }
+
+  /** Process ids of the children alive (started or starting). */
+  get pids(): number[] {
+    return this.#children.filter((c) => !c.gone && c.pid !== undefined).map((c) => c.pid!);
+  }
+
+  /** True once no child could be started and the pool decodes in this process. */
+  get inProcess(): boolean {
+    return this.#inProcess;
+  }
+
+  /**
+   * Decode in a child process: the same result, and the same typed errors (ERR_BAD_FILE naming
+   * `options.source`, ERR_FILE_ACCESS for a path that cannot be read), as `decodeImage` here.
+   * Rejects with ERR_WORKER_DIED when the child decoding it dies, with the signal's reason when
+   * `signal` aborts first.
+   */
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor<'uint8'>> {
+    if (this.#closed !== undefined) return Promise.reject(poolClosed());
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    try {
+      checkDecodeOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (this.#inProcess) return decodeHere(input, options, signal);
+    const wire: WireOptions = {
+      size: [options.size[0], options.size[1]], channels: options.channels, layout: options.layout, fit: options.fit,
+      maxInputPixels: options.maxInputPixels, source: options.source,
+    };
+    const id = this.#nextId;
+    this.#nextId = this.#nextId >= 0xffff_fff0 ? 1 : this.#nextId + 1;
+    let frame: Buffer;
+    if (input instanceof Uint8Array) {
+      const json = Buffer.from(JSON.stringify({ options: wire }), 'utf8');
+      const payload = Buffer.allocUnsafe(4 + json.length + input.length);
+      payload.writeUInt32LE(json.length, 0);
+      payload.set(json, 4);
+      payload.set(input, 4 + json.length);
+      frame = encodeFrame(id, ToChild.DecodeBytes, payload);
+    } else {
+      frame = encodeFrame(id, ToChild.DecodePath, JSON.stringify({ path: input.path, options: wire }));
+    }
+    const shape = outputShape(options);
+    return new Promise<Tensor<'uint8'>>((resolve, reject) => {
+      const request: Request = { id, frame, input, options, shape, bytes: shape[0]! * shape[1]! * shape[2]!, resolve, reject, signal, settled: false };
+      if (signal !== undefined) this.#watch(signal, request);
+      this.#outstanding++;
+      this.#queue.push(request);
+      this.#setRef();
+      this.#pump();
+    });
+  }
+
+  /** Reject what is outstanding, kill the children and wait until they are gone. Idempotent. */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  async #close(): Promise<void> {
+    livePools.delete(this);
+    const error = poolClosed();
+    for (let i = this.#head; i < this.#queue.length; i++) if (this.#queue[i] !== undefined) this.#settle(this.#queue[i]!, error, undefined);
+    this.#queue = [];
+    this.#head = 0;
+    const exits: Promise<void>[] = [];
+    for (const child of this.#children) {
+      for (const r of child.held.values()) this.#settle(r, error, undefined);
+      if (child.gone) continue;
+      exits.push(new Promise<void>((resolve) => child.proc.once('close', () => resolve())));
+      // Held open until reaped, so that whoever awaits close() sees the children gone.
+      child.proc.ref();
+      this.#kill(child);
+    }
+    if (exits.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(exits), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS).unref()))]);
+      clearTimeout(timer);
+    }
+  }
+
+  /** Internal (process exit): SIGKILL every child now, synchronously. */
+  killNow(): void {
+    for (const child of this.#children) if (!child.gone) this.#kill(child);
+  }
+
+  #kill(child: Child): void {
+    clearTimeout(child.startTimer);
+    child.socket.destroy();
+    try {
+      child.proc.kill('SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+
+  /** Send queued requests to children with room; start children when demand exceeds their room. */
+  #pump(): void {
+    while (this.#head < this.#queue.length) {
+      const request = this.#queue[this.#head];
+      if (request === undefined || request.settled) {
+        this.#queue[this.#head++] = undefined;
+        continue;
+      }
+      let best: Child | undefined;
+      for (const child of this.#children) {
+        if (child.ready && !child.gone && child.held.size < PER_CHILD && (best === undefined || child.held.size < best.held.size)) best = child;
+      }
+      if (best === undefined) break;
+      this.#queue[this.#head++] = undefined;
+      best.held.set(request.id, request);
+      best.socket.write(request.frame);
+    }
+    if (this.#head === this.#queue.length) {
+      this.#queue = [];
+      this.#head = 0;
+    }
+    this.#grow();
+  }
+
+  #grow(): void {
+    if (this.#closed !== undefined || this.#spawnStopped) return;
+    let waiting = 0;
+    for (let i = this.#head; i < this.#queue.length; i++) if (this.#queue[i] !== undefined && !this.#queue[i]!.settled) waiting++;
+    if (waiting === 0) return;
+    let room = 0;
+    let alive = 0;
+    for (const child of this.#children) {
+      if (child.gone) continue;
+      alive++;
+      room += PER_CHILD - child.held.size;
+    }
+    while (waiting > room && alive < this.size && !this.#spawnStopped) {
+      if (!this.#spawn()) break;
+      alive++;
+      room += PER_CHILD;
+    }
+  }
+
+  #spawn(): boolean {
+    installExitHook();
+    livePools.add(this);
+    let proc: ChildProcess;
+    try {
+      proc = spawn(process.execPath, [...childExecArgv(), fileURLToPath(CHILD_URL)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
+        // Not a process group leader of its own: a terminal's Ctrl-C reaches the children too.
+        detached: false,
+        windowsHide: true,
+      });
+    } catch (cause) {
+      this.#startFailed(undefined, `it could not be spawned: ${describeCause(cause)}`);
+      return false;
+    }
+    const socket = proc.stdio[3] as Socket | null;
+    if (socket === null || socket === undefined) {
+      proc.kill('SIGKILL');
+      this.#startFailed(undefined, 'it has no pipe on fd 3');
+      return false;
+    }
+    const child: Child = { proc, socket, pid: proc.pid, ready: false, held: new Map(), startTimer: undefined, gone: false };
+    this.#children.push(child);
+    child.startTimer = setTimeout(() => {
+      if (!child.ready && !child.gone) {
+        this.#kill(child);
+        this.#startFailed(child, `it did not report ready within ${START_TIMEOUT_MS} ms`);
+      }
+    }, START_TIMEOUT_MS).unref();
+    if (!this.#refd) {
+      proc.unref();
+      socket.unref();
+    }
+    const reader = new FrameReader((id, kind, payload) => this.#onFrame(child, id, kind, payload));
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        reader.push(chunk);
+      } catch (error) {
+        this.#kill(child);
+        child.failure = `its replies are unreadable (${describeCause(error)})`;
+      }
+    });
+    // The child never closes its socket while alive: an end means it is going; make sure.
+    socket.on('end', () => this.#kill(child));
+    socket.on('error', () => this.#kill(child));
+    proc.on('error', (cause) => {
+      // Spawning failed (no 'close' follows when the process never ran) or a kill failed.
+      if (proc.pid === undefined) this.#gone(child, `it could not be spawned: ${describeCause(cause)}`);
+    });
+    proc.on('close', (code, signal) => this.#gone(child, signal !== null ? `it was killed by ${signal}` : `it exited with code ${code}`));
+    return true;
+  }
+
+  #onFrame(child: Child, id: number, kind: number, payload: Uint8Array): void {
+    if (kind === FromChild.Ready) {
+      child.ready = true;
+      clearTimeout(child.startTimer);
+      this.#pump();
+      return;
+    }
+    const request = child.held.get(id);
+    if (request === undefined) {
+      this.#kill(child);
+      child.failure = `it answered request ${id}, which it does not hold`;
+      return;
+    }
+    child.held.delete(id);
+    if (kind === FromChild.Pixels) {
+      if (payload.length !== request.bytes) {
+        this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${payload.length} bytes where ${request.shape.join('×')} were asked for`), undefined);
+      } else this.#settle(request, undefined, new Tensor(payload, request.shape, 'uint8'));
+    } else if (kind === FromChild.Error) {
+      let error: Error;
+      try {
+        error = fromWire(JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8')) as WireError);
+      } catch (cause) {
+        error = new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) sent an unreadable error for ${request.options.source}: ${describeCause(cause)}`);
+      }
+      this.#settle(request, error, undefined);
+    } else {
+      this.#settle(request, new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) sent a frame of unknown kind ${kind}`), undefined);
+    }
+    this.#pump();
+  }
+
+  /** The child is gone (its 'close', or it never ran): fail what it held, never respawn a child that died starting. */
+  #gone(child: Child, how: string): void {
+    if (child.gone) return;
+    child.gone = true;
+    clearTimeout(child.startTimer);
+    child.socket.destroy();
+    const index = this.#children.indexOf(child);
+    if (index >= 0) this.#children.splice(index, 1);
+    if (this.#closed !== undefined) return;
+    const why = child.failure ?? how;
+    if (!child.ready) {
+      this.#startFailed(child, why);
+      return;
+    }
+    for (const request of child.held.values()) {
+      this.#settle(
+        request,
+        new LoaderError(
+          'ERR_WORKER_DIED',
+          `the image decode process (pid ${child.pid}) died while decoding ${request.options.source}: ${why}. It is replaced; only the images it held failed`,
+        ),
+        undefined,
+      );
+    }
+    child.held.clear();
+    this.#pump();
+  }
+
+  #startFailed(child: Child | undefined, why: string): void {
+    if (child !== undefined) {
+      const index = this.#children.indexOf(child);
+      if (index >= 0) this.#children.splice(index, 1);
+      child.gone = true;
+    }
+    if (!this.#spawnStopped) {
+      this.#spawnStopped = true;
+      const alive = this.#children.filter((c) => !c.gone).length;
+      this.#warn(
+        `stoker: an image decode process failed to start (${why}); ${alive > 0 ? `no more are started, ${alive} keep decoding` : "images are decoded in this process from now on (slower on many cores). Pass decode: 'threads' to choose this and silence the warning"}`,
+      );
+    }
+    if (this.#children.every((c) => c.gone)) {
+      this.#inProcess = true;
+      // Whatever waits, decode here.
+      const waiting = this.#queue.slice(this.#head).filter((r): r is Request => r !== undefined && !r.settled);
+      this.#queue = [];
+      this.#head = 0;
+      for (const request of waiting) {
+        decodeHere(request.input, request.options, request.signal).then(
+          (t) => this.#settle(request, undefined, t),
+          (e) => this.#settle(request, e, undefined),
+        );
+      }
+    } else this.#pump();
+  }
+
+  #watch(signal: AbortSignal, request: Request): void {
+    let entry = this.#watched.get(signal);
+    if (entry === undefined) {
+      const requests = new Set<Request>();
+      const listener = () => {
+        for (const r of [...requests]) this.#settle(r, signal.reason, undefined);
+      };
+      entry = { requests, listener };
+      this.#watched.set(signal, entry);
+      signal.addEventListener('abort', listener, { once: true });
+    }
+    entry.requests.add(request);
+  }
+
+  #settle(request: Request, error: unknown, value: Tensor<'uint8'> | undefined): void {
+    if (request.settled) return;
+    request.settled = true;
+    const signal = request.signal;
+    if (signal !== undefined) {
+      const entry = this.#watched.get(signal);
+      if (entry !== undefined && entry.requests.delete(request) && entry.requests.size === 0) {
+        signal.removeEventListener('abort', entry.listener);
+        this.#watched.delete(signal);
+      }
+    }
+    this.#outstanding--;
+    if (this.#outstanding === 0) this.#setRef();
+    if (error !== undefined) request.reject(error);
+    else request.resolve(value!);
+  }
+
+  /** Ref children only while requests are outstanding: an idle pool never holds the process open. */
+  #setRef(): void {
+    const want = this.#outstanding > 0;
+    if (want === this.#refd) return;
+    this.#refd = want;
+    for (const child of this.#children) {
+      if (child.gone) continue;
+      if (want) {
+        child.proc.ref();
+        child.socket.ref();
+      } else {
+        child.proc.unref();
+        child.socket.unref();
+      }
+    }
+  }
+}
+
+function poolClosed(): LoaderError {
+  return new LoaderError('ERR_LOADER_CLOSED', 'the image decode processes were closed (the dataset was closed) while this image waited to be decoded');
+}
+
+/** The in-process path, for a pool whose children cannot start. */
+async function decodeHere(input: DecodeInput, options: DecodeImageOptions, signal: AbortSignal | undefined): Promise<Tensor<'uint8'>> {
+  let bytes: Uint8Array;
+  if (input instanceof Uint8Array) bytes = input;
+  else {
+    try {
+      signal?.throwIfAborted();
+      bytes = await readFile(input.path, signal === undefined ? undefined : { signal });
+    } catch (cause) {
+      if ((cause as Error)?.name === 'AbortError' || signal?.aborted) throw cause;
+      throw fileAccess(input.path, 'read the image', cause);
+    }
+  }
+  return decodeImage(bytes, options);
+}
