@@ -156,7 +156,8 @@ describe('sources.imageFolder: listing', () => {
     for (const [opts, knob] of [
       [{ size: 0 }, 'size'], [{ size: [10] }, 'size'], [{ size: 2.5 }, 'size'], [{ size: 8, channels: 2 }, 'channels'],
       [{ size: 8, layout: 'nchw' }, 'layout'], [{ size: 8, fit: 'cover' }, 'fit'], [{ size: 8, extensions: [] }, 'extensions'],
-      [{ size: 8, maxInputPixels: -1 }, 'maxInputPixels'],
+      [{ size: 8, maxInputPixels: -1 }, 'maxInputPixels'], [{ size: 8, decode: 'fork' }, 'decode'], [{ size: 8, decodeProcesses: 0 }, 'decodeProcesses'],
+      [{ size: 8, decodeProcesses: 1.5 }, 'decodeProcesses'],
     ] as const) {
       assert.throws(() => imageFolderSource(dir, opts as never), (e: Error & { code?: string }) => e.code === 'ERR_INVALID_OPTION' && e.message.includes(`\`${knob}\``), JSON.stringify(opts));
     }

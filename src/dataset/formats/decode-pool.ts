@@ -180,6 +180,10 @@ export interface DecodePoolOptions {
   readonly size?: number;
   /** Called once, when the pool stops spawning or falls back to decoding in this process. Default: process.emitWarning. */
   readonly warn?: (message: string) => void;
+  /** Internal, for tests: the module a child runs (default decode-child). */
+  readonly entry?: URL;
+  /** Internal, for tests: START_TIMEOUT_MS. */
+  readonly startTimeoutMs?: number;
 }
 
 interface Request {
@@ -238,6 +242,8 @@ export class DecodePool {
   /** Most children alive at once. */
   readonly size: number;
   readonly #warn: (message: string) => void;
+  readonly #entry: URL;
+  readonly #startTimeoutMs: number;
   readonly #children: Child[] = [];
   /** Requests not yet sent to a child, first in first out. */
   #queue: (Request | undefined)[] = [];
@@ -250,6 +256,9 @@ export class DecodePool {
   #spawnStopped = false;
   /** No child can be started: decode in this process. */
   #inProcess = false;
+  /** Why the first child failed at start-up. */
+  #startFailure: string | undefined;
+  #warned = false;
   #closed: Promise<void> | undefined;
   /** One abort listener per signal (an epoch's signal covers hundreds of requests), with the requests it covers. */
   readonly #watched = new Map<AbortSignal, { readonly requests: Set<Request>; readonly listener: () => void }>();
@@ -259,6 +268,8 @@ export class DecodePool {
     if (!Number.isSafeInteger(size) || size < 1) throw invalidOption('decodeProcesses', 'an integer ≥ 1', size, 'Pass e.g. decodeProcesses: 4, or leave it out for one per core');
     this.size = size;
     this.#warn = options.warn ?? ((message) => process.emitWarning(message, { code: 'STOKER_WARNING' }));
+    this.#entry = options.entry ?? CHILD_URL;
+    this.#startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
   }
 
   /** Process ids of the children alive (started or starting). */
@@ -405,7 +416,7 @@ export class DecodePool {
     livePools.add(this);
     let proc: ChildProcess;
     try {
-      proc = spawn(process.execPath, [...childExecArgv(), fileURLToPath(CHILD_URL)], {
+      proc = spawn(process.execPath, [...childExecArgv(), fileURLToPath(this.#entry)], {
         stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
         // Not a process group leader of its own: a terminal's Ctrl-C reaches the children too.
         detached: false,
@@ -426,9 +437,9 @@ export class DecodePool {
     child.startTimer = setTimeout(() => {
       if (!child.ready && !child.gone) {
         this.#kill(child);
-        this.#startFailed(child, `it did not report ready within ${START_TIMEOUT_MS} ms`);
+        this.#startFailed(child, `it did not report ready within ${this.#startTimeoutMs} ms`);
       }
-    }, START_TIMEOUT_MS).unref();
+    }, this.#startTimeoutMs).unref();
     if (!this.#refd) {
       proc.unref();
       socket.unref();
@@ -457,7 +468,8 @@ export class DecodePool {
     if (kind === FromChild.Ready) {
       child.ready = true;
       clearTimeout(child.startTimer);
-      this.#pump();
+      if (this.#startFailure !== undefined) this.#afterStartEvent();
+      else this.#pump();
       return;
     }
     const request = child.held.get(id);
@@ -519,15 +531,22 @@ export class DecodePool {
       if (index >= 0) this.#children.splice(index, 1);
       child.gone = true;
     }
-    if (!this.#spawnStopped) {
-      this.#spawnStopped = true;
-      const alive = this.#children.filter((c) => !c.gone).length;
-      this.#warn(
-        `stoker: an image decode process failed to start (${why}); ${alive > 0 ? `no more are started, ${alive} keep decoding` : "images are decoded in this process from now on (slower on many cores). Pass decode: 'threads' to choose this and silence the warning"}`,
-      );
-    }
-    if (this.#children.every((c) => c.gone)) {
+    this.#spawnStopped = true;
+    this.#startFailure ??= why;
+    this.#afterStartEvent();
+  }
+
+  /**
+   * After a start-up failure, once the outcome is known: some child got ready (it keeps decoding,
+   * no more are started) or none is left (decode here). One warning either way.
+   */
+  #afterStartEvent(): void {
+    if (this.#startFailure === undefined) return;
+    const alive = this.#children.filter((c) => !c.gone);
+    const ready = alive.filter((c) => c.ready).length;
+    if (alive.length === 0) {
       this.#inProcess = true;
+      this.#warnOnce(`images are decoded in this process from now on (slower on many cores). Pass decode: 'threads' to choose this and silence the warning`);
       // Whatever waits, decode here.
       const waiting = this.#queue.slice(this.#head).filter((r): r is Request => r !== undefined && !r.settled);
       this.#queue = [];
@@ -538,7 +557,16 @@ export class DecodePool {
           (e) => this.#settle(request, e, undefined),
         );
       }
-    } else this.#pump();
+      return;
+    }
+    if (ready > 0) this.#warnOnce(`no more are started; ${ready} decode${ready === 1 ? 's' : ''}`);
+    this.#pump();
+  }
+
+  #warnOnce(outcome: string): void {
+    if (this.#warned) return;
+    this.#warned = true;
+    this.#warn(`stoker: an image decode process failed to start (${this.#startFailure}); ${outcome}`);
   }
 
   #watch(signal: AbortSignal, request: Request): void {

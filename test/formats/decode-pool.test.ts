@@ -1,0 +1,390 @@
+// The image decode pool (child processes): the same bytes and the same typed errors as decoding in
+// this thread, exactly-once delivery through the loader with `decode: 'processes'`, a child killed
+// mid-epoch failing only what it held, children that cannot start (in-process fallback with one
+// warning), abort, and no child left behind by close(), by an unclosed pool, or by a dead parent.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import { BatchError, DataLoader } from '../../src/index.js';
+import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
+import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { collect, range, sorted, within } from '../fixtures.js';
+
+/** Photo-like pixels (gradients and noise), so that resampling really mixes neighbours. */
+function pixels(width: number, height: number, channels: number, seed: number): Buffer {
+  const px = Buffer.alloc(width * height * channels);
+  let s = seed * 2654435761 || 1;
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      for (let c = 0; c < channels; c++) {
+        s ^= s << 13;
+        s ^= s >>> 17;
+        s ^= s << 5;
+        px[(y * width + x) * channels + c] = ((x * 255) / width + (y * 97) / height + c * 60 + ((s >>> 0) % 24)) & 255;
+      }
+    }
+  }
+  return px;
+}
+
+/** Whether `pid` is still alive after up to `graceMs` (an orphan is reaped by init a moment after it is killed). */
+async function gone(pid: number, graceMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + graceMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
+function decodeChildren(): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
+    return false;
+  }
+}
+
+let root: string;
+/** name → encoded bytes */
+const images = new Map<string, Buffer>();
+
+before(async () => {
+  root = mkdtempSync(join(tmpdir(), 'stoker-decode-pool-'));
+  const rgb = (w: number, h: number, seed: number) => sharp(pixels(w, h, 3, seed), { raw: { width: w, height: h, channels: 3 } });
+  images.set('rgb.jpg', await rgb(97, 61, 1).jpeg({ quality: 90 }).toBuffer());
+  images.set('rgb.png', await rgb(40, 90, 2).png().toBuffer());
+  images.set('rgb.webp', await rgb(64, 48, 3).webp({ quality: 80 }).toBuffer());
+  images.set('gray.png', await sharp(pixels(50, 30, 1, 4), { raw: { width: 50, height: 30, channels: 1 } }).toColourspace('b-w').png().toBuffer());
+  images.set('gray.jpg', await sharp(pixels(50, 30, 1, 5), { raw: { width: 50, height: 30, channels: 1 } }).toColourspace('b-w').jpeg().toBuffer());
+  images.set('alpha.png', await sharp(pixels(33, 45, 4, 6), { raw: { width: 33, height: 45, channels: 4 } }).png().toBuffer());
+  images.set('alpha.webp', await sharp(pixels(33, 45, 4, 7), { raw: { width: 33, height: 45, channels: 4 } }).webp({ lossless: true }).toBuffer());
+  for (const [name, bytes] of images) writeFileSync(join(root, name), bytes);
+});
+
+after(() => rmSync(root, { recursive: true, force: true }));
+
+describe('DecodePool', { timeout: 30_000 }, () => {
+  let pool: DecodePool;
+  before(() => {
+    pool = new DecodePool({ size: 2 });
+  });
+  after(() => pool.close());
+
+  it('gives the same bytes as decodeImage in this thread: JPEG, PNG, WebP, grayscale and alpha, every channel count, layout and fit, from bytes or a path', async () => {
+    const variants: Omit<DecodeImageOptions, 'source'>[] = [
+      { size: [24, 24] },
+      { size: [17, 31], layout: 'hwc' },
+      { size: [20, 12], channels: 1, fit: 'resize' },
+      { size: [9, 14], channels: 4, layout: 'hwc' },
+      { size: [16, 16], channels: 4, fit: 'resize' },
+    ];
+    const checks: Promise<void>[] = [];
+    for (const [name, bytes] of images) {
+      for (const v of variants) {
+        const path = join(root, name);
+        const options = { ...v, source: path };
+        checks.push((async () => {
+          const want = await decodeImage(bytes, options);
+          for (const input of [bytes, { path }]) {
+            const got = await pool.decode(input, options);
+            const what = `${name} ${JSON.stringify(v)} from ${input instanceof Uint8Array ? 'bytes' : 'a path'}`;
+            assert.equal(got.dtype, 'uint8', what);
+            assert.deepEqual(got.shape, want.shape, what);
+            assert.ok(Buffer.from(got.data.buffer, got.data.byteOffset, got.data.length).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.length)), `${what}: bytes differ`);
+          }
+        })());
+      }
+    }
+    await within(20_000, 'decodes', Promise.all(checks));
+    assert.ok(pool.pids.length >= 1 && pool.pids.length <= 2, `children: ${pool.pids}`);
+  });
+
+  it('fails with the same typed errors as decodeImage: ERR_BAD_FILE naming the source, ERR_FILE_ACCESS naming a path that cannot be read', async () => {
+    const jpeg = images.get('rgb.jpg')!;
+    const cases: [Uint8Array, Partial<DecodeImageOptions>][] = [
+      [new TextEncoder().encode('<svg/>'), {}],
+      [new Uint8Array(0), {}],
+      [jpeg.subarray(0, jpeg.length >> 1), {}],
+      [jpeg, { maxInputPixels: 100 }],
+    ];
+    for (const [bytes, extra] of cases) {
+      const options = { size: [8, 8] as const, source: '/data/cls/broken.jpg', ...extra };
+      const here = await decodeImage(bytes, options).then(() => assert.fail('decoded'), (e: Error & { code?: string }) => e);
+      const there = await within(10_000, 'decode', pool.decode(bytes, options)).then(() => assert.fail('decoded'), (e: Error & { code?: string }) => e);
+      assert.equal(there.name, 'LoaderError');
+      assert.equal(there.code, 'ERR_BAD_FILE');
+      assert.equal(there.message, here.message);
+    }
+    const missing = join(root, 'missing.jpg');
+    await assert.rejects(pool.decode({ path: missing }, { size: [8, 8], source: missing }), (e: Error & { code?: string; cause?: { code?: string } }) => {
+      assert.equal(e.code, 'ERR_FILE_ACCESS');
+      assert.ok(e.message.startsWith(`${missing}: cannot read the image: ENOENT`), e.message);
+      assert.equal(e.cause?.code, 'ENOENT');
+      return true;
+    });
+  });
+
+  it('a decode whose signal aborts rejects with the reason, and the pool keeps working', async () => {
+    const controller = new AbortController();
+    const options = { size: [32, 32] as const, source: 'rgb.jpg' };
+    const pending = Array.from({ length: 12 }, () => pool.decode(images.get('rgb.jpg')!, options, controller.signal));
+    controller.abort(new Error('epoch abandoned'));
+    const outcomes = await within(10_000, 'aborted decodes', Promise.allSettled(pending));
+    assert.ok(outcomes.every((o) => o.status === 'rejected' && (o.reason as Error).message === 'epoch abandoned'), 'every aborted decode rejects with the reason');
+    await assert.rejects(pool.decode(images.get('rgb.jpg')!, options, controller.signal), /epoch abandoned/);
+    const after = await within(10_000, 'decode after abort', pool.decode(images.get('rgb.jpg')!, options));
+    assert.deepEqual(after.shape, [3, 32, 32]);
+  });
+
+  it('a child killed mid-work fails only the decodes it held, with ERR_WORKER_DIED naming the image; a new child takes over', async () => {
+    const big = await sharp(pixels(1200, 900, 3, 9), { raw: { width: 1200, height: 900, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+    const killing = new DecodePool({ size: 1 });
+    try {
+      await killing.decode(big, { size: [8, 8], source: 'warm-up' });
+      const [victim] = killing.pids;
+      const pending = range(6).map((k) => killing.decode(big, { size: [64, 64], source: `big-${k}.png` }).then(() => 'ok', (e: Error & { code?: string }) => e));
+      // The child holds the first two (PER_CHILD); the rest wait in the parent.
+      process.kill(victim!, 'SIGKILL');
+      const outcomes = await within(20_000, 'decodes around a crash', Promise.all(pending));
+      const failed = outcomes.filter((o): o is Error & { code?: string } => o !== 'ok');
+      assert.ok(failed.length >= 1 && failed.length <= 2, `failed: ${failed.length} of 6 (the child held at most 2)`);
+      for (const e of failed) {
+        assert.equal(e.code, 'ERR_WORKER_DIED');
+        assert.match(e.message, /image decode process \(pid \d+\) died while decoding big-[01]\.png: it was killed by SIGKILL/);
+      }
+      assert.equal(outcomes.filter((o) => o === 'ok').length, 6 - failed.length);
+      assert.equal(killing.pids.length, 1);
+      assert.notEqual(killing.pids[0], victim);
+      assert.ok(!alive(victim!));
+    } finally {
+      await killing.close();
+    }
+  });
+
+  it('close() rejects what waits, and leaves no child process (every pid is gone)', async () => {
+    const closing = new DecodePool({ size: 2 });
+    const pending = range(10).map(() => closing.decode(images.get('rgb.png')!, { size: [16, 16], source: 'rgb.png' }).then(() => 'ok', (e: Error & { code?: string }) => e.code));
+    await within(10_000, 'first decode', closing.decode(images.get('rgb.png')!, { size: [16, 16], source: 'rgb.png' }));
+    const pids = closing.pids;
+    assert.ok(pids.length >= 1);
+    await within(10_000, 'close', closing.close());
+    const outcomes = await within(5_000, 'pending decodes', Promise.all(pending));
+    assert.ok(outcomes.every((o) => o === 'ok' || o === 'ERR_LOADER_CLOSED'), JSON.stringify(outcomes));
+    for (const pid of pids) assert.ok(!alive(pid), `child ${pid} is still alive after close()`);
+    assert.deepEqual(closing.pids, []);
+    await closing.close();
+    await assert.rejects(closing.decode(images.get('rgb.png')!, { size: [16, 16], source: 'x' }), { code: 'ERR_LOADER_CLOSED' });
+  });
+
+  it('children that cannot start never respawn in a loop: the pool decodes in this process, with one warning', async () => {
+    const dies = join(root, 'dies.mjs');
+    writeFileSync(dies, 'process.exit(3);\n');
+    const silent = join(root, 'silent.mjs');
+    writeFileSync(silent, 'setInterval(() => {}, 1000);\n');
+    for (const [entry, why] of [[dies, /exited with code 3/], [silent, /did not report ready within 1500 ms/]] as const) {
+      const warnings: string[] = [];
+      const broken = new DecodePool({ size: 4, entry: pathToFileURL(entry), startTimeoutMs: 1500, warn: (m) => warnings.push(m) });
+      try {
+        const options = { size: [20, 20] as const, source: 'rgb.webp' };
+        const want = await decodeImage(images.get('rgb.webp')!, options);
+        const got = await within(10_000, 'fallback decodes', Promise.all(range(8).map(() => broken.decode(images.get('rgb.webp')!, options))));
+        for (const t of got) assert.deepEqual(Array.from(t.data), Array.from(want.data));
+        assert.equal(warnings.length, 1, warnings.join('\n'));
+        assert.match(warnings[0]!, why);
+        assert.match(warnings[0]!, /decoded in this process/);
+        assert.ok(broken.inProcess);
+        assert.deepEqual(broken.pids, []);
+        await broken.decode(images.get('rgb.webp')!, options);
+        assert.equal(warnings.length, 1, 'no new child, no new warning');
+      } finally {
+        await broken.close();
+      }
+    }
+  });
+
+  it('an idle pool never holds the process open; a process that exits without close() takes its children with it', async () => {
+    const module = new URL('../../src/dataset/formats/decode-pool.ts', import.meta.url).href;
+    const script = `import { DecodePool } from ${JSON.stringify(module)};
+      const pool = new DecodePool({ size: 2 });
+      const t = await pool.decode({ path: ${JSON.stringify(join(root, 'rgb.jpg'))} }, { size: [8, 8], source: 'x' });
+      console.log(JSON.stringify({ pids: pool.pids, shape: t.shape }));`;
+    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 15_000 });
+    assert.equal(run.status, 0, `the process did not exit on its own: ${run.error ?? run.stderr}`);
+    const { pids, shape } = JSON.parse(run.stdout) as { pids: number[]; shape: number[] };
+    assert.deepEqual(shape, [3, 8, 8]);
+    assert.ok(pids.length >= 1);
+    for (const pid of pids) assert.ok(await gone(pid), `child ${pid} outlived its parent`);
+  });
+
+  it('rejects a bad size', () => {
+    for (const size of [0, 1.5, -1, Number.NaN]) assert.throws(() => new DecodePool({ size }), { code: 'ERR_INVALID_OPTION' });
+  });
+});
+
+describe("sources.imageFolder with decode: 'processes' through the loader", { timeout: 60_000 }, () => {
+  let dir: string;
+  let n: number;
+  before(async () => {
+    dir = join(root, 'folder');
+    n = 0;
+    const colours: Record<string, [number, number, number]> = { cat: [220, 30, 40], dog: [20, 200, 60], emu: [30, 60, 230] };
+    for (const [cls, [r, g, b]] of Object.entries(colours)) {
+      mkdirSync(join(dir, cls), { recursive: true });
+      for (let k = 0; k < 10; k++) {
+        const img = sharp({ create: { width: 30 + k, height: 40 - k, channels: 3, background: { r, g, b } } });
+        const fmt = k % 3;
+        writeFileSync(join(dir, cls, `${k}.${['jpg', 'png', 'webp'][fmt]}`), await (fmt === 0 ? img.jpeg({ quality: 95 }) : fmt === 1 ? img.png() : img.webp({ lossless: true })).toBuffer());
+        n++;
+      }
+    }
+  });
+
+  it('with workers 0, every sample arrives exactly once per epoch with its label, the same bytes as in-thread decoding; close() ends the children', async () => {
+    const ds = imageFolderSource(dir, { size: 12, decode: 'processes', decodeProcesses: 2 });
+    const threads = imageFolderSource(dir, { size: 12, decode: 'threads' });
+    assert.equal(ds.decode, 'processes');
+    const loader = await DataLoader.create(ds, { batchSize: 7, workers: 0, mode: 'streaming', dropLast: false, seed: 5 });
+    assert.equal(loader.stats().workers, 0);
+    for (let e = 0; e < 2; e++) {
+      const batches = await within(20_000, `epoch ${e}`, collect(loader.epoch(e)));
+      assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(n));
+      for (const b of batches) {
+        const images = b.get('image').data as Uint8Array;
+        const labels = b.get('label').data as Int32Array;
+        for (let r = 0; r < b.rows; r++) {
+          const id = b.sampleIds[r]!;
+          assert.equal(labels[r], ds.labels[id]);
+          const want = (await threads.get(id)).image.data;
+          assert.ok(Buffer.from(images.subarray(r * 432, (r + 1) * 432)).equals(Buffer.from(want)), `pixels of sample ${id}`);
+        }
+      }
+    }
+    const pids = ds.decodePids;
+    assert.ok(pids.length >= 1 && pids.length <= 2, `children: ${pids}`);
+    await loader.close();
+    await ds.close();
+    for (const pid of pids) assert.ok(!alive(pid), `child ${pid} is alive after close()`);
+  });
+
+  it('with 2 reader workers, each worker copy decodes in its own children, exactly once per epoch, and the loader closes them', { skip: process.platform !== 'linux' && 'counts child processes through /proc' }, async () => {
+    const before = decodeChildren();
+    const ds = imageFolderSource(dir, { size: 12, decode: 'processes', decodeProcesses: 1 });
+    const loader = await DataLoader.create(ds, { batchSize: 5, workers: 2, mode: 'streaming', dropLast: false, seed: 9 });
+    for (let e = 0; e < 2; e++) {
+      const batches = await within(20_000, `epoch ${e}`, collect(loader.epoch(e)));
+      assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(n));
+      for (const b of batches) assert.deepEqual(Array.from(b.get('label').data as Int32Array), Array.from(b.sampleIds, (id) => ds.labels[id]!));
+    }
+    const probe = ds.decodePids;
+    assert.equal(probe.length, 1, 'the main-thread copy decoded sample 0 (the probe) in one child');
+    const workersChildren = decodeChildren().filter((pid) => !before.includes(pid) && !probe.includes(pid));
+    assert.equal(workersChildren.length, 2, `one child per worker copy (decodeProcesses: 1), got ${workersChildren}`);
+    await within(10_000, 'close', loader.close());
+    for (const pid of workersChildren) assert.ok(await gone(pid), `worker-copy child ${pid} is alive after loader.close()`);
+    await ds.close();
+    for (const pid of probe) assert.ok(!alive(pid));
+  });
+
+  it('a corrupt file fails its batch with a BatchError naming the file, in every epoch; the batches before it arrive', async () => {
+    const broken = join(root, 'broken');
+    for (const cls of ['a', 'b']) {
+      mkdirSync(join(broken, cls), { recursive: true });
+      for (let k = 0; k < 4; k++) writeFileSync(join(broken, cls, `${k}.png`), images.get('rgb.png')!);
+    }
+    const bad = join(broken, 'b', '1.png');
+    writeFileSync(bad, images.get('rgb.png')!.subarray(0, 80));
+    const ds = imageFolderSource(broken, { size: 8, decode: 'processes', decodeProcesses: 2 });
+    assert.equal(ds.files[5], 'b/1.png');
+    const loader = await DataLoader.create(ds, { batchSize: 4, workers: 0, mode: 'streaming', shuffle: false });
+    for (let e = 0; e < 2; e++) {
+      const seen: number[] = [];
+      const error = await within(20_000, `epoch ${e}`, (async () => {
+        for await (const b of loader.epoch(e)) seen.push(...b.sampleIds);
+      })()).catch((err: unknown) => err);
+      assert.ok(error instanceof BatchError, String(error));
+      assert.deepEqual(error.sampleIds, [4, 5, 6, 7]);
+      assert.ok(error.message.includes(bad), error.message);
+      assert.equal((error.cause as { code?: string }).code, 'ERR_BAD_FILE');
+      assert.deepEqual(seen, [0, 1, 2, 3]);
+    }
+    await loader.close();
+    await ds.close();
+  });
+
+  it('a decode process killed mid-epoch fails only the batches it held (BatchError, ERR_WORKER_DIED); the loader survives and the next epoch is whole', async () => {
+    // Large PNGs, so that every child is busy when one is killed.
+    const slow = join(root, 'slow');
+    const big = await sharp(pixels(1000, 800, 3, 11), { raw: { width: 1000, height: 800, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+    for (const cls of ['x', 'y']) {
+      mkdirSync(join(slow, cls), { recursive: true });
+      for (let k = 0; k < 12; k++) writeFileSync(join(slow, cls, `${k}.png`), big);
+    }
+    const ds = imageFolderSource(slow, { size: 16, decode: 'processes', decodeProcesses: 2 });
+    const loader = await DataLoader.create(ds, { batchSize: 4, workers: 0, mode: 'streaming', errors: 'skip', seed: 1 });
+    let killed: number | undefined;
+    let delivered = 0;
+    await within(30_000, 'epoch with a crash', (async () => {
+      for await (const b of loader.epoch(0)) {
+        delivered += b.rows;
+        if (killed === undefined) {
+          killed = ds.decodePids[0]!;
+          process.kill(killed, 'SIGKILL');
+        }
+      }
+    })());
+    const stats = loader.stats().epochs[0]!;
+    assert.ok(stats.failedBatches >= 1, `failed batches: ${stats.failedBatches}`);
+    assert.equal(delivered, 24 - 4 * stats.failedBatches);
+    assert.ok(!alive(killed!));
+    const next = await within(30_000, 'epoch 1', collect(loader.epoch(1)));
+    assert.deepEqual(sorted(next.flatMap((b) => [...b.sampleIds])), range(24));
+    assert.ok(!ds.decodePids.includes(killed!));
+    await loader.close();
+    await ds.close();
+  });
+
+  it('a crash surfaces as a BatchError whose cause is ERR_WORKER_DIED (errors: throw)', async () => {
+    const slow = join(root, 'slow');
+    const ds = imageFolderSource(slow, { size: 16, decode: 'processes', decodeProcesses: 1 });
+    const loader = await DataLoader.create(ds, { batchSize: 4, workers: 0, mode: 'streaming', seed: 2 });
+    let killed = false;
+    const error = await within(30_000, 'epoch with a crash', (async () => {
+      for await (const _ of loader.epoch(0)) {
+        if (!killed) process.kill(ds.decodePids[0]!, 'SIGKILL');
+        killed = true;
+      }
+    })()).then(() => undefined, (e: unknown) => e);
+    assert.ok(error instanceof BatchError, String(error));
+    assert.equal((error.cause as { code?: string }).code, 'ERR_WORKER_DIED');
+    const next = await within(30_000, 'epoch 1', collect(loader.epoch(1)));
+    assert.deepEqual(sorted(next.flatMap((b) => [...b.sampleIds])), range(24));
+    await loader.close();
+    await ds.close();
+  });
+});
