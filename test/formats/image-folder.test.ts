@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type Batch, BatchError, DataLoader } from '../../src/index.js';
-import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { decodeImage, hwcToChw } from '../../src/dataset/formats/image-decode.js';
 import { type ImageFolder, compareCodePoints, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
 import { collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
@@ -187,6 +187,21 @@ describe('sources.imageFolder: decoded samples', () => {
       const b = (await hwc.get(i)).image;
       assert.deepEqual(b.shape, [10, 10, 3]);
       for (let p = 0; p < 100; p++) for (let c = 0; c < 3; c++) assert.equal(b.data[p * 3 + c], a.data[c * 100 + p]);
+    }
+  });
+
+  it('interleaved to planar is exact for every channel count, pixel count and source alignment', () => {
+    for (const channels of [1, 3, 4]) {
+      for (const pixels of [1, 3, 4, 35, 64, 224 * 224]) {
+        for (const offset of [0, 1, 4]) {
+          const backing = new Uint8Array(offset + pixels * channels);
+          for (let i = 0; i < backing.length; i++) backing[i] = (i * 131 + 7) & 255;
+          const src = backing.subarray(offset);
+          const want = new Uint8Array(pixels * channels);
+          for (let p = 0; p < pixels; p++) for (let c = 0; c < channels; c++) want[c * pixels + p] = src[p * channels + c]!;
+          assert.ok(Buffer.from(hwcToChw(src, pixels, channels)).equals(Buffer.from(want)), `${channels} channels, ${pixels} pixels, offset ${offset}`);
+        }
+      }
     }
   });
 
