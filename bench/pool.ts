@@ -22,6 +22,8 @@ interface Run {
   readonly served: number[];
   readonly rows: number;
   readonly pooledRows: number;
+  /** First epoch the streaming loader ran resident (its pool held every sample), or -1. */
+  readonly residentFrom: number;
 }
 
 async function run(name: string, n: number, options: Partial<LoaderOptions> & { device: string }, epochs: number): Promise<Run> {
@@ -33,6 +35,7 @@ async function run(name: string, n: number, options: Partial<LoaderOptions> & { 
   const h2d: number[] = [];
   const served: number[] = [];
   let rows = 0;
+  let residentFrom = -1;
   for (let e = 0; e < epochs; e++) {
     const t0 = now();
     rows = 0;
@@ -46,11 +49,14 @@ async function run(name: string, n: number, options: Partial<LoaderOptions> & { 
     epochMs.push(now() - t0);
     const s = loader.stats().epochs[e]!;
     h2d.push(s.h2dBytes);
-    served.push(s.rowsServedOnDevice);
+    // After the pool came to hold every sample the loader is resident: every row is on the device.
+    const promoted = loader.isResident && options.mode !== 'resident';
+    if (promoted && residentFrom < 0) residentFrom = e;
+    served.push(promoted ? rows : s.rowsServedOnDevice);
   }
   const pooledRows = loader.stats().epochs.at(-1)!.pooledRows;
   await loader.close();
-  return { name, epochMs, h2d, served, rows, pooledRows };
+  return { name, epochMs, h2d, served, rows, pooledRows, residentFrom };
 }
 
 export async function main(args: readonly string[]): Promise<void> {
@@ -99,14 +105,18 @@ export async function main(args: readonly string[]): Promise<void> {
   }
 
   const later = (r: Run) => median(r.epochMs.slice(1));
+  // Steady state: the last two epochs (after a complete pool turned the loader resident, if it did).
+  const steady = (r: Run) => median(r.epochMs.slice(-2));
   const table = results.map((r) => ({
     contender: r.name,
     'epoch 1 ms': r.epochMs[0]!.toFixed(0),
     'epochs 2+ ms (median)': later(r).toFixed(1),
+    'last 2 ms': steady(r).toFixed(1),
     'samples/s (2+)': Math.round(r.rows / (later(r) / 1000)).toLocaleString('en-US'),
     'H2D MB (last epoch)': (r.h2d.at(-1)! / 1e6).toFixed(1),
     'hit rate (last epoch)': r.rows > 0 ? (r.served.at(-1)! / r.rows).toFixed(3) : '—',
     'pooled rows': String(r.pooledRows),
+    'resident from epoch': r.residentFrom < 0 ? '—' : String(r.residentFrom + 1),
   }));
   const [fitPool, fitNo, fitRes, bigPool, bigNo] = results as [Run, Run, Run, Run, Run];
   const hit = bigPool.served.at(-1)! / bigPool.rows;
@@ -116,7 +126,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const ratios = [
     { label: '3× pool: H2D with / without − (1 − hit rate)', value: h2dRatio - (1 - hit), goal: '|x| ≤ 0.02', met: Math.abs(h2dRatio - (1 - hit)) <= 0.02 },
     { label: 'fits: H2D with / without − (1 − hit rate)', value: fitH2dRatio - (1 - fitHit), goal: '|x| ≤ 0.02', met: Math.abs(fitH2dRatio - (1 - fitHit)) <= 0.02 },
-    { label: 'fits: pooled epoch / resident epoch', value: later(fitPool) / later(fitRes), goal: '≤ 1.2', met: later(fitPool) / later(fitRes) <= 1.2 },
+    { label: 'fits: pooled epoch / resident epoch (last 2 epochs)', value: steady(fitPool) / steady(fitRes), goal: '≤ 1.2', met: steady(fitPool) / steady(fitRes) <= 1.2 },
     { label: 'fits: pooled epoch / unpooled streaming epoch', value: later(fitPool) / later(fitNo), goal: undefined, met: undefined },
     { label: '3× pool: pooled epoch / unpooled streaming epoch', value: later(bigPool) / later(bigNo), goal: undefined, met: undefined },
   ];
@@ -129,6 +139,7 @@ export async function main(args: readonly string[]): Promise<void> {
   console.table(table);
   console.log('method: wall time per epoch including a final synchronize of the consumer stream; H2D = bytes the loader copied host → device in the epoch; hit rate = rows served from the pool / rows delivered.');
   console.log('method: "3× pool" occupies device memory first so that the budget law leaves the pool about a third of the dataset.');
+  console.log('method: a streaming loader whose pool comes to hold every sample turns resident (the pool is copied into contiguous columns once); its rows then all count as served on the device.');
   for (const r of ratios) {
     console.log(`${r.label.padEnd(52)} ${r.value.toFixed(3).padStart(8)}   ${r.goal ? `goal ${r.goal}: ${flags.quick ? 'not judged (--quick)' : r.met ? 'met' : 'not met'}` : ''}`);
   }

@@ -71,9 +71,11 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #sampler: Sampler;
   readonly #customSampler: boolean;
   readonly #delivery: DeliveryConfig;
-  readonly #resident: ResidentStore | undefined;
-  readonly #streaming: StreamingParts | undefined;
-  readonly #governor: Governor | undefined;
+  #resident: ResidentStore | undefined;
+  #streaming: StreamingParts | undefined;
+  /** Streaming parts retired by a promotion to resident, still shutting down. */
+  readonly #retiring: Promise<void>[] = [];
+  #governor: Governor | undefined;
   readonly #residentBuildMs: number;
   readonly #history: EpochStats[] = [];
   #active: EpochRun | undefined;
@@ -391,6 +393,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#closed = true;
     this.#active?.end();
     this.#resident?.dispose();
+    await Promise.all(this.#retiring);
     await this.#streaming?.fetcher.close();
     const slabs = this.#streaming?.pool?.release();
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
@@ -441,6 +444,24 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     return run;
   }
 
+  /**
+   * Between epochs: once the VRAM pool holds every sample, a streaming loader turns resident (the
+   * pool is copied into contiguous columns and freed; see AcceleratorDevice.promotePool). Same
+   * batches, same order — resident gathers instead of pooled stitching. The readers, the staging
+   * ring and the disk stage are shut down, since no later epoch reads the source.
+   */
+  #promoteIfPooled(): void {
+    const parts = this.#streaming;
+    const pool = parts?.pool;
+    if (parts === undefined || pool === undefined || !pool.complete || !(this.#device instanceof AcceleratorDevice)) return;
+    const store = this.#device.promotePool(pool, this.#datasetLength, parts.fields);
+    if (store === undefined) return;
+    this.#resident = store;
+    this.#streaming = undefined;
+    this.#governor = undefined;
+    this.#retiring.push(parts.fetcher.close().then(() => parts.disk?.close()));
+  }
+
   #start(epoch: number): EpochRun {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
@@ -460,6 +481,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       position = this.#resume.position;
       this.#resume = undefined;
     }
+    if (this.#resident === undefined) this.#promoteIfPooled();
     const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : Uint32Array.from(this.#sampler.indices(epoch));
     const spec = this.#segment(position);
     const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);

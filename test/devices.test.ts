@@ -198,10 +198,13 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
         }
         const s = loader.stats().epochs[e]!;
         if (s.rowsServedOnDevice > 0 && s.rowsServedOnDevice < n) mixed++;
-        assert.equal(s.h2dBytes + s.h2dBytesSaved, n * (rowBytes + 4 + 8), `epoch ${e}: every byte either crossed or was served on the device`);
+        // A pool that came to hold every sample turns the loader resident (a GPU with room to spare):
+        // then nothing crosses and nothing is stitched.
+        if (!loader.isResident) assert.equal(s.h2dBytes + s.h2dBytesSaved, n * (rowBytes + 4 + 8), `epoch ${e}: every byte either crossed or was served on the device`);
+        else assert.equal(s.h2dBytes, 0);
       }
       const last = loader.stats().epochs[2]!;
-      assert.ok(last.rowsServedOnDevice > 0, 'the pool served rows');
+      assert.ok(loader.stats().epochs.some((s) => s.rowsServedOnDevice > 0), 'the pool served rows');
       if (device === 'sim') {
         assert.ok(last.pooledRows > 0 && last.pooledRows < n, `the pool holds part of the dataset (${last.pooledRows} rows)`);
         assert.ok(mixed > 0, 'some epochs mixed pooled and fresh rows');
@@ -219,7 +222,9 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       let armed = false;
       const loader = await create(device, sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) }), {
         batchSize: 8, mode: 'streaming', prefetch: 1,
-        sim: { totalBytes: 4 * 2 ** 30, failAllocation: () => { if (!armed) return false; armed = false; return true; } },
+        // The contiguous copy that would promote the complete pool to resident is refused, so the
+        // pool keeps serving (and can be evicted from) in epoch 2.
+        sim: { totalBytes: 4 * 2 ** 30, failAllocation: (_ordinal, bytes) => { if (bytes >= n * rowBytes) return true; if (!armed) return false; armed = false; return true; } },
       });
       for (let e = 0; e < 2; e++) for await (const _ of loader.epoch(e));
       const before = loader.stats().epochs[1]!;
@@ -241,6 +246,36 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       assert.equal(after.pooledRows, n - (n % 63), 'the newest slab was given back');
       await loader.close();
       assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+    });
+
+    it('turns resident once the VRAM pool holds every sample: same batches, gathered like resident mode', async () => {
+      const n = 96;
+      const data = new Float32Array(n * 33);
+      for (let i = 0; i < n; i++) data.fill(i + 0.25, i * 33, (i + 1) * 33);
+      const ds = () => sources.arrays({ x: tensor(data, [n, 33]), y: Int32Array.from(range(n)) });
+      const pooled = await create(device, ds(), { batchSize: 8, mode: 'streaming', seed: 5, dropLast: false });
+      const resident = await create(device, ds(), { batchSize: 8, mode: 'resident', seed: 5, dropLast: false });
+      let turned = -1;
+      for (let e = 0; e < 4; e++) {
+        const a: number[][] = [];
+        for await (const b of pooled.epoch(e)) {
+          const x = (await host(b.get('x'))).data as Float32Array;
+          const y = await ids(b);
+          y.forEach((id, r) => assert.equal(x[r * 33 + 32], id + 0.25));
+          a.push(y);
+        }
+        const b: number[][] = [];
+        for await (const batch of resident.epoch(e)) b.push(await ids(batch));
+        assert.deepEqual(a, b, `epoch ${e}: the same batches as a resident loader`);
+        if (turned < 0 && pooled.isResident) turned = e;
+      }
+      assert.ok(turned >= 1 && turned <= 2, `turned resident at epoch ${turned}, once epoch 0 (and the batches before the pool's install) were captured`);
+      const s = pooled.stats();
+      assert.equal(s.mode, 'resident');
+      assert.equal(s.epochs[3]!.h2dBytes, 0, 'no bytes cross after the promotion');
+      await pooled.close();
+      await resident.close();
+      assert.deepEqual(pooled.stats().memory, { device: 0, pinned: 0 });
     });
 
     it('keeps the VRAM pool off with vramPool: false (every byte crosses the bus)', async () => {

@@ -8,7 +8,7 @@
 import type { StagedBatch } from '../dataset/source-reader.js';
 import { type DType, type StorageOf, elementSize, storageView } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
-import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, isDeviceOutOfMemory } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
@@ -235,10 +235,53 @@ export class AcceleratorDevice implements Device {
       for (const b of held) backend.free(b);
       throw error;
     }
+    return this.#residentStore(held, columns.map((c) => ({ dtype: c.dtype, shape: c.shape.slice(1), rowBytes: c.rowSize * elementSize(c.dtype) })));
+  }
+
+  /**
+   * A streaming loader whose VRAM pool holds every sample becomes resident: the pooled rows are
+   * copied once, in sample order, into one contiguous buffer per field, the slabs are freed, and
+   * later epochs gather like resident mode (one launch per batch on the consumer stream, no host
+   * planning, no address tables). Returns undefined — the pool left as it was — when the device
+   * cannot hold the contiguous copy beside the slabs.
+   */
+  promotePool(pool: VramPool, length: number, fields: readonly UploadField[]): ResidentStore | undefined {
+    if (!pool.complete) return undefined;
+    const backend = this.backend;
+    const held: DeviceBuffer[] = [];
+    try {
+      for (const f of fields) held.push(backend.alloc(Math.max(length * f.rowBytes, 1)));
+    } catch (error) {
+      for (const b of held) backend.free(b);
+      if (isDeviceOutOfMemory(error)) return undefined;
+      throw error;
+    }
+    const followUps: (() => void)[] = [];
+    // Address tables in chunks, so that a large dataset never needs one huge host table.
+    const CHUNK = 1 << 18;
+    fields.forEach((f, i) => {
+      const base = Number(held[i]!.ptr);
+      for (let start = 0; start < length; start += CHUNK) {
+        const rows = Math.min(CHUNK, length - start);
+        const table = this.#table(rows, (r) => base + (start + r) * f.rowBytes, (r) => pool.address(i, start + r), followUps);
+        backend.copyRows(table, f.rowBytes, rows, 'copy');
+      }
+    });
+    const copied = backend.record('copy');
+    backend.synchronize(copied);
+    backend.recycle(copied);
+    for (const f of followUps) f();
+    this.releasePoolBuffers(pool.release());
+    this.#retire();
+    return this.#residentStore(held, fields);
+  }
+
+  #residentStore(held: DeviceBuffer[], columns: readonly UploadField[]): ResidentStore {
+    const backend = this.backend;
     let ids: DeviceBuffer | undefined;
     const device = this;
     return {
-      bytes: columns.reduce((s, c) => s + c.byteLength, 0),
+      bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
         if (ids === undefined || ids.bytes < samples.byteLength) {
           if (ids !== undefined) device.#freeAfterCopies(ids);
@@ -256,15 +299,15 @@ export class AcceleratorDevice implements Device {
         const rows = end - start;
         const outs: DeviceBuffer[] = [];
         try {
-          for (const c of columns) outs.push(device.#acquire(rows * c.rowSize * elementSize(c.dtype)));
+          for (const c of columns) outs.push(device.#acquire(rows * c.rowBytes));
         } catch (error) {
           for (const b of outs) device.#recycle(b);
           throw error;
         }
         // Resident batches are made on the consumer stream itself: the consumer's work is ordered
         // after them and their memory's next use after the consumer's, with no event per batch.
-        backend.gatherColumns(columns.map((c, i) => ({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowSize * elementSize(c.dtype) })), ids!, start, rows, 'consumer');
-        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape.slice(1)] })), undefined);
+        backend.gatherColumns(columns.map((c, i) => ({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowBytes })), ids!, start, rows, 'consumer');
+        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape] })), undefined);
       },
       dispose(): void {
         for (const b of held) device.#freeAfterCopies(b);

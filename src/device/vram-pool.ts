@@ -89,6 +89,11 @@ export class VramPool {
     return this.#slabs.reduce((s, slab) => s + slab.used, 0);
   }
 
+  /** Every sample of the dataset is pooled (and no eviction has happened since). */
+  get complete(): boolean {
+    return this.#where.length > 0 && this.pooledRows === this.#where.length;
+  }
+
   /** The one budget decision (NOTE [VRAM pool budget]); a no-op before the honest probe or once decided. */
   maybeInstall(honest: boolean, target: number, batchBytes: number): void {
     if (!this.#enabled || this.#decided || !honest) return;

@@ -67,8 +67,10 @@ describe('the loader on CUDA', { skip, timeout: 120_000 }, () => {
         b.sampleIds.forEach((id, r) => assert.equal(host[r * 1024 + 5], ((id & 0xff) + 1) & 0xff, `epoch ${e}`));
       }
     }
-    const last = loader.stats().epochs[3]!;
-    assert.equal(last.rowsServedOnDevice, 256, 'the last epoch came from the pool');
+    // Epoch 1 mixes pooled rows in; once the pool holds all 256 samples the loader turns resident,
+    // whose gathers also hand the transform fresh rows.
+    assert.ok(loader.stats().epochs[1]!.rowsServedOnDevice > 0, 'epoch 1 came (in part) from the pool');
+    assert.equal(loader.isResident, true, 'the complete pool turned the loader resident');
     await loader.close();
   });
 
