@@ -22,9 +22,12 @@
 // printed, since it caps how many images decode at once whatever the worker count. Two more
 // hand-written rows bound what is possible: the loop with `cores` decodes in flight in one process,
 // and the one-core loop in `cores` child processes (libvips pipelines contend within a process).
+// The image folder is measured both ways: decode 'threads' (sharp in the thread that reads) and
+// decode 'processes' (the decode pool; its default size per dataset copy). 'CPU cores' is this
+// process's CPU time over wall time, '+ children' that of its child processes (Linux /proc).
 
 import { type ChildProcess, fork } from 'node:child_process';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -100,7 +103,30 @@ interface EpochMeasure {
   readonly mainBusy: number;
   /** Process CPU time (all threads, libuv's pool included) over wall time. */
   readonly cores: number;
+  /** CPU time of this process's child processes (decode pools, the hand-written process loop) over wall time; NaN without /proc. */
+  readonly childCores: number;
   readonly stats: EpochStats | undefined;
+}
+
+/** CPU milliseconds of this process's live child processes (Linux /proc; NaN elsewhere). Exited children are not counted. */
+function childrenCpuMs(): number {
+  let ticks = 0;
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (Number(fields[1]) === process.pid) ticks += Number(fields[11]) + Number(fields[12]);
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+  } catch {
+    return Number.NaN;
+  }
+  // USER_HZ is 100 on every Linux build Node supports.
+  return ticks * 10;
 }
 
 /** Label + the first and the centre pixel's channels of each row, in either layout. */
@@ -123,13 +149,15 @@ function touch(batch: Batch): number {
 async function timed(body: () => Promise<{ rows: number; checksum: number }>): Promise<Omit<EpochMeasure, 'stats'>> {
   const elu0 = performance.eventLoopUtilization();
   const cpu0 = process.cpuUsage();
+  const kids0 = childrenCpuMs();
   const t0 = now();
   const { rows, checksum } = await body();
   const ms = now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const kids = childrenCpuMs() - kids0;
   const elu = performance.eventLoopUtilization(elu0);
   sink.value += checksum;
-  return { ms, rows, checksum, mainBusy: elu.utilization, cores: (cpu.user + cpu.system) / 1000 / ms };
+  return { ms, rows, checksum, mainBusy: elu.utilization, cores: (cpu.user + cpu.system) / 1000 / ms, childCores: kids / ms };
 }
 
 interface Contender {
@@ -248,8 +276,7 @@ async function sharpProcesses(fixture: ImageFixture, count: number): Promise<Con
         const sums = await Promise.all(children.map((c, k) => ask(c, order.subarray(k * per, Math.min(usable, (k + 1) * per)))));
         return { rows: usable, checksum: sums.reduce((a, b) => a + b, 0) };
       });
-      // process.cpuUsage() does not count child processes.
-      return { ...m, cores: Number.NaN, mainBusy: Number.NaN, stats: undefined };
+      return { ...m, mainBusy: Number.NaN, stats: undefined };
     },
     close: async () => {
       for (const c of children) if (c.connected) c.disconnect();
@@ -279,6 +306,7 @@ interface Row {
   readonly samplesPerSec: number;
   readonly mainBusy: number;
   readonly cores: number;
+  readonly childCores: number;
   /** Time the consumer waited for batches (loader.stats()), median ms per epoch. */
   readonly waitMs: number | undefined;
 }
@@ -338,7 +366,7 @@ export async function main(args: readonly string[]): Promise<void> {
       return {
         key: c.key, row: c.row, name: c.name, workers: c.workers, ms: msEpoch,
         msMin: Math.min(...ms.map((m) => m.ms)), msMax: Math.max(...ms.map((m) => m.ms)), samplesPerSec: usable / (msEpoch / 1000),
-        mainBusy: median(ms.map((m) => m.mainBusy)), cores: median(ms.map((m) => m.cores)),
+        mainBusy: median(ms.map((m) => m.mainBusy)), cores: median(ms.map((m) => m.cores)), childCores: median(ms.map((m) => m.childCores)),
         waitMs: stat((s) => s.waitMs),
       };
     });
@@ -384,6 +412,7 @@ function report(rows: readonly Row[], fixture: ImageFixture, cfg: Config, cores:
     { title: 'min–max ms', align: 'right', cell: (r) => `${r.msMin.toFixed(0)}–${r.msMax.toFixed(0)}` },
     { title: '× ref', align: 'right', cell: (r) => fmtFixed(r.samplesPerSec / ref.samplesPerSec, 2) },
     { title: 'CPU cores', align: 'right', cell: (r) => fmtFixed(r.cores, 2) },
+    { title: '+ children', align: 'right', cell: (r) => (Number.isFinite(r.childCores) ? fmtFixed(r.childCores, 2) : '—') },
     { title: 'main busy', align: 'right', cell: (r) => (Number.isFinite(r.mainBusy) ? `${(r.mainBusy * 100).toFixed(0)}%` : '—') },
     { title: 'waitMs', align: 'right', cell: (r) => fmtFixed(r.waitMs, 0) },
   ];

@@ -31,7 +31,7 @@ import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { LoaderError, type LoaderErrorCode, describeCause, fileAccess, invalidOption } from '../../errors.js';
+import { LoaderError, type LoaderErrorCode, badFile, describeCause, fileAccess, invalidOption } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type DecodeImageOptions, checkDecodeOptions, decodeImage } from './image-decode.js';
 
@@ -197,6 +197,8 @@ interface Request {
   readonly reject: (e: unknown) => void;
   readonly signal: AbortSignal | undefined;
   settled: boolean;
+  /** In the parent's queue (not yet sent to a child). */
+  queued: boolean;
 }
 
 interface Child {
@@ -251,6 +253,8 @@ export class DecodePool {
   #nextId = 1;
   /** Requests outstanding (queued or held, not yet settled). */
   #outstanding = 0;
+  /** Requests in the queue, not settled (the queue may also hold settled ones, skipped when reached). */
+  #waiting = 0;
   #refd = false;
   /** A child failed at start-up: spawn no more. */
   #spawnStopped = false;
@@ -306,19 +310,22 @@ export class DecodePool {
     let frame: Buffer;
     if (input instanceof Uint8Array) {
       const json = Buffer.from(JSON.stringify({ options: wire }), 'utf8');
-      const payload = Buffer.allocUnsafe(4 + json.length + input.length);
-      payload.writeUInt32LE(json.length, 0);
-      payload.set(json, 4);
-      payload.set(input, 4 + json.length);
-      frame = encodeFrame(id, ToChild.DecodeBytes, payload);
+      const length = 4 + json.length + input.length;
+      if (length > MAX_FRAME) return Promise.reject(badFile(options.source, 0, `cannot decode the image: ${input.length} bytes are more than a decode process takes (${MAX_FRAME})`));
+      frame = Buffer.allocUnsafe(HEADER + length);
+      frame.set(frameHeader(id, ToChild.DecodeBytes, length), 0);
+      frame.writeUInt32LE(json.length, HEADER);
+      frame.set(json, HEADER + 4);
+      frame.set(input, HEADER + 4 + json.length);
     } else {
       frame = encodeFrame(id, ToChild.DecodePath, JSON.stringify({ path: input.path, options: wire }));
     }
     const shape = outputShape(options);
     return new Promise<Tensor<'uint8'>>((resolve, reject) => {
-      const request: Request = { id, frame, input, options, shape, bytes: shape[0]! * shape[1]! * shape[2]!, resolve, reject, signal, settled: false };
+      const request: Request = { id, frame, input, options, shape, bytes: shape[0]! * shape[1]! * shape[2]!, resolve, reject, signal, settled: false, queued: true };
       if (signal !== undefined) this.#watch(signal, request);
       this.#outstanding++;
+      this.#waiting++;
       this.#queue.push(request);
       this.#setRef();
       this.#pump();
@@ -382,6 +389,8 @@ export class DecodePool {
       }
       if (best === undefined) break;
       this.#queue[this.#head++] = undefined;
+      request.queued = false;
+      this.#waiting--;
       best.held.set(request.id, request);
       best.socket.write(request.frame);
     }
@@ -394,8 +403,7 @@ export class DecodePool {
 
   #grow(): void {
     if (this.#closed !== undefined || this.#spawnStopped) return;
-    let waiting = 0;
-    for (let i = this.#head; i < this.#queue.length; i++) if (this.#queue[i] !== undefined && !this.#queue[i]!.settled) waiting++;
+    const waiting = this.#waiting;
     if (waiting === 0) return;
     let room = 0;
     let alive = 0;
@@ -552,6 +560,8 @@ export class DecodePool {
       this.#queue = [];
       this.#head = 0;
       for (const request of waiting) {
+        request.queued = false;
+        this.#waiting--;
         decodeHere(request.input, request.options, request.signal).then(
           (t) => this.#settle(request, undefined, t),
           (e) => this.#settle(request, e, undefined),
@@ -586,6 +596,10 @@ export class DecodePool {
   #settle(request: Request, error: unknown, value: Tensor<'uint8'> | undefined): void {
     if (request.settled) return;
     request.settled = true;
+    if (request.queued) {
+      request.queued = false;
+      this.#waiting--;
+    }
     const signal = request.signal;
     if (signal !== undefined) {
       const entry = this.#watched.get(signal);

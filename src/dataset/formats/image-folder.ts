@@ -15,13 +15,34 @@
 // Decoding (`decode`): 'processes' sends each file's path to a pool of child processes that read and
 // decode it (decode-pool.ts: libvips decodes contend inside one process, separate processes scale
 // with cores); 'threads' reads the file here and decodes it in this thread's sharp. Both give the
-// same bytes and the same errors. The pool of a dataset copy starts its children on demand and kills
-// them at `close()` (or when the copy is garbage-collected, or at process exit).
+// same bytes and the same errors. Each dataset copy has its own pool: it starts its children on
+// demand and kills them at `close()` (or when the copy is garbage-collected, or at process exit).
+// With the loader's default reader workers, each worker's copy gets its share of the cores
+// (NOTE [decode processes per copy]).
 //
 // In 'threads' mode files are read asynchronously, at most READS_IN_FLIGHT at a time per dataset
 // copy: a slow store (a network file system) is served with many requests in flight, and a loader
 // that asks for the whole folder at once (resident mode) never runs out of file descriptors. In
 // 'processes' mode each child reads one file at a time.
+//
+// NOTE [decode processes per copy] A copy on the main thread starts up to one child per core; a
+// copy in a reader worker up to round(cores / reader-worker copies), counted in shared memory when
+// the copy starts its pool (all workers have opened their copies by then). So the loader's default,
+// workers: 'auto' (cores − 1), gives one child per worker on most machines, and workers: 0 gives
+// one per core on the main thread. Reader workers are the better default: the parent's share of the
+// work (dispatch, pixels in from the socket, copy into staging) is spread over threads instead of
+// piling onto the main thread. Measured on 2 cores (shared, loaded), 224² JPEGs, CPU time per
+// image in the parent: workers 1 → 40 µs main thread + 180–270 µs reader thread; workers 0 → 270–
+// 330 µs main thread + 200–350 µs GC helpers; children ~2.9 ms, the same as the one-core sharp
+// loop. The main-thread copy of a loader with reader workers decodes only sample 0 (the probe):
+// one idle child, gone with `close()`. A reader worker that dies never decrements the count, so its
+// replacement's share is one copy smaller.
+//
+// NOTE [decode: 'auto'] 'processes' on machines with more than AUTO_PROCESSES_ABOVE cores, else
+// 'threads'. In one process, sharp stops scaling at 2.3–2.6× one decode however many threads
+// decode (measured on 16 and 32 cores), while processes scale with cores; on 2 cores both give the
+// same throughput and CPU per image (~3.2 ms per 224² JPEG, parent and children together), and
+// threads cost no extra processes.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -55,17 +76,17 @@ export interface ImageFolderOptions {
   /** Refuse images with more input pixels than this (decompression bombs). Default 0x3FFF² ≈ 268 M. */
   readonly maxInputPixels?: number;
   /**
-   * Where images are decoded. 'processes': in a pool of child processes (one per core by default),
-   * the way to use many cores — sharp decodes in one process contend inside libvips and stop
-   * scaling at ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each
-   * reader worker). Default 'auto': 'processes' when the machine has more than AUTO_PROCESSES_ABOVE
-   * cores, else 'threads' (see DECODE_AUTO for the measurements behind it). Same bytes either way.
+   * Where images are decoded. 'processes': in child processes (see `decodeProcesses`), the way to
+   * use many cores — sharp decodes within one process contend inside libvips and stop scaling at
+   * ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each reader
+   * worker). Default 'auto': 'processes' when the machine has more than 2 cores, else 'threads'
+   * (NOTE [decode: 'auto']). The same bytes and errors either way.
    */
   readonly decode?: ImageDecodeMode;
   /**
-   * With decode 'processes': most child processes per dataset copy. Default: one per core for a
-   * copy on the main thread (the loader with workers: 0); in a reader worker, the cores divided
-   * among the reader workers' copies.
+   * With decode 'processes': most child processes per dataset copy, started on demand. Default:
+   * one per core for a copy on the main thread (a loader with workers: 0); in a reader worker, the
+   * cores divided among the workers' copies, rounded, at least 1 (NOTE [decode processes per copy]).
    */
   readonly decodeProcesses?: number;
 }
@@ -73,10 +94,7 @@ export interface ImageFolderOptions {
 /** Where an image folder decodes its images; see `ImageFolderOptions.decode`. */
 export type ImageDecodeMode = 'threads' | 'processes' | 'auto';
 
-/**
- * NOTE [decode: 'auto'] 'auto' picks 'processes' on machines with more cores than this. Measured
- * (bench/sources.ts): see the commit that set it.
- */
+/** 'auto' decodes in processes on machines with more cores than this (NOTE [decode: 'auto']). */
 export const AUTO_PROCESSES_ABOVE = 2;
 
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
@@ -133,15 +151,6 @@ export class ImageFolder implements Dataset, Reopenable {
     this.decode = resolveDecodeMode(options.decode);
     this.#inWorker = inWorker;
     if (inWorker) Atomics.add(options.workerCopies, 0, 1);
-  }
-
-  /**
-   * The reader-worker count this dataset reads best with, for a loader not told `workers`: 0 when
-   * it decodes in child processes (a reader thread would only pass paths and pixels along), else
-   * undefined (the loader's own default).
-   */
-  get preferredWorkers(): number | undefined {
-    return this.decode === 'processes' ? 0 : undefined;
   }
 
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
@@ -204,10 +213,11 @@ export class ImageFolder implements Dataset, Reopenable {
     }
   }
 
+  /** See NOTE [decode processes per copy]. */
   #decodePool(): DecodePool {
     if (this.#pool === undefined) {
       const copies = Math.max(1, Atomics.load(this.#options.workerCopies, 0));
-      const size = this.#options.decodeProcesses ?? (this.#inWorker ? Math.max(1, Math.ceil(availableParallelism() / copies)) : availableParallelism());
+      const size = this.#options.decodeProcesses ?? (this.#inWorker ? Math.max(1, Math.round(availableParallelism() / copies)) : availableParallelism());
       this.#pool = new DecodePool({ size });
       poolsOfCollected.register(this, this.#pool, this);
     }
