@@ -311,6 +311,19 @@ describe("sources.imageFolder with decode: 'processes' through the loader", { ti
     for (const pid of probe) assert.ok(!alive(pid));
   });
 
+  it('leaving an epoch early drops the decodes it queued; the next epoch is whole', async () => {
+    const ds = imageFolderSource(dir, { size: 12, decode: 'processes', decodeProcesses: 2 });
+    const loader = await DataLoader.create(ds, { batchSize: 3, workers: 0, mode: 'streaming', seed: 4, prefetch: 6 });
+    for await (const b of loader.epoch(0)) {
+      assert.equal(b.rows, 3);
+      break;
+    }
+    const batches = await within(20_000, 'epoch 1', collect(loader.epoch(1)));
+    assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(n));
+    await loader.close();
+    await ds.close();
+  });
+
   it('a corrupt file fails its batch with a BatchError naming the file, in every epoch; the batches before it arrive', async () => {
     const broken = join(root, 'broken');
     for (const cls of ['a', 'b']) {

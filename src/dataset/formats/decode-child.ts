@@ -35,8 +35,11 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
       throw new Error(`unknown request kind ${kind}`);
     }
     const image = await decodeImage(bytes, options);
+    // One writev for header and pixels.
+    socket.cork();
     socket.write(frameHeader(id, FromChild.Pixels, image.data.length));
     socket.write(image.data);
+    socket.uncork();
   } catch (error) {
     socket.write(encodeFrame(id, FromChild.Error, JSON.stringify(toWire(error))));
   }

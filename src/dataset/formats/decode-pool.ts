@@ -425,7 +425,8 @@ export class DecodePool {
     let proc: ChildProcess;
     try {
       proc = spawn(process.execPath, [...childExecArgv(), fileURLToPath(this.#entry)], {
-        stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
+        // stdout ignored: a test runner reads the parent's stdout as its protocol. stderr shows crashes.
+        stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
         // Not a process group leader of its own: a terminal's Ctrl-C reaches the children too.
         detached: false,
         windowsHide: true,
