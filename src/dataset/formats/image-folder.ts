@@ -40,9 +40,10 @@
 //
 // NOTE [decode: 'auto'] 'processes' on machines with more than AUTO_PROCESSES_ABOVE cores, else
 // 'threads'. In one process, sharp stops scaling at 2.3–2.6× one decode however many threads
-// decode (measured on 16 and 32 cores), while processes scale with cores; on 2 cores both give the
-// same throughput and CPU per image (~3.2 ms per 224² JPEG, parent and children together), and
-// threads cost no extra processes.
+// decode (measured on 16 and 32 cores), while processes scale with cores. On 2 shared cores the
+// two are within noise of each other (bench sources, the loader's default workers: 1.39× vs 1.35×
+// the one-core loop over 3 rounds, 1.46× vs 1.66× in a quick run; ~3.2 ms of CPU per 224² JPEG
+// either way, parent and children together), and threads cost no extra processes.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
