@@ -1,5 +1,6 @@
-// Built-in file sources through the loader: samples/s of each source read by DataLoader with reader
-// workers, against a hand-written reference measured in the same run. The reference is the job done
+// Built-in file sources through the loader: samples/s of each source (image folder, tar shards and a
+// Hugging Face-shaped Arrow stream of the same JPEGs; NPY and safetensors of the decoded pixels) read
+// by DataLoader with reader workers, against a hand-written reference measured in the same run. The reference is the job done
 // by hand on one core: the same JPEGs read and decoded by sharp in a plain loop (sharp.concurrency(1),
 // one decode awaited after another, the same resize and crop). The goal: an image folder read through
 // the loader reaches ≥ 0.8 × cores × that loop.
@@ -27,7 +28,7 @@
 // process's CPU time over wall time, '+ children' that of its child processes (Linux /proc).
 
 import { type ChildProcess, fork } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -36,6 +37,12 @@ import type { Batch, EpochStats, SourceSpec } from '../src/index.js';
 import { type AnyDataset, closeDataset } from '../src/dataset/dataset.js';
 import { decodeImage } from '../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
+import { arrowSource } from '../src/dataset/formats/arrow.js';
+import { npySource } from '../src/dataset/formats/npy.js';
+import { safetensorsSource } from '../src/dataset/formats/safetensors.js';
+import { tarShardsSource } from '../src/dataset/formats/tar-shards.js';
+import { Binary, Field, Int32, Struct, Table, Utf8, tableToIPC, vectorFromArray } from 'apache-arrow';
+import { create as tarCreate } from 'tar';
 import { type ImageFixture, writeImageFixture } from './fixtures/images.js';
 import type { Column } from './util.js';
 import { collectGarbage, fmtFixed, fmtInt, hardware, hardwareLine, median, now, parseFlags, sink, table } from './util.js';
@@ -66,6 +73,12 @@ export interface SourceRow {
    * Fields: an image (uint8 [3, 224, 224] or [224, 224, 3]) and a label (int32), named or in that order.
    */
   make(fixture: ImageFixture, scratch: string): AnyDataset | SourceSpec | Promise<AnyDataset | SourceSpec>;
+  /** Batch names when the source's own are not image / label (tar fields are named by extension). */
+  readonly names?: readonly string[];
+  /** Worker counts to measure besides 'auto' (default: 0, 1, 2, 4 … cores). */
+  readonly workers?: readonly number[];
+  /** Whether the image-folder goal (≥ 0.8 × cores × the one-core loop) applies: rows that decode JPEGs. */
+  readonly decodes?: boolean;
 }
 
 /**
@@ -74,9 +87,100 @@ export interface SourceRow {
  * a tar row packs the fixture's JPEGs themselves (fixture.dir, fixture.files).
  */
 export const ROWS: SourceRow[] = [
-  { name: "image folder, decode: 'threads'", make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'threads' }) },
-  { name: "image folder, decode: 'processes'", make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'processes' }) },
+  { name: "image folder, decode: 'threads'", decodes: true, make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'threads' }) },
+  { name: "image folder, decode: 'processes'", decodes: true, make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'processes' }) },
+  {
+    // WebDataset shards of the same JPEGs (4 shards, <key>.jpg + <key>.cls), decoded in the readers.
+    name: 'tar shards (JPEG)', decodes: true, names: ['image', 'label'], workers: [1],
+    make: async (f, scratch) => {
+      const shards = 4;
+      const per = Math.ceil(f.n / shards);
+      // Each contender makes its own source; the files are written once (rewriting them would change
+      // the shards under the sources already open).
+      for (let k = 0; k < shards && !existsSync(join(scratch, `shard-${shards - 1}.tar`)); k++) {
+        const src = join(scratch, `src-${k}`);
+        mkdirSync(src, { recursive: true });
+        const names: string[] = [];
+        for (let i = k * per; i < Math.min(f.n, (k + 1) * per); i++) {
+          const key = String(i).padStart(6, '0');
+          copyFileSync(join(f.dir, f.files[i]!), join(src, `${key}.jpg`));
+          writeFileSync(join(src, `${key}.cls`), String(f.labels[i]));
+          names.push(`${key}.jpg`, `${key}.cls`);
+        }
+        await tarCreate({ file: join(scratch, `shard-${k}.tar`), cwd: src, portable: true }, names);
+      }
+      return tarShardsSource(join(scratch, 'shard-{0..3}.tar'), { image: { size: [SIDE, SIDE] } });
+    },
+  },
+  {
+    // A Hugging Face-shaped Arrow stream: image = struct<bytes, path> holding the JPEGs, label int32.
+    name: 'Arrow stream (HF image struct)', decodes: true, workers: [1],
+    make: (f, scratch) => {
+      const path = join(scratch, 'data.arrow');
+      if (existsSync(path)) return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } } });
+      const table = new Table({
+        image: vectorFromArray(f.files.map((file) => ({ bytes: new Uint8Array(readFileSync(join(f.dir, file))), path: file })), new Struct([new Field('bytes', new Binary(), true), new Field('path', new Utf8(), true)])),
+        label: vectorFromArray(Array.from(f.labels), new Int32()),
+      });
+      writeFileSync(path, tableToIPC(table, 'stream'));
+      return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } } });
+    },
+  },
+  {
+    // Pre-decoded pixels: [n, 3, 224, 224] uint8 + int32 labels, read by positioned reads.
+    name: 'npy (decoded, positioned reads)', workers: [1],
+    make: async (f, scratch) => {
+      const { images, labels } = await decodedImages(f);
+      if (!existsSync(join(scratch, 'label.npy'))) writeFileSync(join(scratch, 'image.npy'), npyFile('|u1', [f.n, 3, SIDE, SIDE], images));
+      if (!existsSync(join(scratch, 'label.npy'))) writeFileSync(join(scratch, 'label.npy'), npyFile('<i4', [f.n], new Uint8Array(labels.buffer, labels.byteOffset, labels.byteLength)));
+      return npySource({ image: join(scratch, 'image.npy'), label: join(scratch, 'label.npy') }, { load: 'positioned' });
+    },
+  },
+  {
+    name: 'safetensors (decoded, positioned reads)', workers: [1],
+    make: async (f, scratch) => {
+      const { images, labels } = await decodedImages(f);
+      const path = join(scratch, 'data.safetensors');
+      if (!existsSync(path)) writeFileSync(path, safetensorsFile([
+        ['image', 'U8', [f.n, 3, SIDE, SIDE], images],
+        ['label', 'I32', [f.n], new Uint8Array(labels.buffer, labels.byteOffset, labels.byteLength)],
+      ]));
+      return safetensorsSource(path, { load: 'positioned' });
+    },
+  },
 ];
+
+/** A .npy file (format 1.0) by the published layout. */
+function npyFile(descr: string, shape: readonly number[], data: Uint8Array): Uint8Array {
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  const total = Math.ceil((10 + header.length + 1) / 64) * 64;
+  header = header.padEnd(total - 11, ' ') + '\n';
+  const out = new Uint8Array(total + data.length);
+  out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, header.length & 0xff, header.length >> 8]);
+  out.set(new TextEncoder().encode(header), 10);
+  out.set(data, total);
+  return out;
+}
+
+/** A safetensors file by the published layout: u64 header length, JSON header, the buffer. */
+function safetensorsFile(tensors: readonly [string, string, readonly number[], Uint8Array][]): Uint8Array {
+  const header: Record<string, unknown> = {};
+  let offset = 0;
+  for (const [name, dtype, shape, data] of tensors) {
+    header[name] = { dtype, shape, data_offsets: [offset, offset + data.length] };
+    offset += data.length;
+  }
+  const json = new TextEncoder().encode(JSON.stringify(header));
+  const out = new Uint8Array(8 + json.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
+  out.set(json, 8);
+  let at = 8 + json.length;
+  for (const [, , , data] of tensors) {
+    out.set(data, at);
+    at += data.length;
+  }
+  return out;
+}
 
 let decodedCache: { fixture: ImageFixture; images: Uint8Array; labels: Int32Array } | undefined;
 
@@ -172,7 +276,7 @@ interface Contender {
 
 async function loaderContender(row: SourceRow, fixture: ImageFixture, scratch: string, workers: number | 'auto'): Promise<Contender> {
   const dataset = await row.make(fixture, scratch);
-  const loader = await DataLoader.create(dataset, { batchSize: BATCH, mode: 'streaming', seed: SEED, workers, sampleCache: false });
+  const loader = await DataLoader.create(dataset, { batchSize: BATCH, mode: 'streaming', seed: SEED, workers, sampleCache: false, names: row.names });
   const resolved = loader.stats().workers;
   const name = workers === 'auto' ? `workers: 'auto' (→ ${resolved})` : `workers: ${workers}${workers === 0 ? ' (main thread)' : ''}`;
   return {
@@ -335,8 +439,9 @@ export async function main(args: readonly string[]): Promise<void> {
     contenders.push(sharpLoop(fixture, 1), sharpLoop(fixture, cores), await sharpProcesses(fixture, cores));
     for (const row of ROWS) {
       const scratch = join(root, `row-${ROWS.indexOf(row)}`);
+      mkdirSync(scratch, { recursive: true });
       const auto = await loaderContender(row, fixture, scratch, 'auto');
-      for (const w of workerCounts(cores)) {
+      for (const w of row.workers ?? workerCounts(cores)) {
         log(`  starting ${row.name}, workers: ${w}`);
         contenders.push(await loaderContender(row, fixture, scratch, w));
       }
@@ -390,10 +495,11 @@ function report(rows: readonly Row[], fixture: ImageFixture, cfg: Config, cores:
     const mine = rows.filter((r) => r.row === row.name);
     const auto = mine.find((r) => r.key.endsWith('/wauto'))!;
     const best = mine.reduce((a, b) => (b.samplesPerSec > a.samplesPerSec ? b : a));
-    ratios.push({ label: `${row.name}, ${auto.name} / one-core loop`, value: auto.samplesPerSec / ref.samplesPerSec, goal });
+    const g = row.decodes ? goal : undefined;
+    ratios.push({ label: `${row.name}, ${auto.name} / one-core loop`, value: auto.samplesPerSec / ref.samplesPerSec, goal: g });
     const one = mine.find((r) => r.key.endsWith('/w1'));
     if (one) ratios.push({ label: `${row.name}, workers: 1 / one-core loop`, value: one.samplesPerSec / ref.samplesPerSec });
-    ratios.push({ label: `${row.name}, best (${best.name}) / one-core loop`, value: best.samplesPerSec / ref.samplesPerSec, goal });
+    ratios.push({ label: `${row.name}, best (${best.name}) / one-core loop`, value: best.samplesPerSec / ref.samplesPerSec, goal: g });
   }
   const verdict = (r: { value: number; goal?: number }) => (r.goal === undefined ? undefined : r.value >= r.goal);
   if (flags.json) {

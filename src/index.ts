@@ -20,7 +20,7 @@ export type { NpyOptions } from './dataset/formats/npy.js';
 export type { SafetensorsOptions } from './dataset/formats/safetensors.js';
 export type { FileColumnsSource, LoadMode, LoadOptions } from './dataset/formats/columns-file.js';
 export type { ArrowOptions, ArrowSource, ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './dataset/formats/arrow.js';
-export type { ImageFolder, ImageFolderOptions } from './dataset/formats/image-folder.js';
+export type { ImageFolder, ImageFolderOptions, ImageDecodeMode } from './dataset/formats/image-folder.js';
 export type { TarShardsOptions, TarShardsSource, TarFieldDecoder, TarImageOptions, TarIndexMode } from './dataset/formats/tar-shards.js';
 export type { SimOptions } from './device/sim/sim-backend.js';
 export type { Sampler } from './sampler/sampler.js';
