@@ -38,12 +38,13 @@
 // one idle child, gone with `close()`. A reader worker that dies never decrements the count, so its
 // replacement's share is one copy smaller.
 //
-// NOTE [decode: 'auto'] 'processes' on machines with more than AUTO_PROCESSES_ABOVE cores, else
-// 'threads'. In one process, sharp stops scaling at 2.3–2.6× one decode however many threads
-// decode (measured on 16 and 32 cores), while processes scale with cores. On 2 shared cores the
-// two are within noise of each other (bench sources, the loader's default workers: 1.39× vs 1.35×
-// the one-core loop over 3 rounds, 1.46× vs 1.66× in a quick run; ~3.2 ms of CPU per 224² JPEG
-// either way, parent and children together), and threads cost no extra processes.
+// NOTE [decode: 'auto'] 'processes' on machines with more than AUTO_PROCESSES_ABOVE core whose
+// images decode to at least AUTO_PROCESSES_MIN_PIXELS, else 'threads'. In one process, sharp stops
+// scaling at 2.3–2.6× one decode however many threads decode (measured on 16 and 32 cores), while
+// processes scale with cores; on 2 quiet cores (bench sources, 2048 JPEGs → 224², 3 rounds) the
+// image folder reached 1.92× the one-core loop with processes and 1.51× with threads. A reply from
+// a child costs the parent ~100 µs, more than decoding a small image: for the demo's 32 × 32 PNGs
+// threads are faster (epoch 1: 1 550 vs 1 306 images/s), hence the size floor.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -96,7 +97,9 @@ export interface ImageFolderOptions {
 export type ImageDecodeMode = 'threads' | 'processes' | 'auto';
 
 /** 'auto' decodes in processes on machines with more cores than this (NOTE [decode: 'auto']). */
-export const AUTO_PROCESSES_ABOVE = 2;
+export const AUTO_PROCESSES_ABOVE = 1;
+/** …and when images are decoded to at least this many pixels (64 × 64); see NOTE [decode: 'auto']. */
+export const AUTO_PROCESSES_MIN_PIXELS = 64 * 64;
 
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
 export interface ImageFolderSpecOptions {
@@ -149,7 +152,7 @@ export class ImageFolder implements Dataset, Reopenable {
     this.files = Object.freeze([...options.files]);
     this.labels = options.labels;
     this.length = options.files.length;
-    this.decode = resolveDecodeMode(options.decode);
+    this.decode = resolveDecodeMode(options.decode, options.size);
     this.#inWorker = inWorker;
     if (inWorker) Atomics.add(options.workerCopies, 0, 1);
   }
@@ -229,8 +232,8 @@ export class ImageFolder implements Dataset, Reopenable {
 /** A copy dropped without close(): its decode processes go with it. */
 const poolsOfCollected = new FinalizationRegistry<DecodePool>((pool) => void pool.close());
 
-function resolveDecodeMode(mode: ImageDecodeMode): 'threads' | 'processes' {
-  if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE ? 'processes' : 'threads';
+function resolveDecodeMode(mode: ImageDecodeMode, size: readonly [number, number]): 'threads' | 'processes' {
+  if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE && size[0] * size[1] >= AUTO_PROCESSES_MIN_PIXELS ? 'processes' : 'threads';
   return mode;
 }
 
