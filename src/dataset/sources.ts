@@ -46,8 +46,9 @@ export const sources = {
   },
   /**
    * An ImageFolder tree (`dir/<class>/<image>`, classes sorted → labels 0…), JPEG/PNG/WebP decoded
-   * with sharp in the reader workers to `size` (resized or centre-cropped): samples
-   * `{ image: uint8 [C, H, W], label: int32 }`.
+   * with sharp to `size` (resized or centre-cropped): samples `{ image: uint8 [C, H, W], label: int32 }`.
+   * `decode`: 'processes' (child processes: what scales, libvips contends within one process),
+   * 'threads', or 'auto' (processes on multi-core machines for images of 64 × 64 and more).
    */
   imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
     return imageFolderSource(dir, options);
