@@ -81,20 +81,5 @@ export function fmtFixed(x: number | undefined, digits: number): string {
   return x === undefined || !Number.isFinite(x) ? '—' : x.toFixed(digits);
 }
 
-export interface Column<R> {
-  readonly title: string;
-  readonly align?: 'left' | 'right';
-  readonly cell: (row: R) => string;
-}
-
-/** A plain-text table: a header, a rule, one line per row, columns padded to their widest cell. */
-export function table<R>(rows: readonly R[], columns: readonly Column<R>[]): string {
-  const cells = rows.map((r) => columns.map((c) => c.cell(r)));
-  const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((row) => row[i]!.length)));
-  const line = (parts: readonly string[]) =>
-    parts
-      .map((p, i) => (columns[i]!.align === 'right' ? p.padStart(widths[i]!) : p.padEnd(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(columns.map((c) => c.title)), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
-}
+// Plain-text tables: the CLI's, so that `stoker bench` and `npm run bench` print alike.
+export { type Column, table } from '../src/cli/ui.js';
