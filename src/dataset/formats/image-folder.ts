@@ -21,45 +21,20 @@
 // (NOTE [decode processes per copy]).
 //
 // In 'threads' mode files are read asynchronously, at most READS_IN_FLIGHT at a time per dataset
-// copy: a slow store (a network file system) is served with many requests in flight, and a loader
-// that asks for the whole folder at once (resident mode) never runs out of file descriptors. In
-// 'processes' mode each child reads one file at a time.
-//
-// NOTE [decode processes per copy] A copy on the main thread starts up to one child per core; a
-// copy in a reader worker up to round(cores / reader-worker copies), counted in shared memory when
-// the copy starts its pool (all workers have opened their copies by then). So the loader's default,
-// workers: 'auto' (cores − 1), gives one child per worker on most machines, and workers: 0 gives
-// one per core on the main thread. Reader workers are the better default: the parent's share of the
-// work (dispatch, pixels in from the socket, copy into staging) is spread over threads instead of
-// piling onto the main thread. Measured on 2 cores (shared, loaded), 224² JPEGs, CPU time per
-// image in the parent: workers 1 → 40 µs main thread + 180–270 µs reader thread; workers 0 → 270–
-// 330 µs main thread + 200–350 µs GC helpers; children ~2.9 ms, the same as the one-core sharp
-// loop. The main-thread copy of a loader with reader workers decodes only sample 0 (the probe):
-// one idle child, gone with `close()`. A reader worker that dies never decrements the count, so its
-// replacement's share is one copy smaller.
-//
-// NOTE [decode: 'auto'] 'processes' on machines with more than AUTO_PROCESSES_ABOVE core whose
-// images decode to at least AUTO_PROCESSES_MIN_PIXELS, else 'threads'. In one process, sharp stops
-// scaling at 2.3–2.6× one decode however many threads decode (measured on 16 and 32 cores), while
-// processes scale with cores; on 2 quiet cores (bench sources, 2048 JPEGs → 224², 3 rounds) the
-// image folder reached 1.92× the one-core loop with processes and 1.51× with threads. A reply from
-// a child costs the parent ~100 µs, more than decoding a small image: for the demo's 32 × 32 PNGs
-// threads are faster (epoch 1: 1 550 vs 1 306 images/s), hence the size floor.
+// copy (image-decoding.ts). Pool sizing per copy and 'auto' are shared with the other image
+// sources: NOTE [decode processes per copy] and NOTE [decode: 'auto'] in image-decoding.ts.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { DecodePool } from './decode-pool.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, decodeImage, loadImageDecoder } from './image-decode.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare } from './image-decoding.js';
 
-/** Reads (open file descriptors) one dataset copy keeps in flight at most. */
-export const READS_IN_FLIGHT = 64;
+export { AUTO_PROCESSES_ABOVE, AUTO_PROCESSES_MIN_PIXELS, type ImageDecodeMode, READS_IN_FLIGHT } from './image-decoding.js';
 
 /** The extensions looked for when none are given. */
 export const DEFAULT_IMAGE_EXTENSIONS: readonly string[] = Object.freeze(['.jpg', '.jpeg', '.png', '.webp']);
@@ -93,16 +68,8 @@ export interface ImageFolderOptions {
   readonly decodeProcesses?: number;
 }
 
-/** Where an image folder decodes its images; see `ImageFolderOptions.decode`. */
-export type ImageDecodeMode = 'threads' | 'processes' | 'auto';
-
-/** 'auto' decodes in processes on machines with more cores than this (NOTE [decode: 'auto']). */
-export const AUTO_PROCESSES_ABOVE = 1;
-/** …and when images are decoded to at least this many pixels (64 × 64); see NOTE [decode: 'auto']. */
-export const AUTO_PROCESSES_MIN_PIXELS = 64 * 64;
-
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
-export interface ImageFolderSpecOptions {
+export interface ImageFolderSpecOptions extends ImageDecodeShare {
   readonly dir: string;
   readonly classes: readonly string[];
   /** Paths relative to `dir`, in sample order. */
@@ -114,10 +81,6 @@ export interface ImageFolderSpecOptions {
   readonly layout: ImageLayout;
   readonly fit: ImageFit;
   readonly maxInputPixels: number | undefined;
-  readonly decode: ImageDecodeMode;
-  readonly decodeProcesses: number | undefined;
-  /** Live copies opened by reader workers (shared memory, one int32): how 'processes' divides the cores among them. */
-  readonly workerCopies: Int32Array;
 }
 
 /** One sample of an image folder. */
@@ -139,10 +102,7 @@ export class ImageFolder implements Dataset, Reopenable {
   /** Where this copy decodes: 'auto' resolved. */
   readonly decode: 'threads' | 'processes';
   readonly #options: ImageFolderSpecOptions;
-  readonly #reads = new Gate(READS_IN_FLIGHT);
-  readonly #inWorker: boolean;
-  #pool: DecodePool | undefined;
-  #closed = false;
+  readonly #images: ImageDecoding;
 
   /** Internal: made by `imageFolderSource` (main thread) or `openImageFolder` (workers). */
   constructor(options: ImageFolderSpecOptions, inWorker = false) {
@@ -152,14 +112,13 @@ export class ImageFolder implements Dataset, Reopenable {
     this.files = Object.freeze([...options.files]);
     this.labels = options.labels;
     this.length = options.files.length;
-    this.decode = resolveDecodeMode(options.decode, options.size);
-    this.#inWorker = inWorker;
-    if (inWorker) Atomics.add(options.workerCopies, 0, 1);
+    this.#images = new ImageDecoding(options, options.size, inWorker);
+    this.decode = this.#images.mode;
   }
 
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
   get decodePids(): number[] {
-    return this.#pool?.pids ?? [];
+    return this.#images.pids;
   }
 
   /** Files per class, in class order. */
@@ -181,22 +140,7 @@ export class ImageFolder implements Dataset, Reopenable {
     const o = this.#options;
     const path = join(o.dir, o.files[index]!);
     const label = new Tensor(Int32Array.of(o.labels[index]!), [], 'int32');
-    if (this.decode === 'processes') {
-      const image = await this.#decodePool().decode({ path }, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
-      return { image, label };
-    }
-    let bytes: Uint8Array;
-    await this.#reads.enter();
-    try {
-      context?.signal.throwIfAborted();
-      bytes = await readFile(path, context === undefined ? undefined : { signal: context.signal });
-    } catch (cause) {
-      if ((cause as Error)?.name === 'AbortError' || context?.signal.aborted) throw cause;
-      throw fileAccess(path, 'read the image', cause);
-    } finally {
-      this.#reads.leave();
-    }
-    const image = await decodeImage(bytes, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path });
+    const image = await this.#images.decode({ path }, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
     return { image, label };
   }
 
@@ -206,77 +150,8 @@ export class ImageFolder implements Dataset, Reopenable {
    * closes; call it on a dataset you made once you are done with it (an unclosed one's processes
    * never hold the process open, and end with it).
    */
-  async close(): Promise<void> {
-    if (this.#inWorker && !this.#closed) Atomics.sub(this.#options.workerCopies, 0, 1);
-    this.#closed = true;
-    const pool = this.#pool;
-    this.#pool = undefined;
-    if (pool !== undefined) {
-      poolsOfCollected.unregister(this);
-      await pool.close();
-    }
-  }
-
-  /** See NOTE [decode processes per copy]. */
-  #decodePool(): DecodePool {
-    if (this.#pool === undefined) {
-      const copies = Math.max(1, Atomics.load(this.#options.workerCopies, 0));
-      const size = this.#options.decodeProcesses ?? (this.#inWorker ? Math.max(1, Math.round(availableParallelism() / copies)) : availableParallelism());
-      this.#pool = new DecodePool({ size });
-      poolsOfCollected.register(this, this.#pool, this);
-    }
-    return this.#pool;
-  }
-}
-
-/** A copy dropped without close(): its decode processes go with it. */
-const poolsOfCollected = new FinalizationRegistry<DecodePool>((pool) => void pool.close());
-
-function resolveDecodeMode(mode: ImageDecodeMode, size: readonly [number, number]): 'threads' | 'processes' {
-  if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE && size[0] * size[1] >= AUTO_PROCESSES_MIN_PIXELS ? 'processes' : 'threads';
-  return mode;
-}
-
-function checkDecodeMode(mode: unknown): ImageDecodeMode {
-  if (mode === undefined) return 'auto';
-  if (mode !== 'threads' && mode !== 'processes' && mode !== 'auto') throw invalidOption('decode', "'threads', 'processes' or 'auto'", mode);
-  return mode;
-}
-
-function checkDecodeProcesses(n: unknown): number | undefined {
-  if (n === undefined) return undefined;
-  if (!Number.isSafeInteger(n) || (n as number) < 1) throw invalidOption('decodeProcesses', 'an integer ≥ 1', n, 'Pass e.g. decodeProcesses: 4, or leave it out for one per core');
-  return n as number;
-}
-
-/** A counting semaphore with a FIFO queue that stays O(1) per call however many wait. */
-class Gate {
-  #free: number;
-  #queue: (() => void)[] = [];
-  #head = 0;
-
-  constructor(limit: number) {
-    this.#free = limit;
-  }
-
-  enter(): Promise<void> | undefined {
-    if (this.#free > 0) {
-      this.#free--;
-      return undefined;
-    }
-    return new Promise<void>((resolve) => this.#queue.push(resolve));
-  }
-
-  leave(): void {
-    if (this.#head < this.#queue.length) {
-      const next = this.#queue[this.#head]!;
-      this.#queue[this.#head++] = undefined as never;
-      if (this.#head === this.#queue.length) {
-        this.#queue = [];
-        this.#head = 0;
-      }
-      next();
-    } else this.#free++;
+  close(): Promise<void> {
+    return this.#images.close();
   }
 }
 
@@ -291,8 +166,7 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
   checkDecodeOptions({ ...options, size }, 'size');
   const extensions = checkExtensions(options.extensions);
-  const decode = checkDecodeMode(options.decode);
-  const decodeProcesses = checkDecodeProcesses(options.decodeProcesses);
+  const share = imageDecodeShare(options);
   const root = resolve(dir);
   const { classes, files, labels } = listImageFolder(root, extensions);
   // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
@@ -300,7 +174,7 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   return new ImageFolder({
     dir: root, classes, files, labels, size: [size[0], size[1]],
     channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
-    decode, decodeProcesses, workerCopies: new Int32Array(new SharedArrayBuffer(4)),
+    ...share,
   });
 }
 
