@@ -4,14 +4,14 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { create } from 'tar';
-import { DataLoader } from '../../src/index.js';
+import { DataLoader, type LoaderError } from '../../src/index.js';
 import { decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { besideIndexPath, indexBuilds, stampOf, tempIndexPath } from '../../src/dataset/formats/tar-index.js';
 import { type TarShardsOptions, type TarShardsSource, braceExpand, tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
@@ -496,3 +496,136 @@ function hasGnuTar(): boolean {
   const r = spawnSync('tar', ['--version'], { encoding: 'utf8' });
   return r.status === 0 && /GNU tar/.test(r.stdout);
 }
+
+/** Whether `pid` is alive: kill(pid, 0) succeeds, or fails with ESRCH once it is gone (any other error fails the test). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
+    return false;
+  }
+}
+
+/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
+function decodeChildren(): number[] {
+  if (process.platform !== 'linux') return [];
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
+
+async function gone(pid: number, graceMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + graceMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+describe("tar shards: decode: 'processes'", { timeout: 60_000 }, () => {
+  const N = 14;
+  let pattern: string;
+  before(async () => {
+    const d = dir('procs');
+    const jpg = (id: number) =>
+      sharp(Uint8Array.from({ length: 30 * 40 * 3 }, (_, j) => (id * 29 + j * 7 + (j % 11) * 13) & 255), { raw: { width: 40, height: 30, channels: 3 } }).jpeg({ quality: 85 }).toBuffer();
+    const jpgs = await Promise.all(range(N).map(jpg));
+    writeShard(join(d, 'p-0.tar'), range(8).map((id) => [`k${String(id).padStart(3, '0')}`, { jpg: jpgs[id]!, cls: `${id}` }]));
+    writeShard(join(d, 'p-1.tar'), range(N - 8).map((j) => [`k${String(j + 8).padStart(3, '0')}`, { jpg: jpgs[j + 8]!, cls: `${j + 8}` }]));
+    pattern = join(d, 'p-{0..1}.tar');
+  });
+
+  it("gives the same tensors as decode: 'threads' (JPEG, centre crop and resize, hwc); close() leaves no child", async () => {
+    const image = { size: [16, 12] } as const;
+    const decoders = { jpg: 'image', cls: 'int' } as const;
+    const threads = await tarShardsSource(pattern, { index: 'off', image, decode: 'threads' });
+    const procs = await tarShardsSource(pattern, { index: 'off', image, decode: 'processes', decodeProcesses: 2 });
+    const hwc = await tarShardsSource(pattern, { index: 'off', decoders: { ...decoders, jpg: { image: { size: [7, 9], fit: 'resize', layout: 'hwc', channels: 1 } } }, decode: 'processes', decodeProcesses: 1 });
+    const hwcThreads = await tarShardsSource(pattern, { index: 'off', decoders: { ...decoders, jpg: { image: { size: [7, 9], fit: 'resize', layout: 'hwc', channels: 1 } } }, decode: 'threads' });
+    assert.equal(threads.decode, 'threads');
+    assert.equal(procs.decode, 'processes');
+    assert.deepEqual(procs.decodePids, [], 'the pool starts on the first image');
+    for (let i = 0; i < N; i++) {
+      const [a, b, c, d] = await Promise.all([threads.get(i), procs.get(i), hwc.get(i), hwcThreads.get(i)]);
+      assert.deepEqual(b.jpg!.shape, [3, 16, 12]);
+      assert.deepEqual(b.jpg!.data, a.jpg!.data, `sample ${i}`);
+      assert.deepEqual(b.cls!.data, a.cls!.data);
+      assert.deepEqual(c.jpg!.shape, [7, 9, 1]);
+      assert.deepEqual(c.jpg!.data, d.jpg!.data, `sample ${i} (hwc)`);
+    }
+    const pids = [...procs.decodePids, ...hwc.decodePids];
+    assert.ok(procs.decodePids.length >= 1 && procs.decodePids.length <= 2 && hwc.decodePids.length === 1, `pids ${procs.decodePids} / ${hwc.decodePids}`);
+    await Promise.all([procs.close(), hwc.close(), threads.close(), hwcThreads.close()]);
+    for (const pid of pids) assert.ok(!alive(pid), `decode child ${pid} is alive after close()`);
+    assert.deepEqual(procs.decodePids, []);
+    // A read after close() starts a new pool; close() again ends it.
+    assert.deepEqual((await procs.get(3)).jpg!.data, (await threads.get(3)).jpg!.data);
+    const again = procs.decodePids;
+    assert.equal(again.length, 1);
+    await procs.close();
+    assert.ok(!alive(again[0]!));
+  });
+
+  it('a corrupt image fails with ERR_BAD_FILE naming the shard, sample and offset, as in-thread decoding does', async () => {
+    const shard = writeShard(join(dir('procs-bad'), 'bad.tar'), [['k0', { jpg: new Uint8Array([0xff, 0xd8, 0xff, 1, 2, 3]), cls: '0' }]]);
+    const procs = await tarShardsSource(shard, { index: 'off', image: { size: [8, 8] }, decode: 'processes', decodeProcesses: 1 });
+    const threads = await tarShardsSource(shard, { index: 'off', image: { size: [8, 8] }, decode: 'threads' });
+    try {
+      const inThread = await Promise.resolve().then(() => threads.get(0)).then(() => undefined, (e: unknown) => e as LoaderError);
+      assert.equal(inThread?.code, 'ERR_BAD_FILE');
+      assert.ok(inThread.message.includes(shard) && inThread.message.includes('sample "k0" field "jpg"'), inThread.message);
+      await assert.rejects(async () => procs.get(0), (e: LoaderError) => e.code === 'ERR_BAD_FILE' && e.message === inThread!.message);
+    } finally {
+      await procs.close();
+    }
+  });
+
+  it('refuses a bad decode or decodeProcesses', async () => {
+    await assert.rejects(tarShardsSource(pattern, { index: 'off', image: { size: [8, 8] }, decode: 'fork' as never }), { code: 'ERR_INVALID_OPTION', message: /`decode`.*'threads', 'processes' or 'auto'/ });
+    await assert.rejects(tarShardsSource(pattern, { index: 'off', image: { size: [8, 8] }, decodeProcesses: 0 }), { code: 'ERR_INVALID_OPTION', message: /`decodeProcesses`/ });
+  });
+
+  it('with 2 reader workers, every sample arrives exactly once per epoch with the in-thread bytes, and closing ends every child', async () => {
+    const before = decodeChildren();
+    const threads = await tarShardsSource(pattern, { image: { size: [16, 16] }, decode: 'threads' });
+    const want = await Promise.all(range(N).map(async (i) => (await threads.get(i)).jpg!.data as Uint8Array));
+    const ds = await tarShardsSource(pattern, { image: { size: [16, 16] }, decode: 'processes', decodeProcesses: 1 });
+    const loader = await DataLoader.create(ds, { batchSize: 4, workers: 2, mode: 'streaming', dropLast: false, seed: 3 });
+    let during: number[] = [];
+    try {
+      assert.equal(loader.stats().workers, 2);
+      for (let e = 0; e < 2; e++) {
+        const ids: number[] = [];
+        for (const b of await within(30_000, `epoch ${e}`, collect(loader.epoch(e)))) {
+          const img = b.get('jpg');
+          assert.deepEqual(img.shape, [b.sampleIds.length, 3, 16, 16]);
+          b.sampleIds.forEach((id, r) => {
+            assert.equal((b.get('cls').data as Int32Array)[r], id);
+            assert.deepEqual(img.bytes().subarray(r * 768, (r + 1) * 768), want[id], `sample ${id}`);
+          });
+          ids.push(...b.sampleIds);
+          b.release();
+        }
+        assert.deepEqual(sorted(ids), range(N));
+      }
+      during = decodeChildren().filter((pid) => !before.includes(pid));
+      if (process.platform === 'linux') assert.ok(during.length >= 2, `the worker copies decode in children (got ${during})`);
+    } finally {
+      await within(10_000, 'close', loader.close());
+      await ds.close();
+    }
+    for (const pid of during) assert.ok(await gone(pid), `decode child ${pid} is alive after the loader and the source closed`);
+  });
+});

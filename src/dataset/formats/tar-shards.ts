@@ -9,8 +9,12 @@
 // Shards are named by a list of paths (used in the order given) or one pattern: WebDataset brace
 // ranges (`train-{000000..000099}.tar`, zero-padded like bash; `{a,b}` alternatives) and `*` / `?`
 // wildcards in the file name (matches sorted; a leading dot is matched only by a leading dot).
+//
+// Image fields are decoded in this thread or in child processes (`decode`; image-decoding.ts): each
+// dataset copy sends the field's bytes to its own lazily started pool, closed by `close()`.
 
 import { readdirSync, statSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import { basename, dirname, join, resolve } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { LoaderError, badFile, fileAccess, invalidOption, show } from '../../errors.js';
@@ -18,7 +22,8 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { PositionedFile } from './file.js';
-import { type DecodeImageOptions, checkDecodeOptions, decodeImage, loadImageDecoder } from './image-decode.js';
+import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize } from './image-decoding.js';
 import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
 
 export type { TarIndexMode } from './tar-index.js';
@@ -58,6 +63,20 @@ export interface TarShardsOptions {
    * (and fail when it cannot be written); 'off' indexes every time and writes nothing.
    */
   readonly index?: TarIndexMode;
+  /**
+   * Where image fields are decoded. 'processes': in child processes (see `decodeProcesses`), the
+   * way to use many cores — sharp decodes within one process contend inside libvips and stop
+   * scaling at ~2.5 cores. 'threads': in the thread that reads the dataset. Default 'auto':
+   * 'processes' on machines with more than one core when the largest image output is at least
+   * 64 × 64, else 'threads'. The same bytes and errors either way.
+   */
+  readonly decode?: ImageDecodeMode;
+  /**
+   * With decode 'processes': most child processes per dataset copy, started on demand. Default:
+   * one per core on the main thread; in a reader worker, the cores divided among the workers'
+   * copies, rounded, at least 1.
+   */
+  readonly decodeProcesses?: number;
 }
 
 type Decoder =
@@ -79,6 +98,8 @@ export interface TarShardsSpec {
   /** Sample keys as UTF-8, back to back, and where each ends (SharedArrayBuffer-backed). */
   readonly keyBytes: Uint8Array;
   readonly keyEnds: Float64Array;
+  /** Where image fields are decoded (shared by every copy). */
+  readonly imageDecode: ImageDecodeShare;
 }
 
 const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image'>> = {
@@ -107,20 +128,21 @@ export async function tarShardsSource(shards: string | readonly string[], option
   if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
     throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
   }
+  const imageDecode = imageDecodeShare(options);
   const paths = expandShards(shards);
   const indexes: ShardIndex[] = [];
   for (const path of paths) {
     indexes.push(shardIndex(path, mode));
     await yieldToLoop();
   }
-  const spec = buildSpec(indexes, options);
+  const spec = buildSpec(indexes, options, imageDecode);
   if (spec.decoders.some((d) => d.kind === 'image')) loadImageDecoder();
   return new TarShardsSource(spec);
 }
 
 /** Worker-side factory of `sources.tarShards` (see TarShardsSource[kSourceSpec]). */
 export function openTarShards(spec: TarShardsSpec): TarShardsSource {
-  return new TarShardsSource(spec);
+  return new TarShardsSource(spec, !isMainThread);
 }
 
 export class TarShardsSource implements Dataset, Reopenable {
@@ -133,14 +155,28 @@ export class TarShardsSource implements Dataset, Reopenable {
   readonly #async: boolean;
   readonly #open = new Map<number, PositionedFile>();
   readonly #text = new TextDecoder();
+  /** This copy's image decoding; absent without image fields. */
+  readonly #images: ImageDecoding | undefined;
 
   /** Use `tarShardsSource` (this thread) or `openTarShards` (a reader worker). */
-  constructor(spec: TarShardsSpec) {
+  constructor(spec: TarShardsSpec, inWorker = false) {
     this.#spec = spec;
     this.length = spec.starts[spec.starts.length - 1]!;
     this.fields = spec.fields;
     this.shards = spec.shards;
-    this.#async = spec.decoders.some((d) => d.kind === 'image');
+    const sizes = spec.decoders.flatMap((d) => (d.kind === 'image' ? [d.image.size] : []));
+    this.#async = sizes.length > 0;
+    this.#images = this.#async ? new ImageDecoding(spec.imageDecode, largestSize(sizes), inWorker) : undefined;
+  }
+
+  /** Where this copy decodes image fields ('auto' resolved); undefined without image fields. */
+  get decode(): 'threads' | 'processes' | undefined {
+    return this.#images?.mode;
+  }
+
+  /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first image). */
+  get decodePids(): number[] {
+    return this.#images?.pids ?? [];
   }
 
   [kSourceSpec](): SourceSpec {
@@ -160,7 +196,7 @@ export class TarShardsSource implements Dataset, Reopenable {
     return this.#spec.shards[this.#shardIndex(index)]!;
   }
 
-  get(index: number, _context?: ReadContext): Record<string, Tensor> | Promise<Record<string, Tensor>> {
+  get(index: number, context?: ReadContext): Record<string, Tensor> | Promise<Record<string, Tensor>> {
     this.#check(index);
     const spec = this.#spec;
     const s = this.#shardIndex(index);
@@ -198,16 +234,21 @@ export class TarShardsSource implements Dataset, Reopenable {
     return Promise.all(
       spec.decoders.map((d, f) =>
         d.kind === 'image'
-          ? decodeImage(bytes[f]!, { ...d.image, source: `${file.path}: ${where(f)} (data at byte ${offset(f)})` })
+          ? this.#images!.decode(bytes[f]!, { ...d.image, source: `${file.path}: ${where(f)} (data at byte ${offset(f)})` }, context?.signal)
           : decodeScalar(d, bytes[f]!, file.path, offset(f), spec.fields[f]!, where(f)),
       ),
     ).then((tensors) => Object.fromEntries(spec.fields.map((name, f) => [name, tensors[f]!])));
   }
 
-  /** Close the shards this instance has open (reads reopen them). */
-  close(): void {
+  /**
+   * Close the shards this instance has open and stop its decode processes, waiting until they are
+   * gone (reads reopen the shards and start new processes). Reader workers call it on their copies
+   * when the loader closes; call it on a source you made once you are done with it.
+   */
+  close(): Promise<void> {
     for (const file of this.#open.values()) file.close();
     this.#open.clear();
+    return this.#images?.close() ?? Promise.resolve();
   }
 
   #check(index: number): void {
@@ -300,7 +341,7 @@ function checkFieldList(fields: unknown): void {
   }
 }
 
-function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions): TarShardsSpec {
+function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions, imageDecode: ImageDecodeShare): TarShardsSpec {
   const n = indexes.reduce((a, ix) => a + ix.keys.length, 0);
   if (n === 0) {
     throw new LoaderError('ERR_EMPTY_DATASET', `sources.tarShards: the shards hold no samples (${indexes.map((ix) => ix.path).join(', ')}). Check the shard paths`);
@@ -372,6 +413,7 @@ function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions): T
     table,
     keyBytes,
     keyEnds,
+    imageDecode,
   };
 }
 
