@@ -12,10 +12,10 @@
 // Row reads cost ~3 µs a positioned read (readSync), about 6 per record batch a batch of ids touches.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import {
   Binary, Bool, Dictionary, Field, FixedSizeList, Float32, Int32, List, Message, MessageHeader, RecordBatchStreamWriter, Table, Uint64, Utf8, Utf8View,
@@ -650,5 +650,109 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
         assert.ok(report.ok > 0 && (report.refused.ERR_BAD_FILE ?? 0) > 0, JSON.stringify(report));
       });
     }
+  });
+});
+
+/** Whether `pid` is alive: kill(pid, 0) succeeds, or fails with ESRCH once it is gone (any other error fails the test). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
+    return false;
+  }
+}
+
+/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
+function decodeChildren(): number[] {
+  if (process.platform !== 'linux') return [];
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return out;
+}
+
+async function gone(pid: number, graceMs = 3000): Promise<boolean> {
+  const deadline = Date.now() + graceMs;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+describe("sources.arrow: image columns with decode: 'processes'", { timeout: 60_000 }, () => {
+  const N = 13;
+  let path: string;
+  const jpg = (id: number) =>
+    sharp(Uint8Array.from({ length: 30 * 40 * 3 }, (_, j) => (id * 31 + j * 5 + (j % 7) * 17) & 255), { raw: { width: 40, height: 30, channels: 3 } }).jpeg({ quality: 85 }).toBuffer();
+
+  before(async () => {
+    const jpgs = (await Promise.all(range(N).map(jpg))).map((b) => new Uint8Array(b));
+    path = write(tableToIPC(hfTable(jpgs.slice(0, 6), 0).concat(hfTable(jpgs.slice(6), 6)), 'stream'));
+  });
+
+  it('a Hugging Face image table gives the same tensors as decode: \'threads\'; close() leaves no child', async () => {
+    const image = { kind: 'image', size: [14, 10] } as const;
+    const threads = arrowSource(path, { decoders: { image }, decode: 'threads' });
+    const procs = arrowSource(path, { decoders: { image }, decode: 'processes', decodeProcesses: 2 });
+    assert.equal(threads.decode, 'threads');
+    assert.equal(procs.decode, 'processes');
+    assert.equal(arrowSource(path, { columns: ['label'], decode: 'processes' }).decode, undefined, 'no image column, no decoding');
+    assert.deepEqual(procs.decodePids, []);
+    const ids = [12, 0, 7, 3, 5, 9, 1];
+    const [a, b] = await Promise.all([threads.getBatch(ids), procs.getBatch(ids)]);
+    assert.deepEqual(b.image!.shape, [ids.length, 3, 14, 10]);
+    assert.deepEqual(b.image!.data, a.image!.data);
+    assert.deepEqual(b.label!.data, a.label!.data);
+    const pids = procs.decodePids;
+    assert.ok(pids.length >= 1 && pids.length <= 2, `pids ${pids}`);
+    await procs.close();
+    for (const pid of pids) assert.ok(!alive(pid), `decode child ${pid} is alive after close()`);
+    assert.deepEqual(procs.decodePids, []);
+    await threads.close();
+  });
+
+  it('refuses a bad decode or decodeProcesses', async () => {
+    assert.equal((await code(() => arrowSource(path, { decoders: { image: { kind: 'image', size: [4, 4] } }, decode: 'fork' as never }))).code, 'ERR_INVALID_OPTION');
+    const e = await code(() => arrowSource(path, { decoders: { image: { kind: 'image', size: [4, 4] } }, decodeProcesses: 1.5 }));
+    assert.equal(e.code, 'ERR_INVALID_OPTION');
+    assert.match(e.message, /`decodeProcesses`/);
+  });
+
+  it('with 2 reader workers, every row arrives exactly once per epoch with the in-thread bytes, and closing ends every child', async () => {
+    const before = decodeChildren();
+    const image = { kind: 'image', size: [16, 16], layout: 'hwc' } as const;
+    const want = (await arrowSource(path, { decoders: { image }, decode: 'threads' }).getBatch(range(N))).image!.data as Uint8Array;
+    const ds = arrowSource(path, { decoders: { image }, decode: 'processes', decodeProcesses: 1 });
+    const loader = await DataLoader.create(ds, { batchSize: 4, workers: 2, mode: 'streaming', dropLast: false, seed: 11 });
+    let during: number[] = [];
+    try {
+      for (let e = 0; e < 2; e++) {
+        const seen: number[] = [];
+        for (const batch of await within(30_000, `epoch ${e}`, collect(loader.epoch(e)))) {
+          const img = batch.get('image') as Tensor;
+          assert.deepEqual(img.shape, [batch.sampleIds.length, 16, 16, 3]);
+          batch.sampleIds.forEach((id, r) => assert.deepEqual((img.data as Uint8Array).subarray(r * 768, (r + 1) * 768), want.subarray(id * 768, (id + 1) * 768), `row ${id}`));
+          seen.push(...batch.sampleIds);
+        }
+        assert.deepEqual(sorted(seen), range(N));
+      }
+      during = decodeChildren().filter((pid) => !before.includes(pid));
+      if (process.platform === 'linux') assert.ok(during.length >= 2, `the worker copies decode in children (got ${during})`);
+    } finally {
+      await within(10_000, 'close', loader.close());
+      await ds.close();
+    }
+    for (const pid of during) assert.ok(await gone(pid), `decode child ${pid} is alive after the loader and the source closed`);
   });
 });

@@ -1,6 +1,6 @@
 // Decoders for the binary and string columns of an Arrow source: data, not functions, because they
 // travel to reader workers by structured clone. `image` decodes PNG/JPEG/WebP/… bytes through the
-// shared `decodeImage`; `module` imports a user function in each thread. The rule: every row of a
+// source copy's ImageDecoding (this thread's sharp or child processes: the same bytes); `module` imports a user function in each thread. The rule: every row of a
 // decoded column must give the same dtype and shape (a batch is one tensor per column).
 
 import { isAbsolute } from 'node:path';
@@ -8,7 +8,8 @@ import { pathToFileURL } from 'node:url';
 import { LoaderError, describeCause, invalidOption, show } from '../../errors.js';
 import { type TypedArray, allocStorage, inferDType } from '../../tensor/dtype.js';
 import { Tensor, trustedTensor } from '../../tensor/tensor.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, decodeImage } from './image-decode.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions } from './image-decode.js';
+import type { ImageDecoding } from './image-decoding.js';
 
 /** Decode encoded images to a uint8 tensor [C, H, W] (or [H, W, C]) through sharp; see `decodeImage`. */
 export interface ArrowImageDecoder {
@@ -93,9 +94,12 @@ const IN_FLIGHT = 32;
 
 /**
  * Decode every row of one column and stack the results into a tensor [n, ...shape]. `source(r)`
- * names row r for messages ("file.arrow column "image" row 17").
+ * names row r for messages ("file.arrow column "image" row 17"); `images` decodes image columns.
  */
-export async function decodeColumn(decoder: ResolvedDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, signal?: AbortSignal): Promise<Tensor> {
+export async function decodeColumn(
+  decoder: ResolvedDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, images: ImageDecoding | undefined, signal?: AbortSignal,
+): Promise<Tensor> {
+  if (decoder.kind === 'image' && images === undefined) throw new LoaderError('ERR_INVALID_DATASET', `column ${show(column)} has an image decoder but its source has no image decoding`);
   const n = inputs.length;
   const fn = decoder.kind === 'module' ? await load(decoder) : undefined;
   const outs: Tensor[] = new Array(n);
@@ -104,7 +108,7 @@ export async function decodeColumn(decoder: ResolvedDecoder, column: string, inp
     while (next < n) {
       signal?.throwIfAborted();
       const r = next++;
-      outs[r] = fn === undefined ? await decodeImage(inputs[r]!, { ...(decoder as ArrowImageDecoder), source: source(r) }) : asTensor(await fn(inputs[r]!, rows[r]!), decoder, column, rows[r]!);
+      outs[r] = fn === undefined ? await images!.decode(inputs[r]!, { ...(decoder as ArrowImageDecoder), source: source(r) }, signal) : asTensor(await fn(inputs[r]!, rows[r]!), decoder, column, rows[r]!);
     }
   };
   await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, n) }, worker));

@@ -8,10 +8,14 @@
 // apache-arrow, and kept in an LRU bounded in bytes. Batches with decoder columns are async. The
 // rule: the file must not change while a loader reads it (a reopen that finds another size is
 // refused; rows are read at the offsets found at open).
+//
+// Image columns are decoded in this thread or in child processes (`decode`; image-decoding.ts):
+// each source copy sends the rows' bytes to its own lazily started pool, closed by `close()`.
 
 import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import { type Data, Message, type Schema } from 'apache-arrow';
 import { LoaderError, badFile, fileAccess, invalidOption, show } from '../../errors.js';
 import { type Storage, allocStorage } from '../../tensor/dtype.js';
@@ -24,6 +28,7 @@ import { type RowTable, RowReader, SLOTS, buildRowTable, nodesOf, rowGroup } fro
 import { type ColumnPlan, type TensorColumn, gather, hasListLevels, listShapeOf, planColumns, rowBytes, withListShape } from './arrow-columns.js';
 import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize } from './image-decoding.js';
 
 export type { ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './arrow-decoders.js';
 
@@ -60,6 +65,20 @@ export interface ArrowOptions {
    * (0.23 s there) only when the file fits `cacheBytes` in every reader thread.
    */
   readonly rowReads?: boolean;
+  /**
+   * Where `{ kind: 'image' }` columns are decoded. 'processes': in child processes (see
+   * `decodeProcesses`), the way to use many cores — sharp decodes within one process contend inside
+   * libvips and stop scaling at ~2.5 cores. 'threads': in the thread that reads the dataset.
+   * Default 'auto': 'processes' on machines with more than one core when the largest image output
+   * is at least 64 × 64, else 'threads'. The same bytes and errors either way.
+   */
+  readonly decode?: ImageDecodeMode;
+  /**
+   * With decode 'processes': most child processes per source copy, started on demand. Default:
+   * one per core on the main thread; in a reader worker, the cores divided among the workers'
+   * copies, rounded, at least 1.
+   */
+  readonly decodeProcesses?: number;
 }
 
 /** Internal: what reader workers receive, the validated options and the index, so that they skip the scan. */
@@ -73,6 +92,8 @@ export interface ArrowSpecOptions {
   readonly listShapes: { readonly [column: string]: readonly number[] };
   /** Where each selected column's rows are, per record batch; absent: every record batch is decoded whole. */
   readonly rowTable?: RowTable;
+  /** Where image columns are decoded (shared by every copy). */
+  readonly imageDecode: ImageDecodeShare;
 }
 
 /** Counters of one source instance (one thread), for tests and tuning. */
@@ -125,9 +146,11 @@ export class ArrowSource implements BatchDataset, Reopenable {
   #rows = 0;
   readonly #rowReader: RowReader | undefined;
   readonly #shapes = new Map<string, { dtype: string; shape: readonly number[] }>();
+  /** This copy's image decoding; absent without image columns. */
+  readonly #images: ImageDecoding | undefined;
 
   /** Use `arrowSource(path, options)` (main thread) or `openArrow` (workers). */
-  constructor(spec: ArrowSpecOptions, schema: Schema, schemaBytes: Uint8Array, plans: readonly ColumnPlan[]) {
+  constructor(spec: ArrowSpecOptions, schema: Schema, schemaBytes: Uint8Array, plans: readonly ColumnPlan[], inWorker = false) {
     this.#spec = spec;
     this.#schema = schema;
     this.#schemaBytes = schemaBytes;
@@ -140,6 +163,27 @@ export class ArrowSource implements BatchDataset, Reopenable {
     this.#starts = starts;
     this.length = starts[this.numRecordBatches]!;
     this.#rowReader = spec.rowTable === undefined ? undefined : new RowReader(spec.path, plans, spec.rowTable);
+    const sizes = Object.values(spec.decoders).flatMap((d) => (d.kind === 'image' ? [d.size] : []));
+    this.#images = sizes.length > 0 ? new ImageDecoding(spec.imageDecode, largestSize(sizes), inWorker) : undefined;
+  }
+
+  /** Where this copy decodes image columns ('auto' resolved); undefined without image columns. */
+  get decode(): 'threads' | 'processes' | undefined {
+    return this.#images?.mode;
+  }
+
+  /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first image). */
+  get decodePids(): number[] {
+    return this.#images?.pids ?? [];
+  }
+
+  /**
+   * Stop this copy's decode processes, waiting until they are gone (a later read starts new ones).
+   * Reader workers call it on their copies when the loader closes; call it on a source you made
+   * once you are done with it.
+   */
+  close(): Promise<void> {
+    return this.#images?.close() ?? Promise.resolve();
   }
 
   /** The selected columns: name, Arrow type, and for tensor columns the dtype and per-row shape. */
@@ -235,7 +279,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
     const done = await Promise.all(
       this.#plans.map(async (p, c) => {
         if (p.kind === 'tensor') return trustedTensor(p.dtype, outs[c] as Storage, [n, ...p.rowShape]);
-        const t = await decodeColumn(this.#spec.decoders[p.name]!, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, signal);
+        const t = await decodeColumn(this.#spec.decoders[p.name]!, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, this.#images, signal);
         this.#checkShape(p.name, t, indices[0]!);
         return t;
       }),
@@ -332,7 +376,7 @@ function readBatch(file: PositionedFile, index: ArrowIndex, k: number, schemaByt
 }
 
 /** Validated options shared by both factories. */
-function resolveOptions(options: ArrowOptions | undefined): { cacheBatches: number; cacheBytes: number; rowReads: boolean; decoders: Record<string, ResolvedDecoder> } {
+function resolveOptions(options: ArrowOptions | undefined): { cacheBatches: number; cacheBytes: number; rowReads: boolean; decoders: Record<string, ResolvedDecoder>; imageDecode: ImageDecodeShare } {
   if (options !== undefined && (options === null || typeof options !== 'object')) throw invalidOption('options', 'an object', options);
   const cacheBatches = options?.cacheBatches ?? DEFAULT_CACHE_BATCHES;
   if (!Number.isSafeInteger(cacheBatches) || cacheBatches < 0) throw invalidOption('cacheBatches', 'an integer ≥ 0', cacheBatches);
@@ -344,7 +388,7 @@ function resolveOptions(options: ArrowOptions | undefined): { cacheBatches: numb
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw invalidOption('decoders', 'a record { column: decoder }', raw);
   const decoders: Record<string, ResolvedDecoder> = {};
   for (const [name, d] of Object.entries(raw)) decoders[name] = resolveDecoder(`decoders.${name}`, d);
-  return { cacheBatches, cacheBytes, rowReads, decoders };
+  return { cacheBatches, cacheBytes, rowReads, decoders, imageDecode: imageDecodeShare(options) };
 }
 
 /**
@@ -380,7 +424,7 @@ export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
     if (plans.some(hasListLevels)) plans = learnListShapes(file, index, schemaBytes, schema, plans, listShapes);
     if (Object.values(resolved.decoders).some((d) => d.kind === 'image')) loadImageDecoder();
     const rowTable = resolved.rowReads ? buildRowTable(schema, plans, headers) : undefined;
-    const spec: ArrowSpecOptions = { path: full, columns, decoders: resolved.decoders, cacheBatches: resolved.cacheBatches, cacheBytes: resolved.cacheBytes, index, listShapes, rowTable };
+    const spec: ArrowSpecOptions = { path: full, columns, decoders: resolved.decoders, cacheBatches: resolved.cacheBatches, cacheBytes: resolved.cacheBytes, index, listShapes, rowTable, imageDecode: resolved.imageDecode };
     return new ArrowSource(spec, schema, schemaBytes, plans);
   } finally {
     file.close();
@@ -454,7 +498,7 @@ export function openArrow(options: ArrowSpecOptions): ArrowSource {
     if (schema === undefined) throw new LoaderError('ERR_INVALID_DATASET', `openArrow: the schema passed for ${path} cannot be decoded${problem ? `: ${problem}` : ''}; open Arrow sources with sources.arrow(path)`);
     const plans = planColumns(path, schema, options.columns, new Set(Object.keys(options.decoders)), options.listShapes);
     checkRowTable(path, options.rowTable, plans, index);
-    return new ArrowSource(options, schema, schemaBytes, plans);
+    return new ArrowSource(options, schema, schemaBytes, plans, !isMainThread);
   } finally {
     file.close();
   }
