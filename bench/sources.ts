@@ -24,7 +24,8 @@
 // hand-written rows bound what is possible: the loop with `cores` decodes in flight in one process,
 // and the one-core loop in `cores` child processes (libvips pipelines contend within a process).
 // The image folder is measured both ways: decode 'threads' (sharp in the thread that reads) and
-// decode 'processes' (the decode pool; its default size per dataset copy). 'CPU cores' is this
+// decode 'processes' (the decode pool; its default size per dataset copy); the tar and Arrow rows
+// decode 'processes' too (the same pool, image-decoding.ts). 'CPU cores' is this
 // process's CPU time over wall time, '+ children' that of its child processes (Linux /proc).
 
 import { type ChildProcess, fork } from 'node:child_process';
@@ -90,8 +91,8 @@ export const ROWS: SourceRow[] = [
   { name: "image folder, decode: 'threads'", decodes: true, make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'threads' }) },
   { name: "image folder, decode: 'processes'", decodes: true, make: (f) => imageFolderSource(f.dir, { size: SIDE, decode: 'processes' }) },
   {
-    // WebDataset shards of the same JPEGs (4 shards, <key>.jpg + <key>.cls), decoded in the readers.
-    name: 'tar shards (JPEG)', decodes: true, names: ['image', 'label'], workers: [1],
+    // WebDataset shards of the same JPEGs (4 shards, <key>.jpg + <key>.cls), decoded in the decode pool.
+    name: "tar shards (JPEG), decode: 'processes'", decodes: true, names: ['image', 'label'], workers: [1],
     make: async (f, scratch) => {
       const shards = 4;
       const per = Math.ceil(f.n / shards);
@@ -109,21 +110,22 @@ export const ROWS: SourceRow[] = [
         }
         await tarCreate({ file: join(scratch, `shard-${k}.tar`), cwd: src, portable: true }, names);
       }
-      return tarShardsSource(join(scratch, 'shard-{0..3}.tar'), { image: { size: [SIDE, SIDE] } });
+      return tarShardsSource(join(scratch, 'shard-{0..3}.tar'), { image: { size: [SIDE, SIDE] }, decode: 'processes' });
     },
   },
   {
-    // A Hugging Face-shaped Arrow stream: image = struct<bytes, path> holding the JPEGs, label int32.
-    name: 'Arrow stream (HF image struct)', decodes: true, workers: [1],
+    // A Hugging Face-shaped Arrow stream: image = struct<bytes, path> holding the JPEGs, label int32,
+    // decoded in the decode pool.
+    name: "Arrow stream (HF image struct), decode: 'processes'", decodes: true, workers: [1],
     make: (f, scratch) => {
       const path = join(scratch, 'data.arrow');
-      if (existsSync(path)) return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } } });
+      if (existsSync(path)) return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } }, decode: 'processes' });
       const table = new Table({
         image: vectorFromArray(f.files.map((file) => ({ bytes: new Uint8Array(readFileSync(join(f.dir, file))), path: file })), new Struct([new Field('bytes', new Binary(), true), new Field('path', new Utf8(), true)])),
         label: vectorFromArray(Array.from(f.labels), new Int32()),
       });
       writeFileSync(path, tableToIPC(table, 'stream'));
-      return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } } });
+      return arrowSource(path, { decoders: { image: { kind: 'image', size: [SIDE, SIDE] } }, decode: 'processes' });
     },
   },
   {

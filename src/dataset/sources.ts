@@ -39,7 +39,8 @@ export const sources = {
   /**
    * An Arrow IPC file or stream (Hugging Face `datasets` `.arrow` cache files): numeric and
    * fixed-size-list columns as tensors, binary/image columns through `decoders`. Record batches are
-   * read on demand, never the whole file.
+   * read on demand, never the whole file. `decode`: where image columns are decoded, as for
+   * imageFolder ('processes', 'threads' or 'auto').
    */
   arrow(path: string, options?: ArrowOptions): ArrowSource {
     return arrowSource(path, options);
@@ -56,7 +57,8 @@ export const sources = {
   /**
    * WebDataset-style tar shards (a glob with `{000..099}` ranges or `*`, or a list): entries sharing
    * a basename are one sample, fields by extension. Indexed once (the index cached beside the shards
-   * or in a private temp dir), then read by sample id with positioned reads.
+   * or in a private temp dir), then read by sample id with positioned reads. `decode`: where image
+   * fields are decoded, as for imageFolder ('processes', 'threads' or 'auto').
    */
   tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
     return tarShardsSource(shards, options);
