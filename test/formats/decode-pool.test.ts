@@ -6,15 +6,16 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import { BatchError, DataLoader } from '../../src/index.js';
+import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
 import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { AUTO_PROCESSES_ABOVE, ImageDecoding, imageDecodeShare, largestSize, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
 import { collect, range, sorted, within } from '../fixtures.js';
 
 /** Photo-like pixels (gradients and noise), so that resampling really mixes neighbours. */
@@ -244,6 +245,59 @@ describe('DecodePool', { timeout: 30_000 }, () => {
 
   it('rejects a bad size', () => {
     for (const size of [0, 1.5, -1, Number.NaN]) assert.throws(() => new DecodePool({ size }), { code: 'ERR_INVALID_OPTION' });
+  });
+});
+
+describe('ImageDecoding (the per-copy decoding every image source shares)', { timeout: 30_000 }, () => {
+  it("'auto' resolves by cores and the largest output size; bad options are refused naming the knob", () => {
+    const multi = availableParallelism() > AUTO_PROCESSES_ABOVE;
+    assert.equal(resolveDecodeMode('auto', [64, 64]), multi ? 'processes' : 'threads');
+    assert.equal(resolveDecodeMode('auto', [63, 64]), 'threads');
+    assert.equal(resolveDecodeMode('threads', [512, 512]), 'threads');
+    assert.equal(resolveDecodeMode('processes', [1, 1]), 'processes');
+    assert.deepEqual(largestSize([[8, 8], [100, 50], [60, 60]]), [100, 50]);
+    assert.equal(new ImageDecoding(imageDecodeShare({}), largestSize([[8, 8], [64, 64]]), false).mode, multi ? 'processes' : 'threads');
+    assert.throws(() => imageDecodeShare({ decode: 'fork' as never }), { code: 'ERR_INVALID_OPTION', message: /`decode`/ });
+    assert.throws(() => imageDecodeShare({ decodeProcesses: 0 }), { code: 'ERR_INVALID_OPTION', message: /`decodeProcesses`/ });
+  });
+
+  it('both modes give the same bytes from bytes or a path, and the same ERR_FILE_ACCESS for a missing path', async () => {
+    const share = imageDecodeShare({ decode: 'threads' });
+    const threads = new ImageDecoding(share, [16, 16], false);
+    const procs = new ImageDecoding({ ...share, decode: 'processes', decodeProcesses: 1 }, [16, 16], false);
+    try {
+      for (const name of ['rgb.jpg', 'alpha.png']) {
+        const path = join(root, name);
+        const options = { size: [16, 12] as const, layout: 'hwc' as const, source: path };
+        const want = await decodeImage(images.get(name)!, options);
+        for (const d of [threads, procs]) for (const input of [images.get(name)!, { path }]) assert.deepEqual((await d.decode(input, options)).data, want.data, `${d.mode} ${name}`);
+      }
+      const missing = join(root, 'missing.jpg');
+      for (const d of [threads, procs]) await assert.rejects(d.decode({ path: missing }, { size: [4, 4], source: missing }), (e: LoaderError) => e.code === 'ERR_FILE_ACCESS' && e.message.includes(missing));
+      assert.equal(threads.pids.length, 0);
+      assert.equal(procs.pids.length, 1);
+    } finally {
+      const pids = procs.pids;
+      await procs.close();
+      for (const pid of pids) assert.ok(!alive(pid));
+    }
+  });
+
+  it('a reader-worker copy counts itself in the shared counter until close() and gets its share of the cores', async () => {
+    const share = imageDecodeShare({ decode: 'processes' });
+    const cores = availableParallelism();
+    const copies = Array.from({ length: cores }, () => new ImageDecoding(share, [16, 16], true));
+    assert.equal(Atomics.load(share.workerCopies, 0), cores);
+    const path = join(root, 'rgb.jpg');
+    await Promise.all(range(4 * cores).map(() => copies[0]!.decode({ path }, { size: [16, 16], source: path })));
+    assert.equal(copies[0]!.pids.length, 1, 'round(cores / copies) = 1 child for this copy');
+    const pids = copies[0]!.pids;
+    await copies[0]!.close();
+    await copies[0]!.close();
+    assert.equal(Atomics.load(share.workerCopies, 0), cores - 1, 'counted down once');
+    for (const pid of pids) assert.ok(!alive(pid));
+    await Promise.all(copies.map((c) => c.close()));
+    assert.equal(Atomics.load(share.workerCopies, 0), 0);
   });
 });
 
