@@ -1,13 +1,14 @@
 // `stoker inspect <path>`: open a path with the source its format calls for and describe what the
 // loader would see — sample count, columns with dtype and per-sample shape, bytes per sample. The
 // rule: the description comes from the same code path the loader uses (the source, then the probe
-// of sample 0), so what inspect prints is what training gets.
+// of sample 0), so what inspect prints is what training gets. Images decode in this thread (one
+// sample: no decode processes), and the source is closed after the probe.
 
 import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { LoaderError, fileAccess, show } from '../../errors.js';
 import { elementSize } from '../../tensor/dtype.js';
-import type { AnyDataset } from '../dataset.js';
+import { type AnyDataset, closeDataset } from '../dataset.js';
 import { SourceReader } from '../source-reader.js';
 import { arrowSource } from './arrow.js';
 import { loadImageDecoder } from './image-decode.js';
@@ -90,12 +91,12 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
       return { format, dataset: arrowSource(path), details: {} };
     case 'image-folder': {
       const size = options.size ?? (await firstImageSize(path));
-      const ds = imageFolderSource(path, { size });
+      const ds = imageFolderSource(path, { size, decode: 'threads' });
       return { format, dataset: ds, details: { classes: ds.classes.length, classNames: ds.classes.slice(0, 20), decodedTo: `${size[0]}×${size[1]}` } };
     }
     case 'tar-shards': {
       const isDir = statSync(path).isDirectory();
-      const ds = await tarShardsSource(isDir ? join(path, '*.tar') : path, { image: { size: options.size ?? [224, 224] } });
+      const ds = await tarShardsSource(isDir ? join(path, '*.tar') : path, { image: { size: options.size ?? [224, 224] }, decode: 'threads' });
       return { format, dataset: ds, details: { shards: ds.shards.length, fields: ds.fields } };
     }
   }
@@ -104,7 +105,12 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
 /** Open `path` and describe what a loader over it would deliver. */
 export async function inspectPath(path: string, options: InspectOptions = {}): Promise<SourceDescription> {
   const { format, dataset, details } = await openPath(path, options);
-  const schema = await SourceReader.probe(dataset, { signal: new AbortController().signal });
+  let schema;
+  try {
+    schema = await SourceReader.probe(dataset, { signal: new AbortController().signal });
+  } finally {
+    await closeDataset(dataset);
+  }
   const columns = schema.fields.map((f, i) => ({
     name: schema.keys?.[i] ?? String(i),
     dtype: f.dtype,
