@@ -209,7 +209,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }
     }
 
-    const workers = resolveWorkers(opts.workers ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
+    const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
+    const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
+    const workers = resolveWorkers(opts.workers ?? preferred ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
     if (workers > 0 && !reopenable) {
       throw invalidOption(
         'workers',

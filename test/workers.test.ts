@@ -145,6 +145,15 @@ describe('reader workers', { timeout: 60_000 }, () => {
     await roomy.close();
   });
 
+  it("use the source's readerWorkers when workers is not set, and the option when it is", async () => {
+    const asked = await make({ n: 20, readerWorkers: 2 }, { batchSize: 5 });
+    assert.equal(asked.stats().workers, 2);
+    await asked.close();
+    const chosen = await make({ n: 20, readerWorkers: 2 }, { batchSize: 5, workers: 1 });
+    assert.equal(chosen.stats().workers, 1);
+    await chosen.close();
+  });
+
   it('close() closes the dataset copy each worker opened, and the one the loader opened from a spec', async () => {
     const closes = new Int32Array(new SharedArrayBuffer(8));
     const loader = await make({ n: 40, closes }, { batchSize: 8, workers: 2 });

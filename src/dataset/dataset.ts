@@ -40,6 +40,11 @@ export interface ReadContext {
  */
 export interface Dataset {
   readonly length: number;
+  /**
+   * Optional: the reader-thread count this source works best with, used when the loader's
+   * `workers` is not set (sources that decode in child processes ask for fewer threads).
+   */
+  readonly readerWorkers?: number;
   get(index: number, context: ReadContext): Sample | Promise<Sample>;
   /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
   close?(): void | Promise<void>;
@@ -57,6 +62,8 @@ export interface Dataset {
  */
 export interface BatchDataset {
   readonly length: number;
+  /** Optional: as `Dataset.readerWorkers`. */
+  readonly readerWorkers?: number;
   getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;
   /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
   close?(): void | Promise<void>;

@@ -15,7 +15,7 @@ import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
 import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
-import { AUTO_PROCESSES_ABOVE, ImageDecoding, imageDecodeShare, largestSize, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
+import { AUTO_PROCESSES_ABOVE, ImageDecoding, READER_THREADS_WITH_PROCESSES, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
 import { collect, range, sorted, within } from '../fixtures.js';
 
 /** Photo-like pixels (gradients and noise), so that resampling really mixes neighbours. */
@@ -89,6 +89,14 @@ before(async () => {
 });
 
 after(() => rmSync(root, { recursive: true, force: true }));
+
+describe('reader threads with decode processes', () => {
+  it('a source decoding in processes asks for min(cores − 1, 8) reader threads; in threads it leaves the default', () => {
+    assert.equal(readerThreadsFor('processes'), Math.max(1, Math.min(availableParallelism() - 1, READER_THREADS_WITH_PROCESSES)));
+    assert.equal(readerThreadsFor('threads'), undefined);
+    assert.equal(readerThreadsFor(undefined), undefined);
+  });
+});
 
 describe('DecodePool', { timeout: 30_000 }, () => {
   let pool: DecodePool;

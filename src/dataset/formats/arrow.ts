@@ -28,7 +28,7 @@ import { type RowTable, RowReader, SLOTS, buildRowTable, nodesOf, rowGroup } fro
 import { type ColumnPlan, type TensorColumn, gather, hasListLevels, listShapeOf, planColumns, rowBytes, withListShape } from './arrow-columns.js';
 import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
 
 export type { ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './arrow-decoders.js';
 
@@ -176,6 +176,11 @@ export class ArrowSource implements BatchDataset, Reopenable {
   get decodePids(): number[] {
     return this.#images?.pids ?? [];
   }
+  /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
+  get readerWorkers(): number | undefined {
+    return readerThreadsFor(this.decode);
+  }
+
 
   /**
    * Stop this copy's decode processes, waiting until they are gone (a later read starts new ones).

@@ -32,7 +32,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, readerThreadsFor } from './image-decoding.js';
 
 export { AUTO_PROCESSES_ABOVE, AUTO_PROCESSES_MIN_PIXELS, type ImageDecodeMode, READS_IN_FLIGHT } from './image-decoding.js';
 
@@ -119,6 +119,11 @@ export class ImageFolder implements Dataset, Reopenable {
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
   get decodePids(): number[] {
     return this.#images.pids;
+  }
+
+  /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
+  get readerWorkers(): number | undefined {
+    return readerThreadsFor(this.decode);
   }
 
   /** Files per class, in class order. */

@@ -23,7 +23,7 @@ import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { PositionedFile } from './file.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
 import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
 
 export type { TarIndexMode } from './tar-index.js';
@@ -177,6 +177,11 @@ export class TarShardsSource implements Dataset, Reopenable {
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first image). */
   get decodePids(): number[] {
     return this.#images?.pids ?? [];
+  }
+
+  /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
+  get readerWorkers(): number | undefined {
+    return readerThreadsFor(this.decode);
   }
 
   [kSourceSpec](): SourceSpec {
