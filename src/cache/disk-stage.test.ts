@@ -119,7 +119,7 @@ describe('disk stage: files', () => {
     try {
       const { dir, path: file } = a.shared;
       assert.equal(path.dirname(dir), base);
-      assert.match(path.basename(dir), /^stoker-stage-/);
+      assert.match(path.basename(dir), new RegExp(`^stoker-stage-${process.pid}-`));
       assert.notEqual(dir, b.shared.dir);
       assert.equal(path.dirname(file), dir);
       assert.deepEqual(fs.readdirSync(dir), [path.basename(file)]);

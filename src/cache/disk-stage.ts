@@ -139,7 +139,7 @@ export class DiskStage {
   }
 
   /**
-   * Main thread. Creates `<dir or os.tmpdir()>/stoker-stage-XXXXXX/` (mode 0700) and the pack file
+   * Main thread. Creates `<dir or os.tmpdir()>/stoker-stage-<pid>-XXXXXX/` (mode 0700) and the pack file
    * inside it (mode 0600, created exclusively), warns if the directory is RAM-backed, and arranges
    * removal on close(), on process exit and on SIGINT/SIGTERM.
    */
@@ -163,7 +163,7 @@ export class DiskStage {
     let dir: string;
     try {
       fs.mkdirSync(base, { recursive: true });
-      dir = fs.mkdtempSync(path.join(base, 'stoker-stage-')); // mkdtemp(3): mode 0700, fresh name
+      dir = fs.mkdtempSync(path.join(base, `stoker-stage-${process.pid}-`)); // mkdtemp(3): mode 0700, fresh name; the pid tells ranks' stages apart
     } catch (err) {
       throw new LoaderError(
         'ERR_DISK_STAGE',
