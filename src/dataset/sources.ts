@@ -2,6 +2,8 @@
 // `DataLoader.create`; every one of them can be reopened by reader workers.
 
 import { type ArrayColumns, ArraySource } from './arrays-source.js';
+import { type ConcatSource, concatSource } from './concat-source.js';
+import type { AnyDataset } from './dataset.js';
 import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
 import type { FileColumnsSource } from './formats/columns-file.js';
 import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './formats/image-folder.js';
@@ -40,10 +42,29 @@ export const sources = {
    * An Arrow IPC file or stream (Hugging Face `datasets` `.arrow` cache files): numeric and
    * fixed-size-list columns as tensors, binary/image columns through `decoders`. Record batches are
    * read on demand, never the whole file. `decode`: where image columns are decoded, as for
-   * imageFolder ('processes', 'threads' or 'auto').
+   * imageFolder ('processes', 'threads' or 'auto'). A list of paths (`data-0000k-of-n.arrow`
+   * shards) is one dataset over them all, in order (see `concat`).
    */
-  arrow(path: string, options?: ArrowOptions): ArrowSource {
-    return arrowSource(path, options);
+  arrow(paths: string | readonly string[], options?: ArrowOptions): ArrowSource | ConcatSource {
+    if (Array.isArray(paths)) {
+      const opened: ArrowSource[] = [];
+      try {
+        for (const p of paths as readonly string[]) opened.push(arrowSource(p, options));
+        return concatSource(opened);
+      } catch (error) {
+        for (const ds of opened) void ds.close();
+        throw error;
+      }
+    }
+    return arrowSource(paths as string, options);
+  },
+  /**
+   * One dataset over several opened datasets (shards), in order: sample i is in the part whose
+   * cumulative offset is the last ≤ i. Per-batch when every part is; reopenable by reader workers
+   * when every part is; `close()` closes every part.
+   */
+  concat(parts: readonly AnyDataset[]): ConcatSource {
+    return concatSource(parts);
   },
   /**
    * An ImageFolder tree (`dir/<class>/<image>`, classes sorted → labels 0…), JPEG/PNG/WebP decoded

@@ -1,0 +1,248 @@
+// `sources.concat`: one dataset over several (shards of one dataset: Arrow `data-0000k-of-…` files,
+// one `.npy` per chunk, …). Sample i lives in the part whose cumulative offset is the last ≤ i.
+// The rule: when every part reads whole batches the concat does too (one getBatch per part touched,
+// rows stitched back into the caller's order), else it reads sample by sample; it is reopenable by
+// reader workers exactly when every part is.
+
+import { LoaderError, describeCause, show } from '../errors.js';
+import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
+import { Tensor } from '../tensor/tensor.js';
+import { ArraySource } from './arrays-source.js';
+import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, isBatchDataset } from './dataset.js';
+import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
+import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
+
+/** Options of the worker-side factory `openConcat`. */
+export interface ConcatOptions {
+  /** The parts, in order: source specs (opened with their factory) or datasets. */
+  readonly parts: readonly (SourceSpec | AnyDataset)[];
+}
+
+/** What the concat's parts have in common; the read method comes from the subclass. */
+abstract class ConcatBase {
+  readonly length: number;
+  /** The parts, in order. */
+  readonly parts: readonly AnyDataset[];
+  /** offsets[p] is the global index of part p's first sample; offsets[parts.length] is the length. */
+  readonly #offsets: readonly number[];
+  /** Specs of the parts opened from one (their datasets need not be reopenable themselves). */
+  readonly #specs: readonly (SourceSpec | undefined)[];
+  #spec: SourceSpec | undefined;
+
+  constructor(parts: readonly AnyDataset[], specs: readonly (SourceSpec | undefined)[]) {
+    this.parts = parts;
+    this.#specs = specs;
+    const offsets = [0];
+    for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
+    this.#offsets = offsets;
+    this.length = offsets[parts.length]!;
+    if (parts.every((p, i) => specs[i] !== undefined || isReopenable(p))) {
+      // Own property only when reopenable: the loader reads `isReopenable` off its presence.
+      Object.defineProperty(this, kSourceSpec, { value: () => this.#specOf(), enumerable: false });
+    }
+  }
+
+  /**
+   * The reader-thread count the parts ask for: the largest any part asks for. In-memory arrays ask
+   * for none (as the loader's default for them); undefined when no other part asks.
+   */
+  get readerWorkers(): number | undefined {
+    const others = this.parts.filter((p) => !(p instanceof ArraySource));
+    if (others.length === 0) return 0;
+    let best: number | undefined;
+    for (const p of others) {
+      const asked = (p as { readerWorkers?: unknown }).readerWorkers;
+      if (typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0) best = Math.max(best ?? 0, asked);
+    }
+    return best;
+  }
+
+  /** Close every part (a part whose close fails is skipped; closing must not fail). */
+  async close(): Promise<void> {
+    await Promise.all(this.parts.map((p) => closeDataset(p)));
+  }
+
+  /** The part holding global sample `index`, and its index there. */
+  protected locate(index: number): { part: number; local: number } {
+    if (!Number.isInteger(index) || index < 0 || index >= this.length) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: index ${show(index)} is out of range [0, ${this.length})`);
+    }
+    const offsets = this.#offsets;
+    let lo = 0;
+    let hi = offsets.length - 2;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (offsets[mid]! <= index) lo = mid;
+      else hi = mid - 1;
+    }
+    return { part: lo, local: index - offsets[lo]! };
+  }
+
+  #specOf(): SourceSpec {
+    this.#spec ??= { module: import.meta.url, export: 'openConcat', options: { parts: this.parts.map((p, i) => this.#specs[i] ?? specOf(p)!) } };
+    return this.#spec;
+  }
+}
+
+/** A concat whose parts all read whole batches: one `getBatch` per part touched by a batch. */
+export class ConcatBatchSource extends ConcatBase implements BatchDataset {
+  /** The columns every part must give, from the first part read, and that part's index. */
+  #schema: { schema: Schema; part: number } | undefined;
+  readonly #checked: boolean[];
+
+  constructor(parts: readonly BatchDataset[], specs: readonly (SourceSpec | undefined)[]) {
+    super(parts, specs);
+    this.#checked = parts.map(() => false);
+  }
+
+  getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns> {
+    const groups = new Map<number, { local: number[]; pos: number[] }>();
+    indices.forEach((id, pos) => {
+      const { part, local } = this.locate(id);
+      let g = groups.get(part);
+      if (g === undefined) groups.set(part, (g = { local: [], pos: [] }));
+      g.local.push(local);
+      g.pos.push(pos);
+    });
+    const parts = [...groups.keys()];
+    const results = parts.map((p) => (this.parts[p] as BatchDataset).getBatch(groups.get(p)!.local, context));
+    const stitch = (cols: readonly BatchColumns[]) => this.#stitch(indices.length, parts, parts.map((p) => groups.get(p)!), cols);
+    if (results.some((r) => r instanceof Promise)) return Promise.all(results).then(stitch);
+    return stitch(results as BatchColumns[]);
+  }
+
+  #stitch(rows: number, parts: readonly number[], groups: readonly { local: number[]; pos: number[] }[], results: readonly BatchColumns[]): BatchColumns {
+    const columns = parts.map((p, g) => this.#columnsOf(p, results[g]!, groups[g]!.local.length));
+    const { schema } = this.#schema!;
+    if (parts.length === 1) return results[0]!;
+    const outs = schema.fields.map((f) => allocStorage(f.dtype, rows * f.rowSize) as Storage);
+    columns.forEach((tensors, g) => {
+      const { pos } = groups[g]!;
+      tensors.forEach((t, f) => {
+        const src = t.data as Storage;
+        const dst = outs[f]! as unknown as { set(a: ArrayLike<unknown>, offset: number): void } & Record<number, unknown>;
+        const rs = schema.fields[f]!.rowSize;
+        if (rs === 1) for (let r = 0; r < pos.length; r++) dst[pos[r]!] = src[r];
+        else for (let r = 0; r < pos.length; r++) dst.set(src.subarray(r * rs, (r + 1) * rs) as ArrayLike<unknown>, pos[r]! * rs);
+      });
+    });
+    const tensors = schema.fields.map((f, i) => new Tensor(outs[i]! as TypedArray, [rows, ...f.shape], f.dtype));
+    if (schema.keys === undefined) return tensors;
+    return Object.fromEntries(schema.keys.map((k, i) => [k, tensors[i]!]));
+  }
+
+  /** Part `p`'s columns in the common order, checked against the first part read. */
+  #columnsOf(p: number, cols: BatchColumns, rows: number): Tensor[] {
+    const where = `sources.concat: part ${p}.getBatch`;
+    if (this.#schema === undefined) {
+      const { tensors, keys } = batchColumns(cols, rows, undefined, where);
+      this.#schema = { schema: schemaOfColumns(tensors, keys), part: p };
+      this.#checked[p] = true;
+      return tensors;
+    }
+    const { schema, part } = this.#schema;
+    if (!this.#checked[p]) {
+      const { tensors, keys } = batchColumns(cols, rows, undefined, where);
+      const own = schemaOfColumns(tensors, keys);
+      if (!sameColumns(schema, own)) {
+        throw new LoaderError(
+          'ERR_SAMPLE_MISMATCH',
+          `sources.concat: part ${p} gives columns ${describeColumns(own)} but part ${part} gives ${describeColumns(schema)}. Every part must give the same column names, dtypes and row shapes`,
+        );
+      }
+      this.#checked[p] = true;
+    }
+    return batchColumns(cols, rows, schema, where).tensors;
+  }
+}
+
+/** A concat with at least one per-sample part: `get(i)` routes to the part holding i. */
+export class ConcatSampleSource extends ConcatBase implements Dataset {
+  get(index: number, context: ReadContext): Sample | Promise<Sample> {
+    const { part, local } = this.locate(index);
+    const ds = this.parts[part]!;
+    if (!isBatchDataset(ds)) return ds.get(local, context);
+    const cols = ds.getBatch([local], context);
+    return cols instanceof Promise ? cols.then((c) => oneRow(c, part)) : oneRow(cols, part);
+  }
+}
+
+export type ConcatSource = ConcatBatchSource | ConcatSampleSource;
+
+/**
+ * One dataset over `parts`, in order (length: the sum of theirs). Per-batch when every part is
+ * (`getBatch`), else per-sample. Reopenable by reader workers when every part is; `close()`
+ * closes every part. Parts must be opened datasets: for source specs use `await openConcat({ parts })`.
+ */
+export function concatSource(parts: readonly AnyDataset[]): ConcatSource {
+  return makeConcat(parts, []);
+}
+
+function makeConcat(parts: readonly AnyDataset[], specs: readonly (SourceSpec | undefined)[]): ConcatSource {
+  if (!Array.isArray(parts)) throw new LoaderError('ERR_INVALID_DATASET', `sources.concat(parts): parts must be an array of datasets, got ${show(parts)}`);
+  if (parts.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.concat(parts): give at least one part');
+  parts.forEach((p, i) => {
+    if (isSourceSpec(p)) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} is a source spec (${show((p as SourceSpec).export)}), not an opened dataset. Open it first, or pass the list to await openConcat({ parts })`);
+    }
+    const ds = p as Partial<Dataset & BatchDataset> | null;
+    if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} is ${show(p)}; a part must be a dataset with get(i) or getBatch(ids)`);
+    }
+    if (!Number.isSafeInteger(ds.length) || ds.length! < 1) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} has length ${show(ds.length)}; every part needs a positive integer length`);
+    }
+  });
+  return parts.every(isBatchDataset) ? new ConcatBatchSource(parts as BatchDataset[], specs) : new ConcatSampleSource(parts, specs);
+}
+
+/**
+ * Open a concat whose parts may be source specs (each opened with its factory; the concat stays
+ * reopenable through those specs): the factory reader workers call with `[kSourceSpec]()`'s
+ * options. When a part fails to open or the parts do not fit, the parts opened here are closed.
+ */
+export async function openConcat(options: ConcatOptions): Promise<ConcatSource> {
+  const parts = options?.parts;
+  if (!Array.isArray(parts)) throw new LoaderError('ERR_INVALID_DATASET', `openConcat: options.parts must be an array, got ${show(parts)}`);
+  const opened: AnyDataset[] = [];
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] as SourceSpec | AnyDataset;
+      if (!isSourceSpec(p)) {
+        opened.push(p);
+        continue;
+      }
+      try {
+        opened.push(await openSource(p));
+      } catch (cause) {
+        throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: opening part ${i} failed: ${describeCause(cause)}`, { cause });
+      }
+    }
+    return makeConcat(opened, parts.map((p) => (isSourceSpec(p) ? p : undefined)));
+  } catch (error) {
+    await Promise.all(opened.filter((_, i) => isSourceSpec(parts[i])).map((ds) => closeDataset(ds)));
+    throw error;
+  }
+}
+
+/** The one row of a per-batch part's `getBatch([i])`, as a sample (fields without the batch dimension). */
+function oneRow(cols: BatchColumns, part: number): Sample {
+  const { tensors, keys } = batchColumns(cols, 1, undefined, `sources.concat: part ${part}.getBatch`);
+  const fields = tensors.map((t) => new Tensor(t.data as TypedArray, t.shape.slice(1), t.dtype));
+  if (keys === undefined) return fields;
+  return Object.fromEntries(keys.map((k, i) => [k, fields[i]!]));
+}
+
+function sameColumns(a: Schema, b: Schema): boolean {
+  if ((a.keys === undefined) !== (b.keys === undefined) || a.fields.length !== b.fields.length) return false;
+  return a.fields.every((f, i) => {
+    const j = a.keys === undefined ? i : b.keys!.indexOf(a.keys[i]!);
+    const g = b.fields[j];
+    return g !== undefined && g.dtype === f.dtype && g.shape.length === f.shape.length && g.shape.every((d, k) => d === f.shape[k]);
+  });
+}
+
+function describeColumns(s: Schema): string {
+  const fields = s.fields.map((f, i) => `${s.keys === undefined ? '' : `${s.keys[i]}: `}${f.dtype} [${f.shape.join(', ')}]`);
+  return s.keys === undefined ? `[${fields.join(', ')}]` : `{ ${fields.join(', ')} }`;
+}
