@@ -22,6 +22,7 @@ export type { FileColumnsSource, LoadMode, LoadOptions } from './dataset/formats
 export type { ArrowOptions, ArrowSource, ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './dataset/formats/arrow.js';
 export type { ImageFolder, ImageFolderOptions, ImageDecodeMode } from './dataset/formats/image-folder.js';
 export type { TarShardsOptions, TarShardsSource, TarFieldDecoder, TarImageOptions, TarIndexMode } from './dataset/formats/tar-shards.js';
+export type { ConcatSource, ConcatBatchSource, ConcatSampleSource } from './dataset/concat-source.js';
 export type { SimOptions } from './device/sim/sim-backend.js';
 export type { Sampler } from './sampler/sampler.js';
 export { RandomSampler } from './sampler/random-sampler.js';
