@@ -101,6 +101,56 @@ function checkSample(ds: TarShardsSource, i: number, id: number) {
   assert.deepEqual(s.bin!.bytes(), binOf(id));
 }
 
+/** An .npy file (format 1.0) by the published layout; `pad` shifts the data start by extra header spaces. */
+function npyBytes(descr: string, shape: readonly number[], data: Uint8Array): Uint8Array {
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
+  const total = Math.ceil((10 + header.length + 1) / 64) * 64;
+  header = header.padEnd(total - 11, ' ') + '\n';
+  const out = new Uint8Array(total + data.length);
+  out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, header.length & 0xff, header.length >> 8]);
+  out.set(new TextEncoder().encode(header), 10);
+  out.set(data, total);
+  return out;
+}
+
+describe('tar shards: .npy fields', () => {
+  it("decodes .npy fields by default (dtype and shape from the header, big-endian swapped), and refuses a corrupt one naming shard and sample", async () => {
+    const entries: [string, Files][] = range(6).map((id) => {
+      const v = Float32Array.from({ length: 6 }, (_, j) => id + j / 8);
+      const be = new Uint8Array(12);
+      const view = new DataView(be.buffer);
+      for (let j = 0; j < 3; j++) view.setInt32(j * 4, id * 1000 + j, false);
+      return [String(id).padStart(4, '0'), { cls: String(id), npy: npyBytes('<f4', [2, 3], new Uint8Array(v.buffer)), 'be.npy': npyBytes('>i4', [3], be) }];
+    });
+    const shard = writeShard(join(dir('npy'), 'a.tar'), entries);
+    const ds = await tarShardsSource(shard, { decoders: { 'be.npy': 'npy' }, index: 'off' });
+    for (let id = 0; id < 6; id++) {
+      const s = read(ds, id);
+      assert.equal(s.npy!.dtype, 'float32');
+      assert.deepEqual(s.npy!.shape, [2, 3]);
+      assert.deepEqual(Array.from(s.npy!.data as Float32Array), Array.from({ length: 6 }, (_, j) => id + j / 8));
+      assert.equal(s['be.npy']!.dtype, 'int32');
+      assert.deepEqual(Array.from(s['be.npy']!.data as Int32Array), [id * 1000, id * 1000 + 1, id * 1000 + 2]);
+    }
+    const loader = await DataLoader.create(ds, { batchSize: 2, mode: 'streaming', workers: 2, names: ['cls', 'npy', 'be'] });
+    const seen: number[] = [];
+    for await (const b of loader.epoch(0)) {
+      const cls = b.get('cls').data as Int32Array;
+      const x = b.get('npy').data as Float32Array;
+      cls.forEach((id, r) => assert.equal(x[r * 6 + 5], id + 5 / 8));
+      seen.push(...cls);
+    }
+    assert.deepEqual(sorted(seen), range(6));
+    await loader.close();
+    await ds.close();
+
+    const bad = writeShard(join(dir('npy-bad'), 'b.tar'), [['0000', { cls: '0', npy: npyBytes('<f4', [2, 3], new Uint8Array(20)) }]]);
+    const badDs = await tarShardsSource(bad, { index: 'off' });
+    assert.throws(() => badDs.get(0), (e: unknown) => (e as LoaderError).code === 'ERR_BAD_FILE' && /b\.tar.*0000.*needs 24 data bytes but the file holds 20/.test((e as Error).message));
+    await badDs.close();
+  });
+});
+
 describe('tar shards: index and random access', () => {
   it('reads every sample back byte for byte, including a key over 100 characters (pax header) and one in the ustar prefix', async () => {
     const entries = [...samples(0, 3), ...samples(3, 1, { long: 3 }), [`a/${'b'.repeat(120)}/000004`, { cls: '4', bin: binOf(4) }] as [string, Files], ...samples(5, 2)];

@@ -12,10 +12,11 @@
 
 import { resolve } from 'node:path';
 import { LoaderError, badFile, show } from '../../errors.js';
-import type { DType } from '../../tensor/dtype.js';
+import { type DType, type TypedArray, allocStorage, elementSize } from '../../tensor/dtype.js';
+import { Tensor } from '../../tensor/tensor.js';
 import type { ArraySource } from '../arrays-source.js';
 import type { SourceSpec } from '../source-spec.js';
-import { type FileColumn, FileColumnsSource, type LoadOptions, columnsDataset, resolveLoad } from './columns-file.js';
+import { type FileColumn, FileColumnsSource, type LoadOptions, columnsDataset, resolveLoad, swapBytes } from './columns-file.js';
 import { PositionedFile, headerInt } from './file.js';
 
 export type NpyOptions = LoadOptions;
@@ -111,7 +112,10 @@ function checkPath(p: unknown, where: string): string {
 }
 
 /** Parse and check the header of an open `.npy` file (ERR_BAD_FILE naming the file and offset). */
-export function readNpyHeader(file: PositionedFile): NpyHeader {
+/** What the header reader needs: a file, or bytes in memory (an .npy field inside a tar shard). */
+type NpySource = Pick<PositionedFile, 'path' | 'size' | 'read'>;
+
+export function readNpyHeader(file: NpySource): NpyHeader {
   const path = file.path;
   if (file.size < 10) throw badFile(path, 0, `the file holds ${file.size} bytes, too few for an NPY header`, 'Write it with np.save');
   const pre = file.read(0, Math.min(12, file.size), 'the NPY preamble');
@@ -288,4 +292,29 @@ export function parseHeaderDict(text: string, fail: Fail): HeaderDict {
 
 function near(text: string, i: number): string {
   return i >= text.length ? 'the end of the header' : JSON.stringify(text.slice(i, i + 12));
+}
+
+/**
+ * An .npy file held in memory (a WebDataset field): the whole array as one tensor, checked as
+ * `sources.npy` checks a file; `source` names it in errors ("shard.tar: sample 0012 field npy").
+ */
+export function parseNpyBytes(bytes: Uint8Array, source: string): Tensor {
+  const reader: NpySource = {
+    path: source,
+    size: bytes.length,
+    read(offset: number, length: number, what: string): Uint8Array {
+      if (offset < 0 || length < 0 || offset + length > bytes.length) {
+        throw badFile(source, offset, `${what} needs ${length} bytes but only ${Math.max(bytes.length - offset, 0)} remain (${bytes.length} in all)`);
+      }
+      return bytes.subarray(offset, offset + length);
+    },
+  };
+  const h = readNpyHeader(reader);
+  const count = h.shape.reduce((a, b) => a * b, 1);
+  // A fresh, aligned array: the data offset inside the field need not be a multiple of the element size.
+  const data = allocStorage(h.dtype, count);
+  const out = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  out.set(bytes.subarray(h.dataOffset, h.dataOffset + out.length));
+  if (h.bigEndian) swapBytes(out, elementSize(h.dtype));
+  return new Tensor(data as TypedArray, h.shape, h.dtype);
 }

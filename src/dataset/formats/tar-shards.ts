@@ -22,6 +22,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { PositionedFile } from './file.js';
+import { parseNpyBytes } from './npy.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
 import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
@@ -37,9 +38,10 @@ export type TarImageOptions = Omit<DecodeImageOptions, 'source'>;
  * - `'float'`: an ASCII decimal number (`nan`, `inf` as Python writes them) → a float32 scalar;
  * - `'json-number'`: a JSON number → a float64 scalar;
  * - `'raw'`: the bytes → a uint8 tensor [size]; every sample's field must have the same size;
+ * - `'npy'`: an .npy file → its array as a tensor (dtype and shape from its header, the same in every sample);
  * - `'image'` (uses the `image` option) or `{ image: {...} }` (its own options): a decoded image.
  */
-export type TarFieldDecoder = 'int' | 'float' | 'json-number' | 'raw' | 'image' | { readonly image: TarImageOptions };
+export type TarFieldDecoder = 'int' | 'float' | 'json-number' | 'raw' | 'npy' | 'image' | { readonly image: TarImageOptions };
 
 export interface TarShardsOptions {
   /**
@@ -80,7 +82,7 @@ export interface TarShardsOptions {
 }
 
 type Decoder =
-  | { readonly kind: 'int' | 'float' | 'json-number' }
+  | { readonly kind: 'int' | 'float' | 'json-number' | 'npy' }
   | { readonly kind: 'raw'; readonly bytes: number }
   | { readonly kind: 'image'; readonly image: TarImageOptions };
 
@@ -102,11 +104,11 @@ export interface TarShardsSpec {
   readonly imageDecode: ImageDecodeShare;
 }
 
-const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image'>> = {
-  cls: 'int', label: 'int', idx: 'int', index: 'int',
+const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image' | 'npy'>> = {
+  cls: 'int', label: 'int', idx: 'int', index: 'int', npy: 'npy',
   jpg: 'image', jpeg: 'image', png: 'image', webp: 'image',
 };
-const DECODER_NAMES = "'int', 'float', 'json-number', 'raw', 'image' or { image: { size: [h, w] } }";
+const DECODER_NAMES = "'int', 'float', 'json-number', 'raw', 'npy', 'image' or { image: { size: [h, w] } }";
 const INDEX_MODES: readonly string[] = ['auto', 'beside', 'temp', 'off'];
 /** Shards open at once per dataset instance (each reader worker has its own). */
 const MAX_OPEN = 32;
@@ -314,6 +316,7 @@ const MAX_NUMBER_TEXT = 1024;
 
 function decodeScalar(d: Exclude<Decoder, { kind: 'image' }>, bytes: Uint8Array, path: string, offset: number, field: string, where: string): Tensor {
   if (d.kind === 'raw') return new Tensor(bytes, [bytes.length], 'uint8');
+  if (d.kind === 'npy') return parseNpyBytes(bytes, `${path}: ${where} (data at byte ${offset})`);
   const fix = `Fix the shard, or give the field another decoder (decoders: { ${field}: 'raw' })`;
   if (bytes.length > MAX_NUMBER_TEXT) throw badFile(path, offset, `${where} holds ${bytes.length} bytes, too many for a ${d.kind} number`, fix);
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1').trim();
@@ -440,7 +443,7 @@ function resolveDecoder(field: string, options: TarShardsOptions): Decoder {
       `Field ${show(field)} has no default decoder (defaults: ${Object.keys(DEFAULT_DECODERS).join(', ')}): pass decoders: { ${field}: ... }, or leave the field out with fields: [...]`,
     );
   }
-  if (d === 'int' || d === 'float' || d === 'json-number') return { kind: d };
+  if (d === 'int' || d === 'float' || d === 'json-number' || d === 'npy') return { kind: d };
   if (d === 'raw') return { kind: 'raw', bytes: -1 };
   if (d === 'image') {
     if (options.image === undefined) {
