@@ -12,7 +12,7 @@
 // Row reads cost ~3 µs a positioned read (readSync), about 6 per record batch a batch of ids touches.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -33,6 +33,7 @@ import {
   HASH_DECODER, KIND_DECODED, KIND_FILES, batchTables, bytesOf, hfTable, kindsTable, numericBytes, numericRows, readBothWays, scrambled,
 } from './arrow-targets.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
+import { alive, decodeChildren, gone } from './processes.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-arrow-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -652,43 +653,6 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
     }
   });
 });
-
-/** Whether `pid` is alive: kill(pid, 0) succeeds, or fails with ESRCH once it is gone (any other error fails the test). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
-    return false;
-  }
-}
-
-/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
-function decodeChildren(): number[] {
-  if (process.platform !== 'linux') return [];
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
-
-async function gone(pid: number, graceMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + graceMs;
-  while (alive(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
-}
 
 describe("sources.arrow: image columns with decode: 'processes'", { timeout: 60_000 }, () => {
   const N = 13;

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -17,6 +17,7 @@ import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
 import { AUTO_PROCESSES_ABOVE, ImageDecoding, READER_THREADS_WITH_PROCESSES, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
 import { collect, range, sorted, within } from '../fixtures.js';
+import { alive, decodeChildren, gone } from './processes.js';
 
 /** Photo-like pixels (gradients and noise), so that resampling really mixes neighbours. */
 function pixels(width: number, height: number, channels: number, seed: number): Buffer {
@@ -33,42 +34,6 @@ function pixels(width: number, height: number, channels: number, seed: number): 
     }
   }
   return px;
-}
-
-/** Whether `pid` is still alive after up to `graceMs` (an orphan is reaped by init a moment after it is killed). */
-async function gone(pid: number, graceMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + graceMs;
-  while (alive(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
-}
-
-/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
-function decodeChildren(): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
-    return false;
-  }
 }
 
 let root: string;

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -19,6 +19,7 @@ import type { Tensor } from '../../src/tensor/tensor.js';
 import { collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 import { referenceEntries } from './tar-targets.js';
+import { alive, decodeChildren, gone } from './processes.js';
 
 const TARGETS = new URL('./tar-targets.ts', import.meta.url).href;
 let root: string;
@@ -545,43 +546,6 @@ describe('tar shards: fuzz', { timeout: 60_000 }, () => {
 function hasGnuTar(): boolean {
   const r = spawnSync('tar', ['--version'], { encoding: 'utf8' });
   return r.status === 0 && /GNU tar/.test(r.stdout);
-}
-
-/** Whether `pid` is alive: kill(pid, 0) succeeds, or fails with ESRCH once it is gone (any other error fails the test). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    assert.equal((e as NodeJS.ErrnoException).code, 'ESRCH', `kill(${pid}, 0)`);
-    return false;
-  }
-}
-
-/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
-function decodeChildren(): number[] {
-  if (process.platform !== 'linux') return [];
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('decode-child')) out.push(Number(entry));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
-
-async function gone(pid: number, graceMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + graceMs;
-  while (alive(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
 }
 
 describe("tar shards: decode: 'processes'", { timeout: 60_000 }, () => {
