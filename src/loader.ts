@@ -514,7 +514,7 @@ function fitsHostRam(ds: AnyDataset, length: number, sampleBytes: number, opts: 
   if (ds instanceof ArraySource) return true;
   const available = memAvailable();
   if (available === undefined) return true;
-  return length * sampleBytes <= anchored(available, 0, opts.ramMaxUsage / (opts.world.localWorldSize ?? 1));
+  return length * sampleBytes <= anchored(available, 0, opts.ramShare);
 }
 
 function checkDataset(dataset: unknown): number {

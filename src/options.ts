@@ -128,6 +128,8 @@ export interface ResolvedOptions {
   readonly prefetch: number | undefined;
   readonly vramMaxUsage: number;
   readonly ramMaxUsage: number;
+  /** This rank's part of the RAM share: ranks on one host split it (ramMaxUsage / local world size). */
+  readonly ramShare: number;
   readonly activationReserve: number | undefined;
   readonly sampleCache: boolean;
   readonly vramPool: boolean;
@@ -261,7 +263,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   return {
     batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, diskStage, workers, errors,
-    world, shards, resume,
+    world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),
   };
 }
 

@@ -75,7 +75,7 @@ export class StreamingParts {
     const available = memAvailable();
     // Ranks on one host share its RAM: each takes its equal part of the share (their holdings
     // already count against MemAvailable, so the parts settle below ramMaxUsage together).
-    const share = opts.ramMaxUsage / (opts.world.localWorldSize ?? 1);
+    const share = opts.ramShare;
     if (this.readers !== undefined) {
       let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, share, available, batches);
       if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
