@@ -280,6 +280,9 @@ export class AcceleratorDevice implements Device {
     const backend = this.backend;
     let ids: DeviceBuffer | undefined;
     const device = this;
+    // Batch shapes of the first (full) batch size, shared by every batch of that size.
+    let fullRows = -1;
+    let fullShapes: (readonly number[])[] = [];
     return {
       bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
@@ -297,6 +300,10 @@ export class AcceleratorDevice implements Device {
       gather(_samples: Uint32Array, start: number, end: number): DeviceBatch {
         device.#retire();
         const rows = end - start;
+        if (fullRows < 0) {
+          fullRows = rows;
+          fullShapes = columns.map((c) => [rows, ...c.shape]);
+        }
         const outs: DeviceBuffer[] = [];
         try {
           for (const c of columns) outs.push(device.#acquire(rows * c.rowBytes));
@@ -304,10 +311,17 @@ export class AcceleratorDevice implements Device {
           for (const b of outs) device.#recycle(b);
           throw error;
         }
+        const spans: { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[] = [];
+        const parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[] = [];
+        for (let i = 0; i < columns.length; i++) {
+          const c = columns[i]!;
+          spans.push({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowBytes });
+          parts.push({ buffer: outs[i]!, dtype: c.dtype, shape: rows === fullRows ? fullShapes[i]! : [rows, ...c.shape] });
+        }
         // Resident batches are made on the consumer stream itself: the consumer's work is ordered
         // after them and their memory's next use after the consumer's, with no event per batch.
-        backend.gatherColumns(columns.map((c, i) => ({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowBytes })), ids!, start, rows, 'consumer');
-        return device.#batch(columns.map((c, i) => ({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape] })), undefined);
+        backend.gatherColumns(spans, ids!, start, rows, 'consumer');
+        return device.#batch(parts, undefined);
       },
       dispose(): void {
         for (const b of held) device.#freeAfterCopies(b);
@@ -345,50 +359,18 @@ export class AcceleratorDevice implements Device {
    * was made on the consumer stream (then an event is recorded only if someone asks for one, and
    * the memory is reused in stream order unless an event escaped to other streams).
    */
-  #batch(parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent | undefined): DeviceBatch {
-    const backend = this.backend;
-    const buffers = parts.map((p) => p.buffer);
-    const events: DeviceEvent[] = [];
-    let escaped: DeviceEvent | undefined;
-    const lazyReady = () => {
-      escaped ??= backend.record('consumer');
-      return escaped;
-    };
-    const owner: BatchScratch = {
-      alloc: (bytes) => {
-        const b = this.#acquire(bytes);
-        buffers.push(b);
-        return b;
-      },
-      track: (event) => events.push(event),
-    };
-    const tensors = parts.map((p) => new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready: ready ?? lazyReady, owner }));
-    this.#live.add(buffers);
-    return {
-      tensors,
-      beforeDelivery: ready !== undefined ? () => backend.wait('consumer', ready) : undefined,
-      free: () => {
-        if (this.#closed || !this.#live.delete(buffers)) return;
-        if (ready === undefined && escaped === undefined && events.length === 0) {
-          // Made and used only on the consumer stream: the next use of this memory is ordered after.
-          for (const b of buffers) this.#recycle(b);
-          return;
-        }
-        if (escaped !== undefined) events.push(escaped);
-        const released = backend.record('consumer');
-        // SAFETY: kernels the consumer queued before the release may still read these buffers.
-        this.#queue('consumer').push({
-          event: released,
-          run: () => {
-            for (const b of buffers) this.#recycle(b);
-            for (const e of events) backend.recycle(e);
-            backend.recycle(released);
-            if (ready !== undefined) backend.recycle(ready);
-          },
-        });
-      },
-    };
+  #batch(parts: readonly { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent | undefined): DeviceBatch {
+    return new BatchMemory(this, this.#batchHooks, parts, ready);
   }
+
+  /** What a BatchMemory needs from its device (one object per device, not closures per batch). */
+  readonly #batchHooks: BatchHooks = {
+    acquire: (bytes) => this.#acquire(bytes),
+    recycle: (buffer) => this.#recycle(buffer),
+    closed: () => this.#closed,
+    live: this.#live,
+    afterConsumer: (event, run) => this.#queue('consumer').push({ event, run }),
+  };
 
   #queue(stream: 'copy' | 'consumer'): Pending[] {
     return this.#queues.get(stream)!;
@@ -421,5 +403,88 @@ export class AcceleratorDevice implements Device {
     for (const queue of this.#queues.values()) {
       while (queue.length > 0 && this.backend.done(queue[0]!.event)) queue.shift()!.run();
     }
+  }
+}
+
+/** The device internals a batch's memory uses. */
+interface BatchHooks {
+  acquire(bytes: number): DeviceBuffer;
+  recycle(buffer: DeviceBuffer): void;
+  closed(): boolean;
+  /** Buffers of batches not yet released (freed at close). */
+  readonly live: Set<readonly DeviceBuffer[]>;
+  /** Run `run` once `event` (recorded on the consumer stream) is done. */
+  afterConsumer(event: DeviceEvent, run: () => void): void;
+}
+
+/**
+ * One batch's device memory: its buffers (plus scratch its transform allocates), its ready event,
+ * and the release that returns the memory once no queued work may read it. A class rather than
+ * closures: one is made per batch.
+ */
+class BatchMemory implements DeviceBatch, BatchScratch {
+  readonly tensors: readonly DeviceTensor[];
+  readonly #backend: Backend;
+  readonly #hooks: BatchHooks;
+  readonly #buffers: DeviceBuffer[];
+  readonly #events: DeviceEvent[] = [];
+  readonly #ready: DeviceEvent | undefined;
+  #escaped: DeviceEvent | undefined;
+
+  constructor(device: AcceleratorDevice, hooks: BatchHooks, parts: readonly { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[], ready: DeviceEvent | undefined) {
+    const backend = device.backend;
+    this.#backend = backend;
+    this.#hooks = hooks;
+    this.#ready = ready;
+    const buffers: DeviceBuffer[] = [];
+    const tensors: DeviceTensor[] = [];
+    for (const p of parts) {
+      buffers.push(p.buffer);
+      tensors.push(new DeviceTensor({ backend, buffer: p.buffer, offset: 0, dtype: p.dtype, shape: p.shape, ready: ready ?? 'lazy', owner: this }));
+    }
+    this.#buffers = buffers;
+    this.tensors = tensors;
+    hooks.live.add(buffers);
+  }
+
+  beforeDelivery(): void {
+    if (this.#ready !== undefined) this.#backend.wait('consumer', this.#ready);
+  }
+
+  alloc(bytes: number): DeviceBuffer {
+    const b = this.#hooks.acquire(bytes);
+    this.#buffers.push(b);
+    return b;
+  }
+
+  track(event: DeviceEvent): void {
+    this.#events.push(event);
+  }
+
+  readyEvent(): DeviceEvent {
+    this.#escaped ??= this.#backend.record('consumer');
+    return this.#escaped;
+  }
+
+  free(): void {
+    const hooks = this.#hooks;
+    if (hooks.closed() || !hooks.live.delete(this.#buffers)) return;
+    if (this.#ready === undefined && this.#escaped === undefined && this.#events.length === 0) {
+      // Made and used only on the consumer stream: the next use of this memory is ordered after.
+      for (const b of this.#buffers) hooks.recycle(b);
+      return;
+    }
+    if (this.#escaped !== undefined) this.#events.push(this.#escaped);
+    const released = this.#backend.record('consumer');
+    // SAFETY: kernels the consumer queued before the release may still read these buffers.
+    hooks.afterConsumer(released, () => this.#retire(released));
+  }
+
+  #retire(released: DeviceEvent): void {
+    const backend = this.#backend;
+    for (const b of this.#buffers) this.#hooks.recycle(b);
+    for (const e of this.#events) backend.recycle(e);
+    backend.recycle(released);
+    if (this.#ready !== undefined) backend.recycle(this.#ready);
   }
 }

@@ -18,21 +18,24 @@ export class DeviceTensor<D extends DType = DType> {
   readonly device: string;
   readonly #buffer: DeviceBuffer;
   readonly #offset: number;
-  #ready: DeviceEvent | (() => DeviceEvent) | undefined;
+  #ready: DeviceEvent | 'lazy' | undefined;
   readonly #backend: Backend;
   readonly #lease: Lease | undefined;
   readonly #owner: BatchScratch | undefined;
 
   /** Internal: device tensors are made by the loader. */
-  /** `ready` may be a function: the event is then recorded when first asked for (work ordered on the consumer stream). */
-  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | (() => DeviceEvent) | undefined; lease?: Lease; owner?: BatchScratch }) {
+  /** `ready` may be 'lazy': the owner records the event when first asked for (work ordered on the consumer stream). */
+  constructor(init: { backend: Backend; buffer: DeviceBuffer; offset: number; dtype: D; shape: readonly number[]; ready: DeviceEvent | 'lazy' | undefined; lease?: Lease; owner?: BatchScratch }) {
+    if (init.ready === 'lazy' && init.owner === undefined) throw new Error('DeviceTensor: a lazy ready event needs an owner');
     this.#owner = init.owner;
     this.#backend = init.backend;
     this.#buffer = init.buffer;
     this.#offset = init.offset;
     this.dtype = init.dtype;
     this.shape = Object.freeze([...init.shape]);
-    this.size = this.shape.reduce((a, b) => a * b, 1);
+    let size = 1;
+    for (const d of this.shape) size *= d;
+    this.size = size;
     this.device = init.backend.name;
     this.#ready = init.ready;
     this.#lease = init.lease;
@@ -72,7 +75,7 @@ export class DeviceTensor<D extends DType = DType> {
   }
 
   #event(): DeviceEvent | undefined {
-    if (typeof this.#ready === 'function') this.#ready = this.#ready();
+    if (this.#ready === 'lazy') this.#ready = this.#owner!.readyEvent();
     return this.#ready;
   }
 
@@ -137,4 +140,6 @@ export interface BatchScratch {
   alloc(bytes: number): DeviceBuffer;
   /** An event to recycle when the batch is released. */
   track(event: DeviceEvent): void;
+  /** An event recorded on the consumer stream after the batch was made (recorded once, on first ask). */
+  readyEvent(): DeviceEvent;
 }

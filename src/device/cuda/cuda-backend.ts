@@ -6,7 +6,7 @@
 
 import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
-import { CudaModule } from './module.js';
+import { CudaModule, type KernelArg } from './module.js';
 import type { ImagePlan } from '../../transforms/image.js';
 
 /** Row copies through address tables (kernels/rows.cu), beside the package root from src/ or dist/. */
@@ -129,24 +129,39 @@ export class CudaBackend implements Backend, KernelHost {
 
   gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
     if (rows === 0) return;
-    const units = (rb: number) => (rb % 16 === 0 ? rb / 16 : rb % 4 === 0 ? rb / 4 : rb);
-    const fits = columns.length <= 4 && columns.every((c) => units(c.rowBytes) * rows < 2 ** 32);
-    if (!fits || (idsOffset + rows) * 4 > ids.bytes) {
+    // Loops, not closures: this runs once per resident batch.
+    let most = 0;
+    let fits = columns.length <= 4 && (idsOffset + rows) * 4 <= ids.bytes;
+    for (let i = 0; i < columns.length && fits; i++) {
+      const work = copyUnits(columns[i]!.rowBytes) * rows;
+      if (work >= 2 ** 32) fits = false;
+      if (work > most) most = work;
+    }
+    if (!fits) {
       for (const c of columns) this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
       return;
     }
-    const most = Math.max(...columns.map((c) => units(c.rowBytes) * rows));
     const grid = Math.max(1, Math.min(Math.ceil(most / 256), this.context.multiprocessors * 8));
-    const args: ({ ptr: bigint } | { u64: bigint } | { u32: number })[] = [];
+    const args = this.#colsArgs;
     for (let i = 0; i < 4; i++) {
       const c = columns[i];
-      args.push({ ptr: c?.dst.ptr ?? 0n }, { ptr: c?.src.ptr ?? 0n }, { u64: BigInt(c?.rowBytes ?? 0) });
+      (args[3 * i] as { ptr: bigint }).ptr = c?.dst.ptr ?? 0n;
+      (args[3 * i + 1] as { ptr: bigint }).ptr = c?.src.ptr ?? 0n;
+      (args[3 * i + 2] as { u64: bigint }).u64 = BigInt(c?.rowBytes ?? 0);
     }
-    args.push({ ptr: ids.ptr + BigInt(idsOffset) * 4n }, { u32: rows });
+    (args[12] as { ptr: bigint }).ptr = ids.ptr + BigInt(idsOffset) * 4n;
+    (args[13] as { u32: number }).u32 = rows;
     // SAFETY: every column buffer and the ids stay allocated until events recorded after this launch
     // (the accelerator device frees and reuses memory only through stream order or such events).
     this.context.module(GATHER_COLS_PTX).getFunction('stoker_gather_cols4').launch([grid, 1, 1], [256, 1, 1], this.#streams[stream], args);
   }
+
+  /** The 14 arguments of stoker_gather_cols4, rewritten in place per launch (the driver copies them out during the call). */
+  readonly #colsArgs: KernelArg[] = [
+    ...Array.from({ length: 4 }, () => [{ ptr: 0n }, { ptr: 0n }, { u64: 0n }]).flat(),
+    { ptr: 0n },
+    { u32: 0 },
+  ];
 
   copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
     if (rows === 0) return;
@@ -223,4 +238,9 @@ export class CudaBackend implements Backend, KernelHost {
     if (m === undefined) throw new RangeError(`cuda: device buffer 0x${buffer.ptr.toString(16)} was freed or belongs to another backend`);
     return m;
   }
+}
+
+/** Units the gather-cols kernel copies a row in (16-, 4- or 1-byte moves, by the row size). */
+function copyUnits(rowBytes: number): number {
+  return rowBytes % 16 === 0 ? rowBytes / 16 : rowBytes % 4 === 0 ? rowBytes / 4 : rowBytes;
 }

@@ -113,23 +113,25 @@ function validDim(d: number | undefined): boolean {
 }
 
 function pack(view: DataView, at: number, arg: KernelArg, kernel: string, index: number): void {
-  const bad = (what: string, value: unknown): never => {
-    throw new RangeError(`kernel ${kernel} argument ${index}: ${what}, got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
-  };
+  // No closure here: a launch is on every batch's path, and a per-call closure costs more than the packing.
   if ('ptr' in arg || 'u64' in arg) {
     const v = 'ptr' in arg ? arg.ptr : arg.u64;
-    if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) bad('a pointer or u64 must be a bigint in [0, 2^64)', v);
+    if (typeof v !== 'bigint' || v < 0n || v > U64_MAX) badArg(kernel, index, 'a pointer or u64 must be a bigint in [0, 2^64)', v);
     view.setBigUint64(at, v, true);
   } else if ('u32' in arg) {
-    if (!Number.isInteger(arg.u32) || arg.u32 < 0 || arg.u32 > 0xffffffff) bad('a u32 must be an integer in [0, 2^32)', arg.u32);
+    if (!Number.isInteger(arg.u32) || arg.u32 < 0 || arg.u32 > 0xffffffff) badArg(kernel, index, 'a u32 must be an integer in [0, 2^32)', arg.u32);
     view.setUint32(at, arg.u32, true);
   } else if ('i32' in arg) {
-    if (!Number.isInteger(arg.i32) || arg.i32 < -0x80000000 || arg.i32 > 0x7fffffff) bad('an i32 must be an integer in [-2^31, 2^31)', arg.i32);
+    if (!Number.isInteger(arg.i32) || arg.i32 < -0x80000000 || arg.i32 > 0x7fffffff) badArg(kernel, index, 'an i32 must be an integer in [-2^31, 2^31)', arg.i32);
     view.setInt32(at, arg.i32, true);
   } else if ('f32' in arg) {
-    if (typeof arg.f32 !== 'number') bad('an f32 must be a number', arg.f32);
+    if (typeof arg.f32 !== 'number') badArg(kernel, index, 'an f32 must be a number', arg.f32);
     view.setFloat32(at, arg.f32, true);
   } else {
-    bad('expected one of { ptr }, { u64 }, { u32 }, { i32 }, { f32 }', JSON.stringify(arg));
+    badArg(kernel, index, 'expected one of { ptr }, { u64 }, { u32 }, { i32 }, { f32 }', JSON.stringify(arg));
   }
+}
+
+function badArg(kernel: string, index: number, what: string, value: unknown): never {
+  throw new RangeError(`kernel ${kernel} argument ${index}: ${what}, got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
 }
