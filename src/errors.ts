@@ -33,7 +33,8 @@ export type LoaderErrorCode =
   | 'ERR_BAD_FILE'
   | 'ERR_FILE_ACCESS'
   | 'ERR_LAUNCH_ENV'
-  | 'ERR_RESUME_MISMATCH';
+  | 'ERR_RESUME_MISMATCH'
+  | 'ERR_PIN_SOURCE';
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;

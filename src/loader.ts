@@ -3,7 +3,8 @@
 // epoch at a time — a loader runs one epoch iterator at once.
 
 import { openDevice } from './device/open-device.js';
-import { AcceleratorDevice } from './device/accelerator-device.js';
+import { totalmem } from 'node:os';
+import { AcceleratorDevice, type MappedColumns } from './device/accelerator-device.js';
 import { type KernelHost, type UserKernel, makeUserKernel } from './device/user-kernel.js';
 import { isDeviceOutOfMemory } from './device/backend.js';
 import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
@@ -11,14 +12,14 @@ import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
-import { ArraySource } from './dataset/arrays-source.js';
+import { ArraySource, kColumns } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
 import { DiskStage } from './cache/disk-stage.js';
 import { SampleCache } from './cache/sample-cache.js';
 import { TierCounters } from './cache/tier-counters.js';
 import { ReaderPool, resolveWorkers } from './pipeline/reader-pool.js';
-import { StreamingParts } from './pipeline/streaming-parts.js';
+import { type DirectSource, StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
 import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
@@ -211,7 +212,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
 
     const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
     const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
-    const workers = resolveWorkers(opts.workers ?? preferred ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
+    const mapped = device instanceof AcceleratorDevice && ds instanceof ArraySource ? mapSource(device, ds, opts) : undefined;
+    // A mapped source is read by the device itself: no reader has anything to do.
+    const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
     if (workers > 0 && !reopenable) {
       throw invalidOption(
         'workers',
@@ -249,12 +252,27 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       opts.prefetch,
       opts.activationReserve,
     );
+    const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
+    const vramPool = device instanceof AcceleratorDevice
+      ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
+      : undefined;
+    let direct: DirectSource | undefined;
+    if (mapped !== undefined) {
+      const accelerator = device as AcceleratorDevice;
+      direct = {
+        pinnedBytes: mapped.pinnedBytes,
+        release: () => mapped.release(),
+        assemble: (ids) => {
+          const served = vramPool?.figures.rowsServed ?? 0;
+          const memory = accelerator.uploadRows(ids, mapped, fields, vramPool);
+          const fromHost = ids.length - ((vramPool?.figures.rowsServed ?? 0) - served);
+          counters.add('sourceRows', fromHost);
+          return { memory, fromHost };
+        },
+      };
+    }
     return new DataLoader({ ...base, streaming: new StreamingParts({
-        fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device,
-        fields: schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) })),
-        vramPool: device instanceof AcceleratorDevice
-          ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
-          : undefined,
+        fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device, fields, vramPool, direct,
       }), residentBuildMs: 0 });
   }
 
@@ -397,6 +415,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#resident?.dispose();
     await Promise.all(this.#retiring);
     await this.#streaming?.fetcher.close();
+    this.#streaming?.direct?.release();
     const slabs = this.#streaming?.pool?.release();
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
@@ -438,6 +457,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     parts.beginEpoch(this.#opts, plan.batches);
     const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd)
       .bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight, parts.pool, parts.batchBytes(this.#opts.batchSize), parts.fields)
+      .direct(parts.direct?.assemble)
       .onEvict((pool) => {
         const buffers = pool.evictOneSlab();
         if (buffers !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(buffers);
@@ -461,6 +481,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#resident = store;
     this.#streaming = undefined;
     this.#governor = undefined;
+    parts.direct?.release();
     this.#retiring.push(parts.fetcher.close().then(() => parts.disk?.close()));
   }
 
@@ -501,6 +522,28 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
     return run;
+  }
+}
+
+/**
+ * Map an in-memory source for an accelerator (option `pinSource`): undefined when it is off, when
+ * 'auto' finds the columns larger than half the machine's RAM (page-locked memory cannot be swapped),
+ * or when 'auto' meets a driver that refuses (then with a warning; `true` makes that an error).
+ */
+function mapSource(device: AcceleratorDevice, ds: ArraySource, opts: ResolvedOptions): MappedColumns | undefined {
+  if (opts.pinSource === false) return undefined;
+  const columns = ds[kColumns].tensors;
+  let bytes = 0;
+  for (const c of columns) bytes += c.byteLength;
+  if (opts.pinSource === 'auto' && bytes > totalmem() / 2) return undefined;
+  try {
+    return device.mapColumns(columns);
+  } catch (error) {
+    const size = bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+    const why = `page-locking the in-memory source (${size}) for ${device.name} failed: ${describeCause(error)}`;
+    if (opts.pinSource === true) throw new LoaderError('ERR_PIN_SOURCE', `${why}. Pass pinSource: 'auto' or false to stream through staging instead`, { cause: error });
+    process.emitWarning(`stoker: ${why}; streaming through staging instead`, { code: 'STOKER_PIN_SOURCE' });
+    return undefined;
   }
 }
 

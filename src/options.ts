@@ -79,6 +79,15 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   /** Keep samples on the GPU across epochs (CUDA only). Default true. */
   vramPool?: boolean;
   /**
+   * Streaming an in-memory source (`sources.arrays`) to a GPU: page-lock its columns once and let
+   * the device read each batch's rows where they lie — the copy engines for large rows, a gather
+   * kernel for small ones — with no reader and no staging copy. `'auto'` (default): when the
+   * columns take at most half of the machine's RAM (page-locked memory cannot be swapped out), and
+   * falling back to staging with a warning if the driver refuses; `true`: always, and a refusal is
+   * an error; `false`: stage through reader memory as for any other source.
+   */
+  pinSource?: boolean | 'auto';
+  /**
    * Reader threads (worker_threads) for streaming mode; 'auto' = cores − 1 (at least 1); 0 reads on
    * the main thread. Workers need a worker-openable dataset (`sources.module(...)` or a built-in
    * source). Default: 'auto' for worker-openable sources, except in-memory arrays (a gather is
@@ -133,6 +142,7 @@ export interface ResolvedOptions {
   readonly activationReserve: number | undefined;
   readonly sampleCache: boolean;
   readonly vramPool: boolean;
+  readonly pinSource: boolean | 'auto';
   readonly diskStage: { readonly gigabytes: number; readonly dir: string | undefined } | undefined;
   /** undefined = the default for the dataset (see `LoaderOptions.workers`). */
   readonly workers: number | 'auto' | undefined;
@@ -145,7 +155,7 @@ export interface ResolvedOptions {
 
 const KNOWN = new Set([
   'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
-  'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'workers', 'rank',
+  'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'pinSource', 'workers', 'rank',
   'worldSize', 'localRank', 'shards', 'resume', 'errors',
 ]);
 
@@ -235,6 +245,8 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
 
   const sampleCache = bool(o, 'sampleCache', true);
   const vramPool = bool(o, 'vramPool', true);
+  const pinSource = o.pinSource ?? 'auto';
+  if (pinSource !== 'auto' && typeof pinSource !== 'boolean') throw invalidOption('pinSource', "true, false or 'auto'", pinSource);
 
   let diskStage: { gigabytes: number; dir: string | undefined } | undefined;
   if (o.diskStage !== undefined) {
@@ -262,7 +274,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
 
   return {
     batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
-    vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, diskStage, workers, errors,
+    vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, pinSource, diskStage, workers, errors,
     world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),
   };
 }

@@ -106,7 +106,8 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
     });
 
     it('sizes streaming depth from device memory and resizes honestly after the second batch', async () => {
-      const loader = await create(device, arraysDataset(64), { batchSize: 4, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 2 ** 20, usedBytes: 2 ** 19 } } : {}) });
+      // pinSource: false: a mapped source's edge rows would take device memory of their own.
+      const loader = await create(device, arraysDataset(64), { batchSize: 4, mode: 'streaming', pinSource: false, ...(device === 'sim' ? { sim: { totalBytes: 2 ** 20, usedBytes: 2 ** 19 } } : {}) });
       const it0 = loader.epoch(0)[Symbol.asyncIterator]();
       await it0.next();
       assert.ok(loader.prefetchDepth >= 2);
@@ -174,7 +175,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       await loader.close();
     });
 
-    it('stitches pooled and fresh rows in exact caller order across epochs (VRAM pool), saving H2D bytes', async () => {
+    for (const pinSource of ['auto', false] as const) it(`stitches pooled and fresh rows in exact caller order across epochs (VRAM pool), saving H2D bytes (pinSource: ${pinSource})`, async () => {
       const rowBytes = 2 ** 20;
       const n = 192;
       const data = new Uint8Array(n * rowBytes);
@@ -182,7 +183,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)), z: BigInt64Array.from(range(n), (i) => BigInt(-i)) });
       // sim: 800 MiB leaves the pool about 130 MiB after the 512 MiB margin and 16 batches of flow
       // reserve: two slabs of 63 rows, so later batches mix pooled and fresh rows.
-      const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', ...(device === 'sim' ? { sim: { totalBytes: 800 * 2 ** 20 } } : {}) });
+      const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', pinSource, ...(device === 'sim' ? { sim: { totalBytes: 800 * 2 ** 20 } } : {}) });
       let mixed = 0;
       for (let e = 0; e < 3; e++) {
         for await (const b of loader.epoch(e)) {
@@ -213,7 +214,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
     });
 
-    it('evicts the newest pool slab under out-of-memory at depth 1, re-reads planned rows, and keeps content right', async () => {
+    for (const pinSource of ['auto', false] as const) it(`evicts the newest pool slab under out-of-memory at depth 1, re-reads planned rows, and keeps content right (pinSource: ${pinSource})`, async () => {
       if (device !== 'sim') return;
       const rowBytes = 2 ** 20;
       const n = 192;
@@ -221,7 +222,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       for (let i = 0; i < n; i++) data.fill(i, i * rowBytes, (i + 1) * rowBytes);
       let armed = false;
       const loader = await create(device, sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) }), {
-        batchSize: 8, mode: 'streaming', prefetch: 1,
+        batchSize: 8, mode: 'streaming', prefetch: 1, pinSource,
         // The contiguous copy that would promote the complete pool to resident is refused, so the
         // pool keeps serving (and can be evicted from) in epoch 2.
         sim: { totalBytes: 4 * 2 ** 30, failAllocation: (_ordinal, bytes) => { if (bytes >= n * rowBytes) return true; if (!armed) return false; armed = false; return true; } },
@@ -286,6 +287,99 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       assert.equal(s.pooledRows, 0);
       assert.equal(s.h2dBytes, 64 * 20);
       await loader.close();
+    });
+
+    it('streams an in-memory source straight from page-locked host memory (pinSource), edge rows and shared buffers included', async () => {
+      // Rows of 70 001 bytes (over ROW_DMA_MIN_BYTES: the copy engines) and small rows (the row-copy
+      // kernel); two columns are views of one buffer at odd offsets, so the mapping covers both and
+      // rows straddling its partial first and last pages come from the device copy of the edges.
+      const n = 50;
+      const big = 70_001;
+      const shared = new ArrayBuffer(n * big + n * 12 + 40);
+      const x = new Uint8Array(shared, 8, n * big);
+      for (let i = 0; i < n; i++) x.fill(i + 1, i * big, (i + 1) * big);
+      const w = new Float32Array(shared, 8 + n * big + 4 - ((8 + n * big) % 4), n * 3);
+      for (let i = 0; i < n; i++) w.set([i, -i, i + 0.5], 3 * i);
+      const ds = sources.arrays({ x: tensor(x, [n, big]), w: tensor(w, [n, 3]), y: Int32Array.from(range(n)) });
+      const variants = device === 'sim' ? [{ pinSource: 'auto' as const, rowDma: true }, { pinSource: 'auto' as const, rowDma: false }, { pinSource: false, rowDma: true }] : [{ pinSource: 'auto' as const, rowDma: true }, { pinSource: false, rowDma: true }];
+      for (const v of variants) {
+        const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', dropLast: false, vramPool: false, workers: v.pinSource === false ? 2 : undefined, pinSource: v.pinSource, ...(device === 'sim' ? { sim: { rowDma: v.rowDma } } : {}) });
+        const mapped = loader.stats().memory.pinned >= n * big - 2 * 4096;
+        assert.equal(mapped, v.pinSource !== false, `${JSON.stringify(v)}: the columns are page-locked only when mapped`);
+        if (v.pinSource !== false) assert.equal(loader.stats().workers, 0, 'no reader threads for a mapped source');
+        for (let e = 0; e < 2; e++) {
+          const seen: number[] = [];
+          for await (const b of loader.epoch(e)) {
+            const xs = (await host(b.get('x'))).data as Uint8Array;
+            const ws = (await host(b.get('w'))).data as Float32Array;
+            const y = await ids(b);
+            assert.deepEqual(y, Array.from(b.sampleIds));
+            y.forEach((id, r) => {
+              assert.equal(xs[r * big], id + 1, `${JSON.stringify(v)}: first byte of row ${id}`);
+              assert.equal(xs[r * big + 35_000], id + 1);
+              assert.equal(xs[(r + 1) * big - 1], id + 1, `${JSON.stringify(v)}: last byte of row ${id}`);
+              assert.deepEqual(Array.from(ws.subarray(3 * r, 3 * r + 3)), [id, -id, id + 0.5]);
+            });
+            seen.push(...y);
+          }
+          assert.deepEqual(sorted(seen), range(n));
+          const s = loader.stats().epochs[e]!;
+          assert.equal(s.h2dBytes, n * (big + 12 + 4), 'every byte crossed the bus once');
+          if (v.pinSource !== false) assert.equal(s.rowsFromSource, n);
+        }
+        await loader.close();
+        assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 }, 'mapping and edge copies released on close');
+      }
+    });
+
+    it('lets two loaders share a mapped source and close in either order', async () => {
+      const n = 64;
+      const data = new Float64Array(n * 1024);
+      for (let i = 0; i < n; i++) data.fill(i, i * 1024, (i + 1) * 1024);
+      const ds = sources.arrays({ x: tensor(data, [n, 1024]), y: Int32Array.from(range(n)) });
+      const a = await create(device, ds, { batchSize: 16, mode: 'streaming', vramPool: false });
+      const b = await create(device, ds, { batchSize: 16, mode: 'streaming', vramPool: false });
+      const check = async (l: DataLoader<AnyTensor>, e: number) => {
+        for await (const batch of l.epoch(e)) {
+          const x = (await host(batch.get('x'))).data as Float64Array;
+          (await ids(batch)).forEach((id, r) => assert.equal(x[r * 1024 + 1023], id));
+        }
+      };
+      await check(a, 0);
+      await check(b, 0);
+      await a.close();
+      await check(b, 1);
+      await b.close();
+      assert.deepEqual(b.stats().memory, { device: 0, pinned: 0 });
+    });
+
+    it("falls back to staging with a warning when the source cannot be page-locked ('auto'), and fails with pinSource: true", async () => {
+      if (device !== 'sim') return;
+      const n = 32;
+      const ds = sources.arrays({ x: tensor(new Float32Array(n * 4096).map((_, k) => Math.floor(k / 4096)), [n, 4096]), y: Int32Array.from(range(n)) });
+      const warnings: string[] = [];
+      const onWarning = (w: Error) => warnings.push(w.message);
+      process.on('warning', onWarning);
+      try {
+        const loader = await create(device, ds, { batchSize: 8, mode: 'streaming', sim: { failMapHost: true } });
+        const seen: number[] = [];
+        for await (const b of loader.epoch(0)) {
+          const x = (await host(b.get('x'))).data as Float32Array;
+          (await ids(b)).forEach((id, r) => assert.equal(x[r * 4096 + 7], id));
+          seen.push(...(await ids(b)));
+        }
+        assert.deepEqual(sorted(seen), range(n));
+        await loader.close();
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.ok(warnings.some((m) => /page-locking the in-memory source .* failed.*staging instead/.test(m)), warnings.join('; '));
+      } finally {
+        process.off('warning', onWarning);
+      }
+      await assert.rejects(create(device, ds, { batchSize: 8, mode: 'streaming', pinSource: true, sim: { failMapHost: true } }), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_PIN_SOURCE');
+        assert.match(e.message, /pinSource: 'auto' or false/);
+        return true;
+      });
     });
 
     it('frees every device and page-locked byte on close, and refuses reads of surviving batches', async () => {

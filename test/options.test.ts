@@ -70,6 +70,7 @@ describe('option validation', () => {
     await rejectsWith({ batchSize: 4, mode: 'fast' }, 'ERR_INVALID_OPTION', /`mode` must be 'auto', 'resident' or 'streaming', got "fast"/);
     await rejectsWith({ batchSize: 4, prefetch: -1 }, 'ERR_INVALID_OPTION', /`prefetch` must be an integer ≥ 0/);
     await rejectsWith({ batchSize: 4, errors: 'ignore' }, 'ERR_INVALID_OPTION', /`errors` must be 'throw' or 'skip'/);
+    await rejectsWith({ batchSize: 4, pinSource: 'yes' }, 'ERR_INVALID_OPTION', /`pinSource` must be true, false or 'auto', got "yes"/);
   });
 
   it('clamps vramMaxUsage and ramMaxUsage as the reference does, refusing non-numbers', async () => {
@@ -115,7 +116,7 @@ describe('option validation', () => {
     const loader = await DataLoader.create(ds, {
       batchSize: 4, device: 'cpu', shuffle: true, seed: 42, dropLast: true, names: ['x', 'y'], augment: 1,
       transform: (rows) => rows, mode: 'auto', prefetch: 2, vramMaxUsage: 0.9, ramMaxUsage: 0.5,
-      activationReserve: 0, sampleCache: true, vramPool: true, errors: 'throw',
+      activationReserve: 0, sampleCache: true, vramPool: true, pinSource: 'auto', errors: 'throw',
     });
     assert.equal(loader.numBatches, 2);
   });

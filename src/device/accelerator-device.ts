@@ -8,7 +8,7 @@
 import type { StagedBatch } from '../dataset/source-reader.js';
 import { type DType, type StorageOf, elementSize, storageView } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { type Backend, type DeviceBuffer, type DeviceEvent, isDeviceOutOfMemory } from './backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, isDeviceOutOfMemory } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
@@ -40,6 +40,35 @@ function range(n: number): number[] {
 
 function rowBytesOf(t: Tensor): number {
   return t.rowSize * elementSize(t.dtype);
+}
+
+/**
+ * Rows at least this large are copied from mapped host memory by the copy engines (one batched copy
+ * per field); smaller ones by the row-copy kernel. Measured on an H200 (PCIe 5): 150 KB rows reach
+ * 0.99 of the pinned-copy ceiling batched vs 0.92 by kernel; 3 KB rows 4.9 GB/s batched vs 40 by kernel.
+ */
+export const ROW_DMA_MIN_BYTES = 64 * 1024;
+
+/** How a mapped column's rows are addressed: rows [lo, hi) in place, the others in `edge` (device). */
+interface MappedField {
+  readonly rowBytes: number;
+  readonly lo: number;
+  readonly hi: number;
+  /** Device address row 0 would have in the mapping (rows [lo, hi) are at base + id × rowBytes). */
+  readonly base: number;
+  /** Device copy of rows [0, lo) then [hi, n) (0 when there are none). */
+  readonly edge: number;
+}
+
+/** A source's columns mapped for the device (see AcceleratorDevice.mapColumns). */
+export interface MappedColumns {
+  readonly fields: readonly MappedField[];
+  /** Host bytes page-locked for the mapping. */
+  readonly pinnedBytes: number;
+  /** Device-visible address of field `f` of sample `id`, as an exact number. */
+  address(f: number, id: number): number;
+  /** Unmap once the copy stream has passed every batch that read the columns. Idempotent. */
+  release(): void;
 }
 
 /** Device buffers kept per size for reuse; past this, released buffers are freed. */
@@ -196,10 +225,25 @@ export class AcceleratorDevice implements Device {
 
   /**
    * Upload a [dst…, src…] address table of `rows` rows; its memory returns after the copy stream
-   * passes it. Addresses are exact numbers (device addresses stay far below 2^53), written as two
-   * 32-bit halves: no BigInt per row.
+   * passes it.
    */
   #table(rows: number, dst: (r: number) => number, src: (r: number) => number, followUps: (() => void)[]): DeviceBuffer {
+    const host = this.#hostTable(rows, dst, src);
+    const device = this.#acquire(host.byteLength);
+    this.backend.copyToDevice(device, 0, new Uint8Array(host.buffer, host.byteOffset, host.byteLength), 'copy');
+    followUps.push(() => {
+      this.#hostPool.recycle('int64', host);
+      this.#recycle(device);
+    });
+    return device;
+  }
+
+  /**
+   * A [dst…, src…] address table of `rows` rows in pinned host memory (from the host pool; the
+   * caller recycles it). Addresses are exact numbers (device addresses stay far below 2^53), written
+   * as two 32-bit halves: no BigInt per row.
+   */
+  #hostTable(rows: number, dst: (r: number) => number, src: (r: number) => number): BigInt64Array {
     const host = this.#hostPool.acquire('int64', 2 * rows) as unknown as BigInt64Array;
     const words = new Uint32Array(host.buffer, host.byteOffset, 4 * rows);
     for (let r = 0; r < rows; r++) {
@@ -210,13 +254,138 @@ export class AcceleratorDevice implements Device {
       words[2 * (rows + r)] = s % 4294967296;
       words[2 * (rows + r) + 1] = Math.floor(s / 4294967296);
     }
-    const device = this.#acquire(words.byteLength);
-    this.backend.copyToDevice(device, 0, new Uint8Array(words.buffer, words.byteOffset, words.byteLength), 'copy');
-    followUps.push(() => {
-      this.#hostPool.recycle('int64', host);
-      this.#recycle(device);
-    });
-    return device;
+    return host;
+  }
+
+  /**
+   * Map a source's in-memory columns (batch dimension = dataset rows) for the device, so that
+   * streaming batches are assembled from them in place (`uploadRows`): no reader, no staging copy.
+   * Each distinct buffer is page-locked and mapped once; rows that straddle the partial page at
+   * either end of a buffer (at most one or two per column) are copied to the device once. Throws
+   * when the memory cannot be mapped; the loader then streams through staging.
+   */
+  mapColumns(columns: readonly Tensor[]): MappedColumns {
+    const backend = this.backend;
+    const spans = new Map<ArrayBufferLike, { start: number; end: number; mapped?: MappedHost }>();
+    for (const c of columns) {
+      const b = c.bytes();
+      const span = spans.get(b.buffer);
+      if (span === undefined) spans.set(b.buffer, { start: b.byteOffset, end: b.byteOffset + b.byteLength });
+      else {
+        span.start = Math.min(span.start, b.byteOffset);
+        span.end = Math.max(span.end, b.byteOffset + b.byteLength);
+      }
+    }
+    const edges: DeviceBuffer[] = [];
+    const release = (): void => {
+      for (const span of spans.values()) span.mapped?.release();
+      for (const e of edges) backend.free(e);
+    };
+    const layouts: MappedField[] = [];
+    try {
+      for (const [buffer, span] of spans) span.mapped = backend.mapHost(buffer, span.start, span.end - span.start);
+      for (const c of columns) {
+        const b = c.bytes();
+        const m = spans.get(b.buffer)!.mapped!;
+        const rowBytes = c.rowSize * elementSize(c.dtype);
+        const n = c.shape[0]!;
+        // Rows wholly inside the mapped pages: [lo, hi).
+        let lo = rowBytes === 0 ? 0 : Math.min(n, Math.max(0, Math.ceil((m.start - b.byteOffset) / rowBytes)));
+        let hi = rowBytes === 0 ? n : Math.max(0, Math.min(n, Math.floor((m.end - b.byteOffset) / rowBytes)));
+        if (hi <= lo) lo = hi = 0;
+        const edgeRows = lo + (n - hi);
+        let edge: DeviceBuffer | undefined;
+        if (edgeRows > 0 && rowBytes > 0) {
+          edge = backend.alloc(edgeRows * rowBytes);
+          edges.push(edge);
+          // Through a private unpinned copy: a copy that straddles a pinned range's edge is refused by CUDA.
+          const host = new Uint8Array(edgeRows * rowBytes);
+          host.set(b.subarray(0, lo * rowBytes), 0);
+          host.set(b.subarray(hi * rowBytes, n * rowBytes), lo * rowBytes);
+          backend.copyToDevice(edge, 0, host, 'copy');
+          const copied = backend.record('copy');
+          backend.synchronize(copied);
+          backend.recycle(copied);
+        }
+        layouts.push({ rowBytes, lo, hi, base: Number(m.ptr) - m.start + b.byteOffset, edge: edge === undefined ? 0 : Number(edge.ptr) });
+      }
+    } catch (error) {
+      release();
+      throw error;
+    }
+    let pinned = 0;
+    for (const span of spans.values()) pinned += span.mapped!.end - span.mapped!.start;
+    let released = false;
+    return {
+      fields: layouts,
+      pinnedBytes: pinned,
+      address(f: number, id: number): number {
+        const l = layouts[f]!;
+        if (id >= l.lo && id < l.hi) return l.base + id * l.rowBytes;
+        return l.edge + (id < l.lo ? id : l.lo + id - l.hi) * l.rowBytes;
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        // SAFETY: batches read the mapped rows and edge copies on the copy stream only.
+        const event = backend.record('copy');
+        this.#queue('copy').push({ event, run: () => { release(); backend.recycle(event); } });
+      },
+    };
+  }
+
+  /**
+   * A streaming batch assembled on the device from mapped columns: pooled rows from the VRAM pool,
+   * the others read in place from host memory — by the copy engines in one batched copy per field
+   * for large rows, by the row-copy kernel for small ones (per-copy engine overhead dominates below
+   * ROW_DMA_MIN_BYTES) — then fresh rows are captured into the pool.
+   */
+  uploadRows(ids: Uint32Array, mapped: MappedColumns, fields: readonly UploadField[], pool: VramPool | undefined): DeviceBatch {
+    this.#retire();
+    const rows = ids.length;
+    const buffers: DeviceBuffer[] = [];
+    try {
+      for (const f of fields) buffers.push(this.#acquire(rows * f.rowBytes));
+    } catch (error) {
+      for (const b of buffers) this.#recycle(b);
+      throw error;
+    }
+    const split = pool?.active ? pool.partition(ids) : undefined;
+    let hit: Uint8Array | undefined;
+    if (split !== undefined && split.hits.length > 0) {
+      hit = new Uint8Array(rows);
+      for (const position of split.hits) hit[position] = 1;
+    }
+    const followUps: (() => void)[] = [];
+    let sampleBytes = 0;
+    for (let f = 0; f < fields.length; f++) {
+      const rb = fields[f]!.rowBytes;
+      sampleBytes += rb;
+      const out = Number(buffers[f]!.ptr);
+      const dst = (r: number) => out + r * rb;
+      const src = hit === undefined ? (r: number) => mapped.address(f, ids[r]!) : (r: number) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
+      if (rb >= ROW_DMA_MIN_BYTES && this.backend.rowDma) {
+        const host = this.#hostTable(rows, dst, src);
+        this.backend.copyRowsDma(host, rb, rows, 'copy');
+        // The driver read the table during the call.
+        this.#hostPool.recycle('int64', host);
+      } else {
+        this.backend.copyRows(this.#table(rows, dst, src, followUps), rb, rows, 'copy');
+      }
+    }
+    const misses = split?.misses ?? range(rows);
+    this.h2dBytes += (hit === undefined ? rows : misses.length) * sampleBytes;
+    if (pool?.active) {
+      this.#capture(pool, ids, hit === undefined ? range(rows) : misses, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
+    }
+    const ready = this.backend.record('copy');
+    if (followUps.length > 0) {
+      // SAFETY: the address tables are read by the queued kernels until `ready` is done.
+      this.#queue('copy').push({ event: ready, run: () => { for (const f of followUps) f(); } });
+    }
+    const parts: { buffer: DeviceBuffer; dtype: DType; shape: readonly number[] }[] = [];
+    for (let f = 0; f < fields.length; f++) parts.push({ buffer: buffers[f]!, dtype: fields[f]!.dtype, shape: [rows, ...fields[f]!.shape] });
+    return this.#batch(parts, ready);
   }
 
   resident(columns: readonly Tensor[]): ResidentStore {

@@ -22,6 +22,17 @@ export interface DeviceEvent {
   readonly handle: bigint;
 }
 
+/** Host memory page-locked and mapped into the device's address space (see `Backend.mapHost`). */
+export interface MappedHost {
+  /** Device address of byte `start` of the memory. */
+  readonly ptr: bigint;
+  /** The mapped range as byte offsets into the memory: whole pages only, so it may be narrower than asked. */
+  readonly start: number;
+  readonly end: number;
+  /** Unmap and unpin (idempotent). No queued work may still read the range. */
+  release(): void;
+}
+
 export interface Backend {
   readonly name: string;
   /** True after close(): device tensors refuse to be read. */
@@ -32,6 +43,20 @@ export interface Backend {
   free(buffer: DeviceBuffer): void;
   /** Page-lock `[byteOffset, byteOffset + byteLength)` of host memory (whole pages); returns the unpin. Once per buffer, never per batch. */
   pin(memory: ArrayBufferLike, byteOffset: number, byteLength: number): () => void;
+  /**
+   * Page-lock the whole pages of `[byteOffset, byteOffset + byteLength)` and map them for the device:
+   * copies and kernels then read those bytes in place. Once per buffer (a source's columns), never
+   * per batch. Throws when the memory cannot be mapped (the caller falls back to staging).
+   */
+  mapHost(memory: ArrayBufferLike, byteOffset: number, byteLength: number): MappedHost;
+  /** True when `copyRowsDma` runs on the copy engines (CUDA 12.8+ drivers); otherwise it must not be called. */
+  readonly rowDma: boolean;
+  /**
+   * Enqueue row copies on the copy engines: `table` (host memory, 2 × rows u64 addresses: dst then
+   * src) names each row's destination and source; `rowBytes` bytes each. The table is read during
+   * the call; the rows' memory must stay valid until an event recorded after this is done.
+   */
+  copyRowsDma(table: BigInt64Array, rowBytes: number, rows: number, stream: StreamName): void;
   /** Offset of the first page-aligned byte of `memory` (its address is known only to the driver). */
   pageOffset(memory: ArrayBufferLike): number;
   /** Enqueue host → device; `src` must stay untouched until an event recorded after this is done. */

@@ -15,6 +15,15 @@ import type { Device } from '../device/device.js';
 import type { VramPool } from '../device/vram-pool.js';
 import type { UploadField } from '../device/accelerator-device.js';
 import type { EpochStats } from './stats.js';
+import type { DirectAssembler } from './streaming-run.js';
+
+/** An in-memory source mapped for the device: batches assembled in place, and the unmapping. */
+export interface DirectSource {
+  readonly assemble: DirectAssembler;
+  /** Host bytes page-locked for it. */
+  readonly pinnedBytes: number;
+  release(): void;
+}
 
 interface DeviceFigures {
   readonly h2dBytes: number;
@@ -33,6 +42,8 @@ export class StreamingParts {
   readonly pool: VramPool | undefined;
   /** The dataset's fields as the device lays them out (for batches assembled through the pool). */
   readonly fields: readonly UploadField[];
+  /** Set when the device reads the source's rows in place (no fetcher reads). */
+  readonly direct: DirectSource | undefined;
   readonly #device: Device;
   readonly #sampleBytes: number;
   readonly #starts = new WeakMap<EpochStats, TierSnapshot>();
@@ -52,7 +63,9 @@ export class StreamingParts {
     device: Device;
     vramPool: VramPool | undefined;
     fields: readonly UploadField[];
+    direct?: DirectSource;
   }) {
+    this.direct = init.direct;
     this.fields = init.fields;
     this.pool = init.vramPool;
     this.#device = init.device;

@@ -21,6 +21,9 @@ const READ_AHEAD_SLICE_MS = 1;
 
 type Outcome = { readonly memory: DeviceBatch } | { readonly error: unknown };
 
+/** Makes a batch's device memory from its sample ids; `fromHost`: rows read from host memory (not the VRAM pool). */
+export type DirectAssembler = (ids: Uint32Array) => { memory: DeviceBatch; fromHost: number };
+
 export class StreamingRun extends EpochRun {
   #fetcher!: Fetcher;
   #device!: Device;
@@ -118,6 +121,7 @@ export class StreamingRun extends EpochRun {
     try {
       const pool = this.#pool;
       pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
+      if (this.#direct !== undefined) return await this.#assembleDirect(ids, t0);
       // Plan against the VRAM pool before reading: pooled rows are never read on the host.
       let split = pool?.active ? pool.partition(ids) : undefined;
       let generation = pool?.generation ?? 0;
@@ -142,14 +146,7 @@ export class StreamingRun extends EpochRun {
           this.stats.fetchMs += performance.now() - t0;
           return { memory };
         } catch (error) {
-          if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) throw error;
-          // Reference §6.5: halve the in-flight target, wait, retry; the pool gives a slab back only
-          // once the target was already 1.
-          this.stats.oomRetries++;
-          const atFloor = this.#governor.target <= 1;
-          this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
-          await sleep(OOM_RETRY_SLEEP_MS);
-          if (atFloor && pool !== undefined) this.#onEvict?.(pool);
+          await this.#backOff(error, attempt);
         }
       }
     } catch (error) {
@@ -157,6 +154,45 @@ export class StreamingRun extends EpochRun {
       this.stats.fetchMs += performance.now() - t0;
       return { error };
     }
+  }
+
+  /** A batch the device assembles itself from rows it can read in place (see `direct`). */
+  async #assembleDirect(ids: Uint32Array, t0: number): Promise<Outcome> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { memory, fromHost } = this.#direct!(ids);
+        this.stats.rowsFetched += fromHost;
+        this.stats.fetchMs += performance.now() - t0;
+        return { memory };
+      } catch (error) {
+        await this.#backOff(error, attempt);
+      }
+    }
+  }
+
+  /**
+   * Reference §6.5: after a transient device out-of-memory, halve the in-flight target, wait, and let
+   * the caller retry; the pool gives a slab back only once the target was already 1. Rethrows
+   * anything else, and the last failure.
+   */
+  async #backOff(error: unknown, attempt: number): Promise<void> {
+    if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) throw error;
+    this.stats.oomRetries++;
+    const atFloor = this.#governor.target <= 1;
+    this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
+    await sleep(OOM_RETRY_SLEEP_MS);
+    if (atFloor && this.#pool !== undefined) this.#onEvict?.(this.#pool);
+  }
+
+  #direct: DirectAssembler | undefined;
+
+  /**
+   * Assemble batches on the device from rows it reads in place (an in-memory source mapped for the
+   * device) instead of reading them through the fetcher.
+   */
+  direct(assemble: DirectAssembler | undefined): this {
+    this.#direct = assemble;
+    return this;
   }
 
   async #fetch(ids: Uint32Array): Promise<StagedBatch> {

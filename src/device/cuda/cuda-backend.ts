@@ -4,7 +4,7 @@
 // over the driver binding in driver.ts. The rule: every buffer and event handed out belongs to this
 // backend's context; close() waits for the device, then disposes them all with the context.
 
-import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
+import type { Backend, DeviceBuffer, DeviceEvent, MappedHost, StreamName } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule, type KernelArg } from './module.js';
 import type { ImagePlan } from '../../transforms/image.js';
@@ -27,6 +27,13 @@ import { CudaStream } from './stream.js';
 interface CudaEventRef extends DeviceEvent {
   readonly event: CudaEvent;
 }
+
+/**
+ * Host buffers mapped for a device, shared by every loader of the process on that context: pages can
+ * be registered once per process (a second cuMemHostRegister of them fails), so two loaders over the
+ * same in-memory columns share one registration, released with its last user.
+ */
+const mappings = new Map<ArrayBufferLike, { registered: RegisteredHost; offset: number; length: number; refs: number }>();
 
 export class CudaBackend implements Backend, KernelHost {
   readonly name: string;
@@ -81,7 +88,7 @@ export class CudaBackend implements Backend, KernelHost {
   live(): { device: number; pinned: number } {
     let pinned = 0;
     for (const r of this.#pinned) pinned += r.bytes;
-    return { device: this.#deviceBytes, pinned };
+    return { device: this.#deviceBytes, pinned: pinned + this.#mappedBytes };
   }
 
   alloc(bytes: number): DeviceBuffer {
@@ -102,6 +109,64 @@ export class CudaBackend implements Backend, KernelHost {
   pageOffset(memory: ArrayBufferLike): number {
     const address = driver().hostAddress(new Uint8Array(memory));
     return Number((4096n - (address % 4096n)) % 4096n);
+  }
+
+  mapHost(memory: ArrayBufferLike, byteOffset: number, byteLength: number): MappedHost {
+    let entry = mappings.get(memory);
+    if (entry !== undefined && (entry.registered.context.ordinal !== this.context.ordinal || entry.offset !== byteOffset || entry.length !== byteLength)) {
+      throw new Error(`this memory is already mapped for cuda:${entry.registered.context.ordinal} over bytes [${entry.offset}, ${entry.offset + entry.length})`);
+    }
+    if (entry === undefined) {
+      const registered = new RegisteredHost(this.context, memory, { byteOffset, byteLength, mapped: true });
+      // Released by its last user, not by whichever loader's context closes first.
+      this.context.untrack(registered);
+      entry = { registered, offset: byteOffset, length: byteLength, refs: 0 };
+      mappings.set(memory, entry);
+    }
+    entry.refs++;
+    const held = entry;
+    const bytes = held.registered.bytes;
+    this.#mappedBytes += bytes;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.#mapped.delete(release);
+      this.#mappedBytes -= bytes;
+      if (--held.refs > 0) return;
+      mappings.delete(memory);
+      // SAFETY: the accelerator device releases a mapping only after the copy stream passed every
+      // batch that read it; close() synchronizes the context first.
+      held.registered.dispose(this.context);
+    };
+    this.#mapped.add(release);
+    return { ptr: held.registered.devicePtr, start: held.registered.start, end: held.registered.end, release };
+  }
+
+  /** Releases of this backend's mappings, run at close if the device did not. */
+  readonly #mapped = new Set<() => void>();
+  /** Host bytes this backend's mappings hold page-locked (shared registrations counted by each user). */
+  #mappedBytes = 0;
+
+  get rowDma(): boolean {
+    return driver().memcpyBatchAsync !== undefined;
+  }
+
+  #dmaSizes = new BigUint64Array(0);
+  #dmaRowBytes = -1;
+
+  copyRowsDma(table: BigInt64Array, rowBytes: number, rows: number, stream: StreamName): void {
+    const batch = driver().memcpyBatchAsync;
+    if (batch === undefined) throw new Error('cuda: this driver has no cuMemcpyBatchAsync (CUDA 12.8+); use copyRows');
+    if (rows === 0) return;
+    if (this.#dmaSizes.length < rows || this.#dmaRowBytes !== rowBytes) {
+      this.#dmaSizes = new BigUint64Array(new ArrayBuffer(Math.max(rows, this.#dmaSizes.length) * 8)).fill(BigInt(rowBytes));
+      this.#dmaRowBytes = rowBytes;
+    }
+    const words = new BigUint64Array(table.buffer, table.byteOffset, 2 * rows);
+    // SAFETY: the driver reads the address arrays during the call; the rows stay valid until an
+    // event recorded after this copy (the accelerator device's rule for every buffer).
+    batch(words.subarray(0, rows), words.subarray(rows, 2 * rows), this.#dmaSizes, rows, this.#streams[stream].handle);
   }
 
   pin(memory: ArrayBufferLike, byteOffset: number, byteLength: number): () => void {
@@ -223,6 +288,10 @@ export class CudaBackend implements Backend, KernelHost {
     if (this.#closed) return;
     this.#closed = true;
     this.#events.length = 0;
+    if (this.#mapped.size > 0) {
+      this.context.synchronize();
+      for (const release of [...this.#mapped]) release();
+    }
     // Waits for queued work, then disposes every stream, event, buffer and registration it made.
     // Buffers and registrations the device did not give back stay counted in live(): a leak shows.
     this.context.dispose();

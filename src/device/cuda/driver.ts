@@ -24,6 +24,8 @@ type Status = number;
 export const CU_STREAM_NON_BLOCKING = 0x1;
 export const CU_EVENT_DISABLE_TIMING = 0x2;
 export const CU_MEMHOSTREGISTER_PORTABLE = 0x1;
+/** Map the registered range into the device's address space (readable by kernels). */
+export const CU_MEMHOSTREGISTER_DEVICEMAP = 0x2;
 export const CUDA_ERROR_NOT_READY = 600;
 export const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 export const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
@@ -55,6 +57,14 @@ export interface Driver {
   memsetD8Async(dst: bigint, value: number, bytes: number, stream: bigint): void;
   /** Page-locks `bytes` bytes at host address `ptr`. */
   memHostRegister(ptr: bigint, bytes: number, flags: number): void;
+  /** The device address of registered (DEVICEMAP) host memory at `ptr`. */
+  memHostGetDevicePointer(ptr: bigint): bigint;
+  /**
+   * cuMemcpyBatchAsync: `count` copies, dsts[i] ← srcs[i] of sizes[i] bytes, on the copy engines, in
+   * stream order as a whole. Undefined when the driver has no such entry point (before CUDA 12.8).
+   * The arrays are read during the call.
+   */
+  readonly memcpyBatchAsync: ((dsts: BigUint64Array, srcs: BigUint64Array, sizes: BigUint64Array, count: number, stream: bigint) => void) | undefined;
   memHostUnregister(ptr: bigint): void;
   streamCreate(flags: number): bigint;
   streamDestroy(stream: bigint): void;
@@ -210,6 +220,19 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>): Driver {
   const cuMemsetD8Async = checked('int cuMemsetD8Async(uint64_t dst, uint8_t value, size_t bytes, void *stream)');
   const cuMemHostRegister = checked('int cuMemHostRegister_v2(void *ptr, size_t bytes, unsigned int flags)');
   const cuMemHostUnregister = checked('int cuMemHostUnregister(void *ptr)');
+  const cuMemHostGetDevicePointer = checked('int cuMemHostGetDevicePointer_v2(void *pdptr, void *ptr, unsigned int flags)');
+  // CUDA ≥ 12.8 only: bound when present, else the device assembles batches with kernels.
+  let cuMemcpyBatchAsync: ((...args: unknown[]) => void) | undefined;
+  try {
+    cuMemcpyBatchAsync = checked('int cuMemcpyBatchAsync_v2(void *dsts, void *srcs, void *sizes, size_t count, void *attrs, void *attrsIdxs, size_t numAttrs, void *stream)');
+  } catch {
+    cuMemcpyBatchAsync = undefined;
+  }
+  // One attribute for every copy of a batch: sources read in stream order (CU_MEMCPY_SRC_ACCESS_ORDER_STREAM),
+  // no location hints, no flags (CUmemcpyAttributes: int order, 2 × {int type, int id}, unsigned flags).
+  const batchAttrs = new Int32Array(new ArrayBuffer(24));
+  batchAttrs[0] = 1;
+  const batchAttrIndex = new BigUint64Array(new ArrayBuffer(8));
   const cuStreamCreate = checked('int cuStreamCreate(void *pstream, unsigned int flags)');
   const cuStreamDestroy = checked('int cuStreamDestroy_v2(void *stream)');
   const cuStreamSynchronize = checked('int cuStreamSynchronize(void *stream)');
@@ -287,6 +310,13 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>): Driver {
     // SAFETY: the caller keeps the memory at `ptr` allocated until it is unregistered.
     memHostRegister: (ptr, bytes, flags) => cuMemHostRegister(ptr, safeBytes(bytes, 'register size'), flags),
     memHostUnregister: (ptr) => cuMemHostUnregister(ptr),
+    memHostGetDevicePointer(ptr) {
+      cuMemHostGetDevicePointer(out64, ptr, 0);
+      return out64[0]!;
+    },
+    // SAFETY: the driver reads the three arrays during the call; the copies' sources and
+    // destinations are the caller's to keep alive until an event recorded after them has fired.
+    memcpyBatchAsync: cuMemcpyBatchAsync === undefined ? undefined : (dsts, srcs, sizes, count, stream) => cuMemcpyBatchAsync!(dsts, srcs, sizes, count, batchAttrs, batchAttrIndex, 1, stream),
     streamCreate(flags) {
       cuStreamCreate(out64, flags);
       return out64[0]!;

@@ -10,7 +10,7 @@
 // reported as `[start, end)`; bytes outside it still copy correctly, only synchronously-staged.
 
 import type { CudaContext } from './context.js';
-import { CU_MEMHOSTREGISTER_PORTABLE, driver } from './driver.js';
+import { CU_MEMHOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_PORTABLE, driver } from './driver.js';
 import { countRegistered } from './live-bytes.js';
 
 export const PAGE_BYTES = 4096;
@@ -24,6 +24,11 @@ export interface RegisterOptions {
    * one device per loader; set it when one staging slab feeds several devices.
    */
   readonly portable?: boolean;
+  /**
+   * Also map the range into the device's address space (CU_MEMHOSTREGISTER_DEVICEMAP), so that
+   * kernels and batched copies read it in place: `devicePtr` is then its device address.
+   */
+  readonly mapped?: boolean;
 }
 
 /** The page-aligned sub-range `[start, end)` (byte offsets in the buffer) inside `[offset, offset + length)` at `base`. */
@@ -46,6 +51,8 @@ export class RegisteredHost {
   readonly end: number;
   /** Host address of `buffer[start]`. */
   readonly address: bigint;
+  /** Device address of `buffer[start]` when registered with `mapped` (0n otherwise, or when nothing was pinned). */
+  readonly devicePtr: bigint;
   #disposed = false;
 
   constructor(context: CudaContext, buffer: ArrayBufferLike, options: RegisterOptions = {}) {
@@ -62,12 +69,24 @@ export class RegisteredHost {
     this.start = start;
     this.end = end;
     this.address = base + BigInt(start);
+    let devicePtr = 0n;
     if (end > start) {
       context.setCurrent();
+      const flags = (options.portable === true ? CU_MEMHOSTREGISTER_PORTABLE : 0) | (options.mapped === true ? CU_MEMHOSTREGISTER_DEVICEMAP : 0);
       // SAFETY: `this.buffer` keeps the backing store alive until dispose() unregisters it.
-      cu.memHostRegister(this.address, end - start, options.portable === true ? CU_MEMHOSTREGISTER_PORTABLE : 0);
+      cu.memHostRegister(this.address, end - start, flags);
       countRegistered(end - start);
+      if (options.mapped === true) {
+        try {
+          devicePtr = cu.memHostGetDevicePointer(this.address);
+        } catch (error) {
+          countRegistered(-(end - start));
+          cu.memHostUnregister(this.address);
+          throw error;
+        }
+      }
     }
+    this.devicePtr = devicePtr;
     context.track(this);
   }
 
@@ -86,16 +105,17 @@ export class RegisteredHost {
   }
 
   /**
-   * Unpins. Idempotent. No copy may still be queued from or to the range (record an event after the
+   * Unpins (through `via`, a live context of the same device; default the registering one). Idempotent. No copy may still be queued from or to the range (record an event after the
    * last one and wait for it; the context's own dispose synchronizes first).
    */
-  dispose(): void {
+  dispose(via: CudaContext = this.context): void {
     if (this.#disposed) return;
     this.#disposed = true;
     this.context.untrack(this);
     if (this.end > this.start) {
       countRegistered(-(this.end - this.start));
-      this.context.setCurrent();
+      // `via`: a live context of the same device, when the registering one was closed first.
+      via.setCurrent();
       driver().memHostUnregister(this.address);
     }
   }

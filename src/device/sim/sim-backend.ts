@@ -5,7 +5,7 @@
 // rules as on CUDA and every device-side policy runs the same code paths.
 
 import { LoaderError } from '../../errors.js';
-import type { Backend, DeviceBuffer, DeviceEvent, StreamName } from '../backend.js';
+import type { Backend, DeviceBuffer, DeviceEvent, MappedHost, StreamName } from '../backend.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 
@@ -16,7 +16,18 @@ export interface SimOptions {
   readonly usedBytes?: number;
   /** Fault injection: allocation `ordinal` (0, 1, …) of `bytes` fails with out-of-memory when this returns true. */
   readonly failAllocation?: (ordinal: number, bytes: number) => boolean;
+  /** Simulate a driver without batched row copies (cuMemcpyBatchAsync): rows are then copied by kernels. Default true. */
+  readonly rowDma?: boolean;
+  /** Fault injection: mapping host memory for the device fails (as a driver refusing to page-lock it). */
+  readonly failMapHost?: boolean;
 }
+
+/**
+ * Where a host buffer's first byte sits past a page boundary, as simulated: a large malloc returns an
+ * address 16 bytes into a page, so mapping (whole pages only) leaves a partial page at each end, as on CUDA.
+ */
+const SIM_HOST_MISALIGN = 16;
+const SIM_PAGE = 4096;
 
 class SimOutOfMemory extends LoaderError {
   readonly driverName = 'CUDA_ERROR_OUT_OF_MEMORY';
@@ -83,7 +94,12 @@ export class SimBackend implements Backend {
   #nextEvent = 1n;
   #lastResolved: SimBuffer | undefined;
 
+  readonly rowDma: boolean;
+  readonly #failMapHost: boolean;
+
   constructor(options: SimOptions = {}) {
+    this.rowDma = options.rowDma ?? true;
+    this.#failMapHost = options.failMapHost ?? false;
     this.#total = options.totalBytes ?? 16 * 2 ** 30;
     this.#baseUsed = options.usedBytes ?? 0;
     this.#fail = options.failAllocation;
@@ -129,6 +145,42 @@ export class SimBackend implements Backend {
       pinned = false;
       this.#pinned -= bytes;
     };
+  }
+
+  mapHost(memory: ArrayBufferLike, byteOffset: number, byteLength: number): MappedHost {
+    if (byteOffset < 0 || byteOffset + byteLength > memory.byteLength) throw new RangeError(`sim: map range [${byteOffset}, ${byteOffset + byteLength}) is outside the buffer`);
+    if (this.#failMapHost) throw new LoaderError('ERR_CUDA', 'sim: mapping host memory failed (SimOptions.failMapHost; CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED on a real driver, say)');
+    // Whole simulated pages only, as cuMemHostRegister.
+    let start = Math.ceil((byteOffset + SIM_HOST_MISALIGN) / SIM_PAGE) * SIM_PAGE - SIM_HOST_MISALIGN;
+    let end = Math.floor((byteOffset + byteLength + SIM_HOST_MISALIGN) / SIM_PAGE) * SIM_PAGE - SIM_HOST_MISALIGN;
+    if (end <= start) start = end = byteOffset;
+    const bytes = end - start;
+    // The mapped pages become addressable like device memory (they are not device bytes: not counted as allocated).
+    const buffer: SimBuffer = { ptr: this.#nextPtr, bytes: Math.max(bytes, 1), data: new Uint8Array(memory, start, bytes) };
+    this.#nextPtr += BigInt(Math.ceil(Math.max(bytes, 1) / 256) * 256 + 256);
+    this.#buffers.set(buffer.ptr, buffer);
+    this.#pinned += bytes;
+    let mapped = true;
+    return {
+      ptr: buffer.ptr,
+      start,
+      end,
+      release: () => {
+        if (!mapped) return;
+        mapped = false;
+        this.#buffers.delete(buffer.ptr);
+        this.#pinned -= bytes;
+      },
+    };
+  }
+
+  copyRowsDma(table: BigInt64Array, rowBytes: number, rows: number, stream: StreamName): void {
+    if (!this.rowDma) throw new Error('sim: row DMA is off (SimOptions.rowDma: false); use copyRows');
+    // The driver reads the address arrays during the call: keep a copy for the queued work.
+    const addr = new BigUint64Array(table.buffer, table.byteOffset, 2 * rows).slice();
+    this.#streams[stream].push(() => {
+      for (let r = 0; r < rows; r++) this.#resolve(addr[r]!, rowBytes).set(this.#resolve(addr[rows + r]!, rowBytes));
+    });
   }
 
   copyToDevice(dst: DeviceBuffer, dstOffset: number, src: Uint8Array, stream: StreamName): void {
