@@ -181,7 +181,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
     const picks = length * opts.augment;
     if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
-    const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed) : new SequentialSampler(picks));
+    const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
     const delivery: DeliveryConfig = {
       names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
       probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
@@ -420,6 +420,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
     this.#device.close();
+    if (!this.#customSampler && this.#sampler instanceof RandomSampler) this.#sampler.close();
     await closeDataset(this.#owned);
   }
 
@@ -505,7 +506,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       this.#resume = undefined;
     }
     if (this.#resident === undefined) this.#promoteIfPooled();
-    const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : Uint32Array.from(this.#sampler.indices(epoch));
+    // The built-in samplers hand out a fresh array per epoch: no copy.
+    const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : (this.#sampler.indices(epoch) as Uint32Array);
     const spec = this.#segment(position);
     const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
     const onEnd = (run: EpochRun) => {

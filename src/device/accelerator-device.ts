@@ -71,8 +71,6 @@ export interface MappedColumns {
   release(): void;
 }
 
-/** Device buffers kept per size for reuse; past this, released buffers are freed. */
-const KEEP_PER_SIZE = 16;
 
 interface Pending {
   readonly event: DeviceEvent;
@@ -373,10 +371,9 @@ export class AcceleratorDevice implements Device {
         this.backend.copyRows(this.#table(rows, dst, src, followUps), rb, rows, 'copy');
       }
     }
-    const misses = split?.misses ?? range(rows);
-    this.h2dBytes += (hit === undefined ? rows : misses.length) * sampleBytes;
+    this.h2dBytes += (hit === undefined ? rows : split!.misses.length) * sampleBytes;
     if (pool?.active) {
-      this.#capture(pool, ids, hit === undefined ? range(rows) : misses, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
+      this.#capture(pool, ids, hit === undefined ? range(rows) : split!.misses, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
     }
     const ready = this.backend.record('copy');
     if (followUps.length > 0) {
@@ -515,8 +512,7 @@ export class AcceleratorDevice implements Device {
     this.#retire();
     for (const buffers of this.#live) for (const b of buffers) this.backend.free(b);
     this.#live.clear();
-    for (const list of this.#free.values()) for (const b of list) this.backend.free(b);
-    this.#free.clear();
+    this.#trim();
     this.#hostPool.clear();
     for (const unpin of this.#unpins.values()) unpin();
     this.#unpins.clear();
@@ -545,17 +541,43 @@ export class AcceleratorDevice implements Device {
     return this.#queues.get(stream)!;
   }
 
+  /**
+   * Device memory of `bytes` bytes: a released buffer of that size if one is kept, else a new one.
+   * Released buffers are all kept (their number is bounded by the peak of batches in flight, which
+   * the budget law bounds): freeing and re-allocating per batch costs the host a driver round trip
+   * each way, and cuMemFree waits for the device. Under out-of-memory they are given back first.
+   */
   #acquire(bytes: number): DeviceBuffer {
     const size = Math.max(bytes, 1);
     const hit = this.#free.get(size)?.pop();
-    return hit ?? this.backend.alloc(size);
+    if (hit !== undefined) {
+      this.#keptBytes -= hit.bytes;
+      return hit;
+    }
+    try {
+      return this.backend.alloc(size);
+    } catch (error) {
+      if (!isDeviceOutOfMemory(error) || this.#keptBytes === 0) throw error;
+      this.#trim();
+      return this.backend.alloc(size);
+    }
   }
 
   #recycle(buffer: DeviceBuffer): void {
     let list = this.#free.get(buffer.bytes);
     if (list === undefined) this.#free.set(buffer.bytes, (list = []));
-    if (list.length < KEEP_PER_SIZE) list.push(buffer);
-    else this.backend.free(buffer);
+    list.push(buffer);
+    this.#keptBytes += buffer.bytes;
+  }
+
+  /** Bytes of released buffers kept for reuse. */
+  #keptBytes = 0;
+
+  /** Free every kept buffer (they are idle: recycled only after their last use completed). */
+  #trim(): void {
+    for (const list of this.#free.values()) for (const b of list) this.backend.free(b);
+    this.#free.clear();
+    this.#keptBytes = 0;
   }
 
   #freeAfterCopies(buffer: DeviceBuffer): void {

@@ -14,7 +14,8 @@ export class CpuDevice implements Device {
   readonly name = 'cpu';
   readonly probesMemory = false;
   readonly autoRelease = false;
-  readonly #pool = new HostPool();
+  // Plain memory (nothing to pin): keep a little for reuse, let the garbage collector have the rest.
+  readonly #pool = new HostPool(undefined, undefined, 32 * 2 ** 20);
   readonly allocate = <D extends DType>(dtype: D, length: number): StorageOf[D] => this.#pool.acquire(dtype, length);
 
   memInfo(): MemInfo | undefined {

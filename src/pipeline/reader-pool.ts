@@ -14,6 +14,7 @@
 // - Workers are ref'd only while reads are outstanding, so an idle loader never holds the process
 //   open; close() asks workers to exit, then terminates any still alive after a time limit.
 
+import { workerBoot } from './worker-boot.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { DiskStageShared } from '../cache/disk-stage.js';
@@ -334,23 +335,9 @@ export class ReaderPool implements Fetcher {
   }
 }
 
-/**
- * The worker's first line. Workers do not inherit tsx's module hooks on Node 20 (the entry resolves
- * before `--import tsx` applies), so when the worker entry or the user's source module is TypeScript,
- * the boot registers tsx first — if it is installed — and then imports the entry.
- */
+/** The worker's first line: imports the reader entry (registering tsx first when it or the source is TypeScript). */
 function bootCode(spec: SourceSpec): string {
-  const entry = JSON.stringify(WORKER_URL.href);
-  const typescript = /\.[cm]?tsx?$/.test(WORKER_URL.pathname) || /\.[cm]?tsx?$/.test(spec.module);
-  let tsx: string | undefined;
-  if (typescript) {
-    try {
-      tsx = import.meta.resolve('tsx/esm/api');
-    } catch {
-      tsx = undefined;
-    }
-  }
-  return tsx === undefined ? `import(${entry})` : `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${entry}); })`;
+  return workerBoot(WORKER_URL, spec.module);
 }
 
 function fromWire(w: WireError): Error {

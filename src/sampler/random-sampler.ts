@@ -2,6 +2,8 @@
 // through SplitMix64 with `seed + epoch` (mod 2^64), permuting 0 … length−1 with rand's forward
 // Fisher–Yates — the scheme of flodl's RandomSampler, so the same seed gives the same order.
 
+import { availableParallelism } from 'node:os';
+import { OrderAhead, ORDER_AHEAD_MIN, ORDER_AHEAD_MIN_CORES } from './order-ahead.js';
 import { type U64, epochPermutation, toU64 } from './rng.js';
 import type { Sampler } from './sampler.js';
 
@@ -14,7 +16,24 @@ export class RandomSampler implements Sampler {
     this.#seed = typeof seed === 'object' ? seed : toU64(seed);
   }
 
+  #ahead: OrderAhead | undefined;
+
+  /**
+   * Compute each next epoch's order on a helper thread while the current epoch runs (the loader's
+   * sampler does, for ORDER_AHEAD_MIN picks or more on a machine with ORDER_AHEAD_MIN_CORES cores or
+   * more). Same orders; `close()` stops the helper.
+   */
+  planAhead(): this {
+    if (this.length >= ORDER_AHEAD_MIN && availableParallelism() >= ORDER_AHEAD_MIN_CORES) this.#ahead ??= new OrderAhead(this.#seed, this.length);
+    return this;
+  }
+
   indices(epoch: number): Uint32Array {
-    return epochPermutation(this.#seed, epoch, this.length);
+    return this.#ahead !== undefined ? this.#ahead.take(epoch) : epochPermutation(this.#seed, epoch, this.length);
+  }
+
+  close(): void {
+    this.#ahead?.close();
+    this.#ahead = undefined;
   }
 }

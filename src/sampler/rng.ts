@@ -398,12 +398,19 @@ export function epochPermutation(seed: U64 | number | bigint, epoch: number, n: 
   if (!Number.isInteger(n) || n < 0 || n >= U32_MAX) {
     throw new RangeError(`epochPermutation needs an integer n with 0 <= n < 2^32 - 1, got n = ${String(n)}`);
   }
+  const out = new Uint32Array(n);
+  epochPermutationInto(seed, epoch, out);
+  return out;
+}
+
+/** epochPermutation written into `out` (its length is n): for memory shared with another thread. */
+export function epochPermutationInto(seed: U64 | number | bigint, epoch: number, out: Uint32Array): void {
+  const n = out.length;
+  if (n >= U32_MAX) throw new RangeError(`epochPermutation needs n < 2^32 - 1, got n = ${n}`);
   if (!Number.isSafeInteger(epoch) || epoch < 0) {
     throw new RangeError(`epoch must be a non-negative safe integer, got ${String(epoch)}`);
   }
   const s = addU64(asU64(seed), toU64(epoch));
-  const out = new Uint32Array(n);
   for (let i = 0; i < n; i++) out[i] = i;
   Rng.seed(s).shuffle(out);
-  return out;
 }

@@ -123,6 +123,7 @@ export class SimBackend implements Backend {
     const buffer: SimBuffer = { ptr: this.#nextPtr, bytes: size, data: new Uint8Array(size) };
     this.#nextPtr += BigInt(Math.ceil(size / 256) * 256 + 256);
     this.#buffers.set(buffer.ptr, buffer);
+    this.#byAddress.push(buffer);
     this.#allocated += size;
     return buffer;
   }
@@ -159,6 +160,7 @@ export class SimBackend implements Backend {
     const buffer: SimBuffer = { ptr: this.#nextPtr, bytes: Math.max(bytes, 1), data: new Uint8Array(memory, start, bytes) };
     this.#nextPtr += BigInt(Math.ceil(Math.max(bytes, 1) / 256) * 256 + 256);
     this.#buffers.set(buffer.ptr, buffer);
+    this.#byAddress.push(buffer);
     this.#pinned += bytes;
     let mapped = true;
     return {
@@ -222,22 +224,37 @@ export class SimBackend implements Backend {
     });
   }
 
-  /** The bytes at device address `ptr` (inside any live buffer). */
+  /** The bytes at device address `ptr` (inside any live buffer): a binary search over buffers by address. */
   #resolve(ptr: bigint, bytes: number): Uint8Array {
     const last = this.#lastResolved;
     if (last !== undefined && ptr >= last.ptr && ptr + BigInt(bytes) <= last.ptr + BigInt(last.bytes) && this.#buffers.has(last.ptr)) {
       const off = Number(ptr - last.ptr);
       return last.data.subarray(off, off + bytes);
     }
-    for (const b of this.#buffers.values()) {
-      if (ptr >= b.ptr && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
-        const off = Number(ptr - b.ptr);
-        this.#lastResolved = b;
-        return b.data.subarray(off, off + bytes);
-      }
+    if (this.#byAddress.length > 2 * this.#buffers.size + 64) this.#byAddress = this.#byAddress.filter((b) => this.#buffers.has(b.ptr));
+    // Addresses are handed out in increasing order, so #byAddress is sorted: find the last start ≤ ptr.
+    const list = this.#byAddress;
+    let lo = 0;
+    let hi = list.length - 1;
+    let found = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (list[mid]!.ptr <= ptr) {
+        found = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    const b = found >= 0 ? list[found]! : undefined;
+    if (b !== undefined && this.#buffers.has(b.ptr) && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
+      const off = Number(ptr - b.ptr);
+      this.#lastResolved = b;
+      return b.data.subarray(off, off + bytes);
     }
     throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
   }
+
+  /** Every buffer handed out, in address order (freed ones are dropped lazily). */
+  #byAddress: SimBuffer[] = [];
 
   image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, _tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void {
     const s = this.#data(src);
