@@ -9,7 +9,7 @@
 import { Worker } from 'node:worker_threads';
 import { workerBoot } from '../pipeline/worker-boot.js';
 import { type U64, epochPermutation } from './rng.js';
-import type { OrderRequest } from './order-worker.js';
+import type { OrderShared } from './order-worker.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './order-worker.ts' : './order-worker.js', import.meta.url);
 
@@ -28,7 +28,13 @@ export class OrderAhead {
   readonly #n: number;
   #worker: Worker | undefined;
   #failed = false;
-  #pending: { readonly epoch: number; readonly buffer: SharedArrayBuffer } | undefined;
+  #words: Int32Array | undefined;
+  #epochs: Float64Array | undefined;
+  #result: Uint32Array | undefined;
+  #request = 0;
+  #requested = -1;
+  /** Orders the helper thread computed (the others were computed by the caller). */
+  fromHelper = 0;
 
   constructor(seed: U64, n: number) {
     this.#seed = seed;
@@ -37,47 +43,60 @@ export class OrderAhead {
 
   /** The order of `epoch` (computed ahead when it is ready, else here); then asks for `epoch + 1`. */
   take(epoch: number): Uint32Array {
-    const p = this.#pending;
-    this.#pending = undefined;
     let order: Uint32Array | undefined;
-    if (p !== undefined && p.epoch === epoch && Atomics.load(new Int32Array(p.buffer, 0, 1), 0) === 1) order = new Uint32Array(p.buffer, 4, this.#n);
+    // A copy: batches keep views of their epoch's order, and the shared buffer is written again.
+    if (!this.#failed && this.#requested === epoch && Atomics.load(this.#words!, 1) === this.#request) {
+      order = new Uint32Array(this.#n);
+      order.set(this.#result!);
+      this.fromHelper++;
+    }
     order ??= epochPermutation(this.#seed, epoch, this.#n);
-    this.#request(epoch + 1);
+    this.#ask(epoch + 1);
     return order;
   }
 
   close(): void {
     this.#failed = true;
-    this.#pending = undefined;
+    if (this.#words !== undefined) {
+      Atomics.store(this.#words, 0, -1);
+      Atomics.notify(this.#words, 0);
+    }
     void this.#worker?.terminate();
     this.#worker = undefined;
   }
 
-  #request(epoch: number): void {
+  #ask(epoch: number): void {
     if (this.#failed || !Number.isSafeInteger(epoch)) return;
     try {
-      this.#worker ??= this.#spawn();
-      const buffer = new SharedArrayBuffer(4 + 4 * this.#n);
-      this.#worker.postMessage({ seed: this.#seed, epoch, n: this.#n, buffer } satisfies OrderRequest);
-      this.#pending = { epoch, buffer };
+      if (this.#worker === undefined) this.#spawn();
+      this.#epochs![0] = epoch;
+      this.#request++;
+      this.#requested = epoch;
+      Atomics.store(this.#words!, 0, this.#request);
+      Atomics.notify(this.#words!, 0);
     } catch {
       this.#failed = true;
     }
   }
 
-  #spawn(): Worker {
-    const worker = new Worker(workerBoot(WORKER_URL), { eval: true, stdout: false, stderr: false });
+  #spawn(): void {
+    const control = new SharedArrayBuffer(16);
+    const result = new SharedArrayBuffer(4 * this.#n);
+    const shared: OrderShared = { seed: this.#seed, n: this.#n, control, result };
+    const worker = new Worker(workerBoot(WORKER_URL), { eval: true, workerData: shared, stdout: false, stderr: false });
     // Never keeps the process alive; if it dies, the main thread computes every order itself.
     worker.unref();
     worker.on('error', () => this.#fail(worker));
     worker.on('exit', () => this.#fail(worker));
-    return worker;
+    this.#worker = worker;
+    this.#words = new Int32Array(control, 0, 2);
+    this.#epochs = new Float64Array(control, 8, 1);
+    this.#result = new Uint32Array(result, 0, this.#n);
   }
 
   #fail(worker: Worker): void {
     if (this.#worker !== worker) return;
     this.#failed = true;
     this.#worker = undefined;
-    this.#pending = undefined;
   }
 }
