@@ -382,6 +382,38 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       });
     });
 
+    it('keeps each resident batch its own rows across back-to-back epochs (the next epoch\'s ids wait for the last gathers)', async () => {
+      // Large rows and few batches per epoch: the device lags the host, so an epoch's id upload
+      // races the previous epoch's queued gathers unless it waits for them.
+      const n = 512;
+      const rowBytes = 150_528;
+      const data = new Uint8Array(n * rowBytes);
+      for (let i = 0; i < n; i++) {
+        data[i * rowBytes] = i & 0xff;
+        data[i * rowBytes + 1] = i >> 8;
+        data[(i + 1) * rowBytes - 1] = (i * 7) & 0xff;
+      }
+      const loader = await create(device, sources.arrays({ x: tensor(data, [n, rowBytes]) }), { batchSize: 128, mode: 'resident' });
+      const kept: Batch<AnyTensor>[] = [];
+      for (let e = 0; e < 24; e++) {
+        let last: Batch<AnyTensor> | undefined;
+        for await (const b of loader.epoch(e)) {
+          last?.release();
+          last = b.retain();
+        }
+        kept.push(last!);
+      }
+      for (const b of kept) {
+        const x = (await host(b.get('x'))).data as Uint8Array;
+        Array.from(b.sampleIds).forEach((id, r) => {
+          assert.equal(x[r * rowBytes] | (x[r * rowBytes + 1]! << 8), id, `epoch ${b.epoch}, row ${r}: holds sample ${id}`);
+          assert.equal(x[(r + 1) * rowBytes - 1], (id * 7) & 0xff);
+        });
+        b.release();
+      }
+      await loader.close();
+    });
+
     it('frees every device and page-locked byte on close, and refuses reads of surviving batches', async () => {
       const loader = await create(device, arraysDataset(40), { batchSize: 8, mode: 'streaming' });
       let kept: Batch<AnyTensor> | undefined;

@@ -452,6 +452,11 @@ export class AcceleratorDevice implements Device {
     return {
       bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
+        // The previous epoch's gathers may still be queued on the consumer stream, reading `ids`:
+        // the copy stream waits for them before it overwrites (or frees) the buffer. (Found by the
+        // GPU bench's stamp check once epoch starts got fast: the last batches of an epoch were
+        // gathered with the next epoch's ids.)
+        device.#copiesAfterConsumer();
         if (ids === undefined || ids.bytes < samples.byteLength) {
           if (ids !== undefined) device.#freeAfterCopies(ids);
           ids = backend.alloc(Math.max(samples.byteLength, 4));
@@ -490,6 +495,7 @@ export class AcceleratorDevice implements Device {
         return device.#batch(parts, undefined);
       },
       dispose(): void {
+        device.#copiesAfterConsumer();
         for (const b of held) device.#freeAfterCopies(b);
         if (ids !== undefined) device.#freeAfterCopies(ids);
         held.length = 0;
@@ -578,6 +584,13 @@ export class AcceleratorDevice implements Device {
     for (const list of this.#free.values()) for (const b of list) this.backend.free(b);
     this.#free.clear();
     this.#keptBytes = 0;
+  }
+
+  /** Order later copy-stream work (copies, frees through #freeAfterCopies) after everything queued on the consumer stream so far. */
+  #copiesAfterConsumer(): void {
+    const consumed = this.backend.record('consumer');
+    this.backend.wait('copy', consumed);
+    this.#queue('consumer').push({ event: consumed, run: () => this.backend.recycle(consumed) });
   }
 
   #freeAfterCopies(buffer: DeviceBuffer): void {
