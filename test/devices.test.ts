@@ -406,7 +406,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       for (const b of kept) {
         const x = (await host(b.get('x'))).data as Uint8Array;
         Array.from(b.sampleIds).forEach((id, r) => {
-          assert.equal(x[r * rowBytes] | (x[r * rowBytes + 1]! << 8), id, `epoch ${b.epoch}, row ${r}: holds sample ${id}`);
+          assert.equal(x[r * rowBytes]! | (x[r * rowBytes + 1]! << 8), id, `epoch ${b.epoch}, row ${r}: holds sample ${id}`);
           assert.equal(x[(r + 1) * rowBytes - 1], (id * 7) & 0xff);
         });
         b.release();
