@@ -332,6 +332,29 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       }
     });
 
+    it('reads mapped columns whose rows are less aligned than their size (16-byte rows at an 8-byte offset)', async () => {
+      const n = 1000;
+      const odd = new ArrayBuffer(8 + n * 16 + 8 + n * 4);
+      const v = new Float64Array(odd, 8, n * 2);
+      for (let i = 0; i < n; i++) v.set([i, -i - 0.5], 2 * i);
+      const y = new Int32Array(odd, 16 + n * 16, n).map((_, i) => i);
+      for (const vramPool of [false, true]) {
+        const loader = await create(device, sources.arrays({ v: tensor(v, [n, 2]), y }), { batchSize: 64, mode: 'streaming', vramPool, dropLast: false, ...(device === 'sim' ? { sim: { totalBytes: 2 ** 30 } } : {}) });
+        for (let e = 0; e < 3; e++) {
+          const seen: number[] = [];
+          for await (const b of loader.epoch(e)) {
+            const vs = (await host(b.get('v'))).data as Float64Array;
+            const ys = await ids(b);
+            assert.deepEqual(ys, Array.from(b.sampleIds));
+            ys.forEach((id, r) => assert.deepEqual([vs[2 * r], vs[2 * r + 1]], [id, -id - 0.5], `epoch ${e}, row ${r} (sample ${id})`));
+            seen.push(...ys);
+          }
+          assert.deepEqual(sorted(seen), range(n));
+        }
+        await loader.close();
+      }
+    });
+
     it('lets two loaders share a mapped source and close in either order', async () => {
       const n = 64;
       const data = new Float64Array(n * 1024);

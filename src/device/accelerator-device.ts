@@ -8,7 +8,7 @@
 import type { StagedBatch } from '../dataset/source-reader.js';
 import { type DType, type StorageOf, elementSize, storageView } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, isDeviceOutOfMemory } from './backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, addressAlign, isDeviceOutOfMemory } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
@@ -58,6 +58,8 @@ interface MappedField {
   readonly base: number;
   /** Device copy of rows [0, lo) then [hi, n) (0 when there are none). */
   readonly edge: number;
+  /** Alignment of `base` (a power of two ≤ 16): row copies and gathers move units no wider. */
+  readonly align: number;
 }
 
 /** A source's columns mapped for the device (see AcceleratorDevice.mapColumns). */
@@ -211,6 +213,12 @@ export class AcceleratorDevice implements Device {
     return this.#batch(fields.map((f, i) => ({ buffer: buffers[i]!, dtype: f.dtype, shape: [rows, ...f.shape] })), ready);
   }
 
+  /** Where row r of a mapped batch comes from: the VRAM pool when `hit[r]`, else the mapped source. */
+  #rowSource(f: number, ids: Uint32Array, mapped: MappedColumns, hit: Uint8Array | undefined, pool: VramPool | undefined): (r: number) => number {
+    if (hit === undefined) return (r) => mapped.address(f, ids[r]!);
+    return (r) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
+  }
+
   /** Admit the fresh rows among `positions` to the pool and enqueue their capture copies. */
   #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => number, followUps: (() => void)[]): void {
     const admitted = pool.admit(ids, positions);
@@ -245,12 +253,15 @@ export class AcceleratorDevice implements Device {
     const host = this.#hostPool.acquire('int64', 2 * rows) as unknown as BigInt64Array;
     const words = new Uint32Array(host.buffer, host.byteOffset, 4 * rows);
     for (let r = 0; r < rows; r++) {
+      // Exact for addresses below 2^53: a division by 2^32 and a product are exact, `%` on doubles is slow.
       const d = dst(r);
       const s = src(r);
-      words[2 * r] = d % 4294967296;
-      words[2 * r + 1] = Math.floor(d / 4294967296);
-      words[2 * (rows + r)] = s % 4294967296;
-      words[2 * (rows + r) + 1] = Math.floor(s / 4294967296);
+      const dh = Math.floor(d / 4294967296);
+      const sh = Math.floor(s / 4294967296);
+      words[2 * r] = d - dh * 4294967296;
+      words[2 * r + 1] = dh;
+      words[2 * (rows + r)] = s - sh * 4294967296;
+      words[2 * (rows + r) + 1] = sh;
     }
     return host;
   }
@@ -305,7 +316,8 @@ export class AcceleratorDevice implements Device {
           backend.synchronize(copied);
           backend.recycle(copied);
         }
-        layouts.push({ rowBytes, lo, hi, base: Number(m.ptr) - m.start + b.byteOffset, edge: edge === undefined ? 0 : Number(edge.ptr) });
+        const base = Number(m.ptr) - m.start + b.byteOffset;
+        layouts.push({ rowBytes, lo, hi, base, edge: edge === undefined ? 0 : Number(edge.ptr), align: addressAlign(base) });
       }
     } catch (error) {
       release();
@@ -356,19 +368,43 @@ export class AcceleratorDevice implements Device {
     }
     const followUps: (() => void)[] = [];
     let sampleBytes = 0;
+    // Fields the row-copy kernel assembles; when no row of the batch is pooled or an edge row, they
+    // are gathered straight from the mapped columns by their ids instead: one small upload and one
+    // launch for all of them, no address tables.
+    const kernelFields: number[] = [];
     for (let f = 0; f < fields.length; f++) {
       const rb = fields[f]!.rowBytes;
       sampleBytes += rb;
-      const out = Number(buffers[f]!.ptr);
-      const dst = (r: number) => out + r * rb;
-      const src = hit === undefined ? (r: number) => mapped.address(f, ids[r]!) : (r: number) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
       if (rb >= ROW_DMA_MIN_BYTES && this.backend.rowDma) {
-        const host = this.#hostTable(rows, dst, src);
+        const out = Number(buffers[f]!.ptr);
+        const host = this.#hostTable(rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool));
         this.backend.copyRowsDma(host, rb, rows, 'copy');
         // The driver read the table during the call.
         this.#hostPool.recycle('int64', host);
+      } else kernelFields.push(f);
+    }
+    if (kernelFields.length > 0) {
+      if (hit === undefined && gatherable(ids, mapped, kernelFields)) {
+        const hostIds = this.#hostPool.acquire('uint32', rows);
+        hostIds.set(ids);
+        const deviceIds = this.#acquire(rows * 4);
+        this.backend.copyToDevice(deviceIds, 0, new Uint8Array(hostIds.buffer, hostIds.byteOffset, rows * 4), 'copy');
+        const spans = kernelFields.map((f) => {
+          const m = mapped.fields[f]!;
+          return { dst: buffers[f]!, src: { ptr: BigInt(m.base), bytes: (m.hi + 1) * m.rowBytes }, rowBytes: m.rowBytes };
+        });
+        this.backend.gatherColumns(spans, deviceIds, 0, rows, 'copy');
+        followUps.push(() => {
+          this.#hostPool.recycle('uint32', hostIds);
+          this.#recycle(deviceIds);
+        });
       } else {
-        this.backend.copyRows(this.#table(rows, dst, src, followUps), rb, rows, 'copy');
+        for (const f of kernelFields) {
+          const rb = fields[f]!.rowBytes;
+          const out = Number(buffers[f]!.ptr);
+          const table = this.#table(rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool), followUps);
+          this.backend.copyRows(table, rb, rows, 'copy', mapped.fields[f]!.align);
+        }
       }
     }
     this.h2dBytes += (hit === undefined ? rows : split!.misses.length) * sampleBytes;
@@ -691,4 +727,26 @@ class BatchMemory implements DeviceBatch, BatchScratch {
     backend.recycle(released);
     if (this.#ready !== undefined) backend.recycle(this.#ready);
   }
+}
+
+/**
+ * True when the gather kernel can read every row of the batch in place for these fields: no id is
+ * an edge row (all inside [lo, hi)), and each field's mapped base is aligned for the units the
+ * kernel moves (16, 4 or 1 bytes, by the row size).
+ */
+function gatherable(ids: Uint32Array, mapped: MappedColumns, fields: readonly number[]): boolean {
+  let lo = 0;
+  let hi = Number.POSITIVE_INFINITY;
+  for (const f of fields) {
+    const m = mapped.fields[f]!;
+    const unit = m.rowBytes % 16 === 0 ? 16 : m.rowBytes % 4 === 0 ? 4 : 1;
+    if (m.align % unit !== 0) return false;
+    if (m.lo > lo) lo = m.lo;
+    if (m.hi < hi) hi = m.hi;
+  }
+  for (let r = 0; r < ids.length; r++) {
+    const id = ids[r]!;
+    if (id < lo || id >= hi) return false;
+  }
+  return true;
 }

@@ -69,9 +69,11 @@ export interface Backend {
   gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void;
   /**
    * Enqueue row copies through address tables: for r < rows, copy `rowBytes` bytes from address
-   * src[r] to address dst[r] (`tables` holds 2 × rows u64 addresses: dst then src).
+   * src[r] to address dst[r] (`tables` holds 2 × rows u64 addresses: dst then src). `align`: a
+   * power of two (≤ 16, default 16) that divides every address apart from multiples of `rowBytes`;
+   * rows are moved in units of `rowCopyWidth(rowBytes, align)` bytes.
    */
-  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void;
+  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName, align?: number): void;
   /**
    * Enqueue the built-in image transform (kernels/image.cu): read uint8 rows at `src` + `srcOffset`,
    * write the plan's output into `dst`; `tables` holds the plan's params (int32) then scale and bias
@@ -94,4 +96,20 @@ export interface Backend {
 /** The marker both backends put on out-of-memory errors. */
 export function isDeviceOutOfMemory(error: unknown): boolean {
   return (error as { driverName?: unknown } | null)?.driverName === 'CUDA_ERROR_OUT_OF_MEMORY';
+}
+
+/**
+ * The widest unit (16, 8, 4 or 1 bytes) that row copies through address tables may use: it must
+ * divide the row size and the alignment of the row addresses (device allocations are 256-byte
+ * aligned; rows of host memory mapped for the device are only as aligned as the typed array).
+ */
+export function rowCopyWidth(rowBytes: number, align = 16): 16 | 8 | 4 | 1 {
+  for (const w of [16, 8, 4] as const) if (rowBytes % w === 0 && align % w === 0) return w;
+  return 1;
+}
+
+/** The largest power of two ≤ 16 dividing `address` (an exact number). */
+export function addressAlign(address: number): number {
+  for (const w of [16, 8, 4, 2]) if (address % w === 0) return w;
+  return 1;
 }

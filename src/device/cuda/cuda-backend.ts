@@ -4,7 +4,7 @@
 // over the driver binding in driver.ts. The rule: every buffer and event handed out belongs to this
 // backend's context; close() waits for the device, then disposes them all with the context.
 
-import type { Backend, DeviceBuffer, DeviceEvent, MappedHost, StreamName } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, rowCopyWidth } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule, type KernelArg } from './module.js';
 import type { ImagePlan } from '../../transforms/image.js';
@@ -228,9 +228,9 @@ export class CudaBackend implements Backend, KernelHost {
     { u32: 0 },
   ];
 
-  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
+  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName, align = 16): void {
     if (rows === 0) return;
-    const width = rowBytes % 16 === 0 ? 16 : rowBytes % 8 === 0 ? 8 : rowBytes % 4 === 0 ? 4 : 1;
+    const width = rowCopyWidth(rowBytes, align);
     const units = rowBytes / width;
     const work = Math.ceil((units * rows) / 256);
     const grid = Math.max(1, Math.min(work, this.context.multiprocessors * 8));

@@ -5,7 +5,7 @@
 // rules as on CUDA and every device-side policy runs the same code paths.
 
 import { LoaderError } from '../../errors.js';
-import type { Backend, DeviceBuffer, DeviceEvent, MappedHost, StreamName } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, rowCopyWidth } from '../backend.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 
@@ -197,26 +197,37 @@ export class SimBackend implements Backend {
 
   gather(dst: DeviceBuffer, src: DeviceBuffer, rowBytes: number, ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
     const d = this.#data(dst);
-    const s = this.#data(src);
     const idx = this.#data(ids);
+    // `src` is a buffer, or the address row 0 of mapped host memory would have (rows resolved one by one).
+    const s = this.#buffers.get(src.ptr)?.data;
     this.#streams[stream].push(() => {
       const view = new Uint32Array(idx.buffer, idx.byteOffset + idsOffset * 4, rows);
       for (let r = 0; r < rows; r++) {
         const from = view[r]! * rowBytes;
-        d.set(s.subarray(from, from + rowBytes), r * rowBytes);
+        d.set(s !== undefined ? s.subarray(from, from + rowBytes) : this.#resolve(src.ptr + BigInt(from), rowBytes), r * rowBytes);
       }
     });
   }
 
   gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
-    for (const c of columns) this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
+    for (const c of columns) {
+      // As the CUDA kernel: 16-, 4- or 1-byte units by the row size, so the source must be that aligned.
+      const width = c.rowBytes % 16 === 0 ? 16 : c.rowBytes % 4 === 0 ? 4 : 1;
+      if (c.src.ptr % BigInt(width) !== 0n) throw new LoaderError('ERR_CUDA', `sim: misaligned gather source 0x${c.src.ptr.toString(16)} for ${width}-byte units (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
+      this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
+    }
   }
 
-  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName): void {
+  copyRows(tables: DeviceBuffer, rowBytes: number, rows: number, stream: StreamName, align = 16): void {
     const t = this.#data(tables);
+    const width = BigInt(rowCopyWidth(rowBytes, align));
     this.#streams[stream].push(() => {
       const addr = new BigUint64Array(t.buffer, t.byteOffset, 2 * rows);
       for (let r = 0; r < rows; r++) {
+        // As the CUDA kernel, which moves rowCopyWidth-byte units: a misaligned address is a device fault.
+        if (addr[r]! % width !== 0n || addr[rows + r]! % width !== 0n) {
+          throw new LoaderError('ERR_CUDA', `sim: misaligned row copy (${width}-byte units) between 0x${addr[rows + r]!.toString(16)} and 0x${addr[r]!.toString(16)} (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
+        }
         const dst = this.#resolve(addr[r]!, rowBytes);
         const src = this.#resolve(addr[rows + r]!, rowBytes);
         dst.set(src);
