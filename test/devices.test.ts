@@ -293,7 +293,8 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       // Rows of 70 001 bytes (over ROW_DMA_MIN_BYTES: the copy engines) and small rows (the row-copy
       // kernel); two columns are views of one buffer at odd offsets, so the mapping covers both and
       // rows straddling its partial first and last pages come from the device copy of the edges.
-      const n = 50;
+      // x (17.5 MB) is mapped; w and y are small enough to be held on the device whole.
+      const n = 250;
       const big = 70_001;
       const shared = new ArrayBuffer(n * big + n * 12 + 40);
       const x = new Uint8Array(shared, 8, n * big);
@@ -333,20 +334,26 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
     });
 
     it('reads mapped columns whose rows are less aligned than their size (16-byte rows at an 8-byte offset)', async () => {
-      const n = 1000;
-      const odd = new ArrayBuffer(8 + n * 16 + 8 + n * 4);
-      const v = new Float64Array(odd, 8, n * 2);
-      for (let i = 0; i < n; i++) v.set([i, -i - 0.5], 2 * i);
-      const y = new Int32Array(odd, 16 + n * 16, n).map((_, i) => i);
+      // 4 112-byte rows (257 × 16) at an 8-byte offset, 20 MB: mapped (not held on the device whole).
+      const n = 5000;
+      const per = 514;
+      const odd = new ArrayBuffer(8 + n * per * 8 + 8 + n * 4);
+      const v = new Float64Array(odd, 8, n * per);
+      for (let i = 0; i < n; i++) {
+        v[i * per] = i;
+        v[i * per + 1] = -i - 0.5;
+        v[(i + 1) * per - 1] = i + 0.25;
+      }
+      const y = new Int32Array(odd, 16 + n * per * 8, n).map((_, i) => i);
       for (const vramPool of [false, true]) {
-        const loader = await create(device, sources.arrays({ v: tensor(v, [n, 2]), y }), { batchSize: 64, mode: 'streaming', vramPool, dropLast: false, ...(device === 'sim' ? { sim: { totalBytes: 2 ** 30 } } : {}) });
+        const loader = await create(device, sources.arrays({ v: tensor(v, [n, per]), y }), { batchSize: 256, mode: 'streaming', vramPool, dropLast: false, ...(device === 'sim' ? { sim: { totalBytes: 2 ** 30 } } : {}) });
         for (let e = 0; e < 3; e++) {
           const seen: number[] = [];
           for await (const b of loader.epoch(e)) {
             const vs = (await host(b.get('v'))).data as Float64Array;
             const ys = await ids(b);
             assert.deepEqual(ys, Array.from(b.sampleIds));
-            ys.forEach((id, r) => assert.deepEqual([vs[2 * r], vs[2 * r + 1]], [id, -id - 0.5], `epoch ${e}, row ${r} (sample ${id})`));
+            ys.forEach((id, r) => assert.deepEqual([vs[r * per], vs[r * per + 1], vs[(r + 1) * per - 1]], [id, -id - 0.5, id + 0.25], `epoch ${e}, row ${r} (sample ${id})`));
             seen.push(...ys);
           }
           assert.deepEqual(sorted(seen), range(n));
@@ -357,15 +364,16 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
 
     it('lets two loaders share a mapped source and close in either order', async () => {
       const n = 64;
-      const data = new Float64Array(n * 1024);
-      for (let i = 0; i < n; i++) data.fill(i, i * 1024, (i + 1) * 1024);
-      const ds = sources.arrays({ x: tensor(data, [n, 1024]), y: Int32Array.from(range(n)) });
+      const w = 32_768;
+      const data = new Float64Array(n * w);
+      for (let i = 0; i < n; i++) data.fill(i, i * w, (i + 1) * w);
+      const ds = sources.arrays({ x: tensor(data, [n, w]), y: Int32Array.from(range(n)) });
       const a = await create(device, ds, { batchSize: 16, mode: 'streaming', vramPool: false });
       const b = await create(device, ds, { batchSize: 16, mode: 'streaming', vramPool: false });
       const check = async (l: DataLoader<AnyTensor>, e: number) => {
         for await (const batch of l.epoch(e)) {
           const x = (await host(batch.get('x'))).data as Float64Array;
-          (await ids(batch)).forEach((id, r) => assert.equal(x[r * 1024 + 1023], id));
+          (await ids(batch)).forEach((id, r) => assert.equal(x[r * w + w - 1], id));
         }
       };
       await check(a, 0);
@@ -378,8 +386,9 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
 
     it("falls back to staging with a warning when the source cannot be page-locked ('auto'), and fails with pinSource: true", async () => {
       if (device !== 'sim') return;
-      const n = 32;
-      const ds = sources.arrays({ x: tensor(new Float32Array(n * 4096).map((_, k) => Math.floor(k / 4096)), [n, 4096]), y: Int32Array.from(range(n)) });
+      const n = 40;
+      const w = 131_072;
+      const ds = sources.arrays({ x: tensor(new Float32Array(n * w).map((_, k) => Math.floor(k / w)), [n, w]), y: Int32Array.from(range(n)) });
       const warnings: string[] = [];
       const onWarning = (w: Error) => warnings.push(w.message);
       process.on('warning', onWarning);
@@ -388,7 +397,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
         const seen: number[] = [];
         for await (const b of loader.epoch(0)) {
           const x = (await host(b.get('x'))).data as Float32Array;
-          (await ids(b)).forEach((id, r) => assert.equal(x[r * 4096 + 7], id));
+          (await ids(b)).forEach((id, r) => assert.equal(x[r * w + 7], id));
           seen.push(...(await ids(b)));
         }
         assert.deepEqual(sorted(seen), range(n));

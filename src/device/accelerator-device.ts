@@ -49,6 +49,13 @@ function rowBytesOf(t: Tensor): number {
  */
 export const ROW_DMA_MIN_BYTES = 64 * 1024;
 
+/**
+ * Columns at most this large are copied to the device whole instead of mapped (labels, metadata):
+ * their rows would otherwise be mostly "edge" rows of a partial page (a 4-byte label column has
+ * ~1 000 of them at each end), which keep a batch from being gathered in place by ids.
+ */
+export const DEVICE_COLUMN_MAX_BYTES = 16 * 2 ** 20;
+
 /** How a mapped column's rows are addressed: rows [lo, hi) in place, the others in `edge` (device). */
 interface MappedField {
   readonly rowBytes: number;
@@ -60,6 +67,8 @@ interface MappedField {
   readonly edge: number;
   /** Alignment of `base` (a power of two ≤ 16): row copies and gathers move units no wider. */
   readonly align: number;
+  /** The whole column is on the device (`edge`, which `base` then equals): every id is in place there. */
+  readonly onDevice: boolean;
 }
 
 /** A source's columns mapped for the device (see AcceleratorDevice.mapColumns). */
@@ -278,6 +287,7 @@ export class AcceleratorDevice implements Device {
     const spans = new Map<ArrayBufferLike, { start: number; end: number; mapped?: MappedHost }>();
     for (const c of columns) {
       const b = c.bytes();
+      if (b.byteLength <= DEVICE_COLUMN_MAX_BYTES) continue;
       const span = spans.get(b.buffer);
       if (span === undefined) spans.set(b.buffer, { start: b.byteOffset, end: b.byteOffset + b.byteLength });
       else {
@@ -295,12 +305,13 @@ export class AcceleratorDevice implements Device {
       for (const [buffer, span] of spans) span.mapped = backend.mapHost(buffer, span.start, span.end - span.start);
       for (const c of columns) {
         const b = c.bytes();
-        const m = spans.get(b.buffer)!.mapped!;
+        // A small column (labels, metadata) is held on the device whole: all its rows are "edge" rows.
+        const m = b.byteLength <= DEVICE_COLUMN_MAX_BYTES ? undefined : spans.get(b.buffer)!.mapped!;
         const rowBytes = c.rowSize * elementSize(c.dtype);
         const n = c.shape[0]!;
         // Rows wholly inside the mapped pages: [lo, hi).
-        let lo = rowBytes === 0 ? 0 : Math.min(n, Math.max(0, Math.ceil((m.start - b.byteOffset) / rowBytes)));
-        let hi = rowBytes === 0 ? n : Math.max(0, Math.min(n, Math.floor((m.end - b.byteOffset) / rowBytes)));
+        let lo = m === undefined || rowBytes === 0 ? 0 : Math.min(n, Math.max(0, Math.ceil((m.start - b.byteOffset) / rowBytes)));
+        let hi = m === undefined ? 0 : rowBytes === 0 ? n : Math.max(0, Math.min(n, Math.floor((m.end - b.byteOffset) / rowBytes)));
         if (hi <= lo) lo = hi = 0;
         const edgeRows = lo + (n - hi);
         let edge: DeviceBuffer | undefined;
@@ -316,8 +327,14 @@ export class AcceleratorDevice implements Device {
           backend.synchronize(copied);
           backend.recycle(copied);
         }
-        const base = Number(m.ptr) - m.start + b.byteOffset;
-        layouts.push({ rowBytes, lo, hi, base, edge: edge === undefined ? 0 : Number(edge.ptr), align: addressAlign(base) });
+        const edgeAt = edge === undefined ? 0 : Number(edge.ptr);
+        if (m === undefined || hi === 0) {
+          // Every row on the device: the gather reads the device copy (a 256-byte aligned allocation).
+          layouts.push({ rowBytes, lo: 0, hi: 0, base: edgeAt, edge: edgeAt, align: 16, onDevice: true });
+        } else {
+          const base = Number(m.ptr) - m.start + b.byteOffset;
+          layouts.push({ rowBytes, lo, hi, base, edge: edgeAt, align: addressAlign(base), onDevice: false });
+        }
       }
     } catch (error) {
       release();
@@ -391,7 +408,7 @@ export class AcceleratorDevice implements Device {
         this.backend.copyToDevice(deviceIds, 0, new Uint8Array(hostIds.buffer, hostIds.byteOffset, rows * 4), 'copy');
         const spans = kernelFields.map((f) => {
           const m = mapped.fields[f]!;
-          return { dst: buffers[f]!, src: { ptr: BigInt(m.base), bytes: (m.hi + 1) * m.rowBytes }, rowBytes: m.rowBytes };
+          return { dst: buffers[f]!, src: { ptr: BigInt(m.base), bytes: Math.max(m.hi, 1) * m.rowBytes }, rowBytes: m.rowBytes };
         });
         this.backend.gatherColumns(spans, deviceIds, 0, rows, 'copy');
         followUps.push(() => {
@@ -741,6 +758,7 @@ function gatherable(ids: Uint32Array, mapped: MappedColumns, fields: readonly nu
     const m = mapped.fields[f]!;
     const unit = m.rowBytes % 16 === 0 ? 16 : m.rowBytes % 4 === 0 ? 4 : 1;
     if (m.align % unit !== 0) return false;
+    if (m.onDevice) continue;
     if (m.lo > lo) lo = m.lo;
     if (m.hi < hi) hi = m.hi;
   }
