@@ -497,6 +497,14 @@ export class AcceleratorDevice implements Device {
 
   #residentStore(held: DeviceBuffer[], columns: readonly UploadField[]): ResidentStore {
     const backend = this.backend;
+    // Two id buffers, one per alternate epoch: the upload of an epoch's ids must not overwrite a
+    // buffer the consumer stream's queued gathers still read (found by the GPU bench's stamp check
+    // once epoch starts got fast: the last batches of an epoch were gathered with the next epoch's
+    // ids). Writing the buffer of the epoch before last waits only for that epoch's gathers, which
+    // are long done, so the copy stream never stalls at an epoch boundary.
+    const idBuffers: (DeviceBuffer | undefined)[] = [undefined, undefined];
+    const readBy: (DeviceEvent | undefined)[] = [undefined, undefined];
+    let current = 1;
     let ids: DeviceBuffer | undefined;
     const device = this;
     // Batch shapes of the first (full) batch size, shared by every batch of that size.
@@ -505,15 +513,21 @@ export class AcceleratorDevice implements Device {
     return {
       bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
-        // The previous epoch's gathers may still be queued on the consumer stream, reading `ids`:
-        // the copy stream waits for them before it overwrites (or frees) the buffer. (Found by the
-        // GPU bench's stamp check once epoch starts got fast: the last batches of an epoch were
-        // gathered with the next epoch's ids.)
-        device.#copiesAfterConsumer();
-        if (ids === undefined || ids.bytes < samples.byteLength) {
-          if (ids !== undefined) device.#freeAfterCopies(ids);
-          ids = backend.alloc(Math.max(samples.byteLength, 4));
+        if (ids !== undefined) {
+          // The ending epoch's gathers are all queued: this event passes once they ran.
+          if (readBy[current] !== undefined) backend.recycle(readBy[current]!);
+          readBy[current] = backend.record('consumer');
         }
+        current ^= 1;
+        const last = readBy[current];
+        // SAFETY: cuStreamWaitEvent captures the event's state now; the event may be re-recorded later.
+        if (last !== undefined) backend.wait('copy', last);
+        let buffer = idBuffers[current];
+        if (buffer === undefined || buffer.bytes < samples.byteLength) {
+          if (buffer !== undefined) device.#freeAfterCopies(buffer);
+          buffer = idBuffers[current] = backend.alloc(Math.max(samples.byteLength, 4));
+        }
+        ids = buffer;
         // SAFETY: `samples` is the epoch plan's array, alive for the whole epoch; the gathers that
         // read `ids` run on the consumer stream, which waits for this copy.
         backend.copyToDevice(ids, 0, new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength), 'copy');
@@ -550,7 +564,8 @@ export class AcceleratorDevice implements Device {
       dispose(): void {
         device.#copiesAfterConsumer();
         for (const b of held) device.#freeAfterCopies(b);
-        if (ids !== undefined) device.#freeAfterCopies(ids);
+        for (const b of idBuffers) if (b !== undefined) device.#freeAfterCopies(b);
+        for (const e of readBy) if (e !== undefined) backend.recycle(e);
         held.length = 0;
       },
     };
