@@ -98,7 +98,7 @@ interface Config {
 const DEFAULT: Config = {
   largeSamples: 16_384, cifarSamples: 200_000, warmEpochs: 1,
   p1Batch: 64, p1Epochs: 3, ceilingCopies: 256, ceilingReps: 5,
-  p2Batch: 256, p2Warmup: 20, p2Window: 512, p2Reps: 5,
+  p2Batch: 256, p2Warmup: 2048, p2Window: 1024, p2Reps: 5,
   p3Batch: 256, p3Epochs: 3, torchWorkers: [0, 4, 8], torchWarmup: 20, torchBatches: 200, torchTimeoutS: 300,
   spinUs: 2000, p4Epochs: 1,
 };
