@@ -4,7 +4,7 @@
 
 import { openDevice } from './device/open-device.js';
 import { totalmem } from 'node:os';
-import { AcceleratorDevice, type MappedColumns } from './device/accelerator-device.js';
+import { AcceleratorDevice, type MappedColumns, ROW_DMA_MIN_BYTES } from './device/accelerator-device.js';
 import { type KernelHost, type UserKernel, makeUserKernel } from './device/user-kernel.js';
 import { isDeviceOutOfMemory } from './device/backend.js';
 import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
@@ -257,6 +257,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
       : undefined;
     let direct: DirectSource | undefined;
+    // In place, small rows cross at bus speed for the cost of one launch: only a pool that can hold
+    // every sample (and so turn the loader resident) pays for its planning there.
+    if (mapped !== undefined && vramPool !== undefined && fields.every((f) => f.rowBytes < ROW_DMA_MIN_BYTES)) vramPool.wholeOnly = true;
     if (mapped !== undefined) {
       const accelerator = device as AcceleratorDevice;
       direct = {

@@ -362,6 +362,35 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       }
     });
 
+    it('keeps the VRAM pool dormant for small rows read in place unless it can hold every sample', async () => {
+      if (device !== 'sim') return;
+      // 256 MiB of 16 KiB rows; the device leaves the pool about 180 MiB: a partial pool.
+      const n = 16_384;
+      const rowBytes = 16_384;
+      const data = new Uint8Array(n * rowBytes);
+      for (let i = 0; i < n; i++) data[i * rowBytes + 5] = i & 0xff;
+      const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) });
+      const served = async (pinSource: boolean | 'auto', totalBytes: number) => {
+        const loader = await create(device, ds, { batchSize: 64, mode: 'streaming', prefetch: 4, pinSource, sim: { totalBytes } });
+        for (let e = 0; e < 3; e++) {
+          for await (const b of loader.epoch(e)) {
+            const x = (await host(b.get('x'))).data as Uint8Array;
+            (await ids(b)).forEach((id, r) => assert.equal(x[r * rowBytes + 5], id & 0xff));
+          }
+        }
+        const last = loader.stats().epochs[2]!;
+        const out = { rows: loader.stats().epochs.reduce((a, s) => a + s.rowsServedOnDevice, 0), pooled: last.pooledRows, resident: loader.isResident };
+        await loader.close();
+        return out;
+      };
+      const staged = await served(false, 750 * 2 ** 20);
+      assert.ok(staged.rows > 0 && staged.pooled > 0 && staged.pooled < n, `staged: a partial pool serves rows (${JSON.stringify(staged)})`);
+      const inPlace = await served('auto', 750 * 2 ** 20);
+      assert.deepEqual(inPlace, { rows: 0, pooled: 0, resident: false }, 'in place: a partial pool would cost more than it saves');
+      const roomy = await served('auto', 2 * 2 ** 30);
+      assert.ok(roomy.resident, `in place with room for every sample: the pool fills and the loader turns resident (${JSON.stringify(roomy)})`);
+    });
+
     it('lets two loaders share a mapped source and close in either order', async () => {
       const n = 64;
       const w = 32_768;

@@ -107,7 +107,23 @@ export class VramPool {
     if (info === undefined) return;
     const free = Math.max(info.total - info.used, 0);
     const budget = Math.max(free - (reserve + MARGIN_BYTES), 0);
-    if (budget >= SLAB_BYTES) this.#budget = budget;
+    if (budget < SLAB_BYTES) return;
+    // Whole-or-nothing pools decline a budget that cannot hold every sample (see `wholeOnly`).
+    if (this.wholeOnly && budget < this.#wholeBytes()) return;
+    this.#budget = budget;
+  }
+
+  /**
+   * Install only a pool that can hold every sample (set before the budget decision). For rows the
+   * device reads in place from page-locked host memory with a gather kernel (small rows of a pinned
+   * in-memory source), a partial pool costs the host more per batch — pool planning and address
+   * tables — than it saves on the bus; a whole pool still pays, since the loader then turns resident.
+   */
+  wholeOnly = false;
+
+  /** Slab bytes a pool holding every sample needs. */
+  #wholeBytes(): number {
+    return Math.ceil(this.#where.length / this.#rowsPerSlab) * this.#rowsPerSlab * this.#sampleBytes;
   }
 
   /** Bumped by every eviction: a batch planned under an older generation may name freed rows. */
