@@ -263,7 +263,6 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (mapped !== undefined) {
       const accelerator = device as AcceleratorDevice;
       direct = {
-        pinnedBytes: mapped.pinnedBytes,
         release: () => mapped.release(),
         assemble: (ids) => {
           const served = vramPool?.figures.rowsServed ?? 0;

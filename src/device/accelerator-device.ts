@@ -8,7 +8,7 @@
 import type { StagedBatch } from '../dataset/source-reader.js';
 import { type DType, type StorageOf, elementSize, storageView } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, addressAlign, isDeviceOutOfMemory } from './backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, addressAlign, gatherColsWidth, isDeviceOutOfMemory } from './backend.js';
 import type { Device, DeviceBatch, MemInfo, ResidentStore } from './device.js';
 import { type BatchScratch, DeviceTensor } from './device-tensor.js';
 import { HostPool } from './host-pool.js';
@@ -74,8 +74,6 @@ interface MappedField {
 /** A source's columns mapped for the device (see AcceleratorDevice.mapColumns). */
 export interface MappedColumns {
   readonly fields: readonly MappedField[];
-  /** Host bytes page-locked for the mapping. */
-  readonly pinnedBytes: number;
   /** Device-visible address of field `f` of sample `id`, as an exact number. */
   address(f: number, id: number): number;
   /** Unmap once the copy stream has passed every batch that read the columns. Idempotent. */
@@ -340,12 +338,9 @@ export class AcceleratorDevice implements Device {
       release();
       throw error;
     }
-    let pinned = 0;
-    for (const span of spans.values()) pinned += span.mapped!.end - span.mapped!.start;
     let released = false;
     return {
       fields: layouts,
-      pinnedBytes: pinned,
       address(f: number, id: number): number {
         const l = layouts[f]!;
         if (id >= l.lo && id < l.hi) return l.base + id * l.rowBytes;
@@ -507,9 +502,6 @@ export class AcceleratorDevice implements Device {
     let current = 1;
     let ids: DeviceBuffer | undefined;
     const device = this;
-    // Batch shapes of the first (full) batch size, shared by every batch of that size.
-    let fullRows = -1;
-    let fullShapes: (readonly number[])[] = [];
     return {
       bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
@@ -538,10 +530,6 @@ export class AcceleratorDevice implements Device {
       gather(_samples: Uint32Array, start: number, end: number): DeviceBatch {
         device.#retire();
         const rows = end - start;
-        if (fullRows < 0) {
-          fullRows = rows;
-          fullShapes = columns.map((c) => [rows, ...c.shape]);
-        }
         const outs: DeviceBuffer[] = [];
         try {
           for (const c of columns) outs.push(device.#acquire(rows * c.rowBytes));
@@ -554,7 +542,7 @@ export class AcceleratorDevice implements Device {
         for (let i = 0; i < columns.length; i++) {
           const c = columns[i]!;
           spans.push({ dst: outs[i]!, src: held[i]!, rowBytes: c.rowBytes });
-          parts.push({ buffer: outs[i]!, dtype: c.dtype, shape: rows === fullRows ? fullShapes[i]! : [rows, ...c.shape] });
+          parts.push({ buffer: outs[i]!, dtype: c.dtype, shape: [rows, ...c.shape] });
         }
         // Resident batches are made on the consumer stream itself: the consumer's work is ordered
         // after them and their memory's next use after the consumer's, with no event per batch.
@@ -771,8 +759,7 @@ function gatherable(ids: Uint32Array, mapped: MappedColumns, fields: readonly nu
   let hi = Number.POSITIVE_INFINITY;
   for (const f of fields) {
     const m = mapped.fields[f]!;
-    const unit = m.rowBytes % 16 === 0 ? 16 : m.rowBytes % 4 === 0 ? 4 : 1;
-    if (m.align % unit !== 0) return false;
+    if (m.align % gatherColsWidth(m.rowBytes) !== 0) return false;
     if (m.onDevice) continue;
     if (m.lo > lo) lo = m.lo;
     if (m.hi < hi) hi = m.hi;

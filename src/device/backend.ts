@@ -108,6 +108,14 @@ export function rowCopyWidth(rowBytes: number, align = 16): 16 | 8 | 4 | 1 {
   return 1;
 }
 
+/**
+ * The unit (16, 4 or 1 bytes) the multi-column gather kernel (kernels/gather-cols.cu) moves a row
+ * in, chosen from the row size alone: the source must be aligned to it.
+ */
+export function gatherColsWidth(rowBytes: number): 16 | 4 | 1 {
+  return rowBytes % 16 === 0 ? 16 : rowBytes % 4 === 0 ? 4 : 1;
+}
+
 /** The largest power of two ≤ 16 dividing `address` (an exact number). */
 export function addressAlign(address: number): number {
   for (const w of [16, 8, 4, 2]) if (address % w === 0) return w;

@@ -20,8 +20,6 @@ import type { DirectAssembler } from './streaming-run.js';
 /** An in-memory source mapped for the device: batches assembled in place, and the unmapping. */
 export interface DirectSource {
   readonly assemble: DirectAssembler;
-  /** Host bytes page-locked for it. */
-  readonly pinnedBytes: number;
   release(): void;
 }
 

@@ -4,7 +4,7 @@
 // over the driver binding in driver.ts. The rule: every buffer and event handed out belongs to this
 // backend's context; close() waits for the device, then disposes them all with the context.
 
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, rowCopyWidth } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule, type KernelArg } from './module.js';
 import type { ImagePlan } from '../../transforms/image.js';
@@ -198,7 +198,7 @@ export class CudaBackend implements Backend, KernelHost {
     let most = 0;
     let fits = columns.length <= 4 && (idsOffset + rows) * 4 <= ids.bytes;
     for (let i = 0; i < columns.length && fits; i++) {
-      const work = copyUnits(columns[i]!.rowBytes) * rows;
+      const work = (columns[i]!.rowBytes / gatherColsWidth(columns[i]!.rowBytes)) * rows;
       if (work >= 2 ** 32) fits = false;
       if (work > most) most = work;
     }
@@ -307,9 +307,4 @@ export class CudaBackend implements Backend, KernelHost {
     if (m === undefined) throw new RangeError(`cuda: device buffer 0x${buffer.ptr.toString(16)} was freed or belongs to another backend`);
     return m;
   }
-}
-
-/** Units the gather-cols kernel copies a row in (16-, 4- or 1-byte moves, by the row size). */
-function copyUnits(rowBytes: number): number {
-  return rowBytes % 16 === 0 ? rowBytes / 16 : rowBytes % 4 === 0 ? rowBytes / 4 : rowBytes;
 }

@@ -5,7 +5,7 @@
 // rules as on CUDA and every device-side policy runs the same code paths.
 
 import { LoaderError } from '../../errors.js';
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, rowCopyWidth } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 
@@ -212,7 +212,7 @@ export class SimBackend implements Backend {
   gatherColumns(columns: readonly { dst: DeviceBuffer; src: DeviceBuffer; rowBytes: number }[], ids: DeviceBuffer, idsOffset: number, rows: number, stream: StreamName): void {
     for (const c of columns) {
       // As the CUDA kernel: 16-, 4- or 1-byte units by the row size, so the source must be that aligned.
-      const width = c.rowBytes % 16 === 0 ? 16 : c.rowBytes % 4 === 0 ? 4 : 1;
+      const width = gatherColsWidth(c.rowBytes);
       if (c.src.ptr % BigInt(width) !== 0n) throw new LoaderError('ERR_CUDA', `sim: misaligned gather source 0x${c.src.ptr.toString(16)} for ${width}-byte units (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
       this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
     }
