@@ -14,11 +14,30 @@
 // process contend inside libvips — 16 in flight give 2.4× one decode's throughput at 8 cores busy,
 // whatever the worker count, pool size or allocator — while 16 processes give 15×; so one process
 // decodes about as fast with 4 in flight as with 32.
+//
+// NOTE [pixels as PIL reads them] Users check a loader against `Image.open(f).convert(mode)` followed
+// by torchvision's `Resize(n), CenterCrop(size)`, so without a resize the bytes are PIL's, and a resize
+// keeps PIL's order (convert first). The arithmetic lives in image-reference.ts.
+// - Alpha is dropped before any resize, so the colour under a transparent pixel survives (libvips alone
+//   resizes alpha-weighted colour: black where alpha is 0). With channels 4 the resize is
+//   alpha-weighted, as PIL resizes RGBA.
+// - channels 1 is PIL's `convert('L')` luma, taken after the resize: luma is linear, so this differs
+//   from PIL's luma-then-resize by rounding only.
+// - CMYK converts by Pillow's formula, not through a profile; embedded ICC profiles are ignored
+//   (PIL does not apply them).
+// - EXIF orientation is not applied (PIL's Image.open does not; torchvision's decode_image defaults to
+//   apply_exif_orientation=False).
+// - 16-bit samples give their high byte, as torchvision's `to_dtype(uint8, scale=True)` (PIL clips
+//   them to 255, which saturates nearly every real 16-bit image).
+// Known differences: the resize kernel is libvips' Lanczos 3, not PIL's antialiased bilinear (resized
+// pixels are close, not equal), and libvips' GIF decoder gives black under transparent pixels where
+// PIL keeps the palette colour.
 
 import { createRequire } from 'node:module';
 import type sharpModule from 'sharp';
 import { badFile, invalidOption, LoaderError } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 
 type Sharp = typeof sharpModule;
 
@@ -35,16 +54,18 @@ export interface DecodeImageOptions {
   /** Output size as [height, width]. */
   readonly size: readonly [number, number];
   /**
-   * 1 (grayscale), 3 (RGB) or 4 (RGBA). Default 3. Inputs are converted: grayscale is spread to
-   * RGB, alpha is dropped (not composited, as PIL's `convert('RGB')`) or added as opaque.
+   * 1 (grayscale), 3 (RGB) or 4 (RGBA). Default 3. Inputs are converted as PIL's `convert()`
+   * (NOTE [pixels as PIL reads them]): grayscale is spread to RGB, alpha is dropped before any
+   * resize (not composited) or added as opaque, RGB becomes grey by PIL's luma.
    */
   readonly channels?: ImageChannels;
   /** 'chw' (default: composes with `transforms.image`, which takes [N, C, H, W]) or 'hwc'. */
   readonly layout?: ImageLayout;
   /**
-   * 'center-crop' (default): scale so that the image covers the output, then crop the centre —
-   * torchvision's Resize + CenterCrop, so the aspect ratio is kept. 'resize': stretch to the
-   * output size, ignoring the aspect ratio.
+   * 'center-crop' (default): torchvision's `Resize(n)` + `CenterCrop(size)` with its rounding
+   * (long side truncated, crop anchor rounded half to even), n the smallest short side that covers
+   * the output (its side when square), so the aspect ratio is kept. 'resize': stretch to the output
+   * size, ignoring the aspect ratio.
    */
   readonly fit?: ImageFit;
   /**
@@ -141,15 +162,35 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
   const sharp = loadImageDecoder();
   // sharp reads the bytes in another thread: give it memory nobody else writes (a shared buffer may be).
   const input = bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes;
+  // See NOTE [pixels as PIL reads them]: no ICC profile, no EXIF rotation.
+  const open = () => sharp(input, { limitInputPixels: maxPixels, failOn: 'warning', pages: 1, ignoreIcc: true });
   let data: Buffer;
   let info: { width: number; height: number; channels: number; size: number };
   try {
-    let pipeline = sharp(input, { limitInputPixels: maxPixels, failOn: 'warning', pages: 1 }).resize(width, height, {
-      fit: options.fit === 'resize' ? 'fill' : 'cover',
-      position: 'centre',
-    });
-    pipeline = channels === 4 ? pipeline.ensureAlpha().toColourspace('srgb') : pipeline.removeAlpha().toColourspace(channels === 1 ? 'b-w' : 'srgb');
+    const meta = await open().metadata();
+    const srcW = meta.width;
+    const srcH = meta.pageHeight ?? meta.height;
+    if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
+    const cmyk = meta.space === 'cmyk';
+    let pipeline: ReturnType<Sharp>;
+    if (cmyk || (meta.hasAlpha && channels !== 4)) pipeline = sharp(...(await convertFirst(open(), cmyk)));
+    else pipeline = open();
+    if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
+    else {
+      const plan = coverPlan(srcH, srcW, height, width);
+      pipeline = pipeline.resize(plan.rw, plan.rh, { fit: 'fill' }).extract({ left: plan.left, top: plan.top, width, height });
+    }
+    // An 8-bit grey input stays one band (libvips' grey to b-w is the identity); anything else becomes
+    // sRGB (16-bit samples: their high byte), and channels 1 is then PIL's luma of it.
+    const grey = channels === 1 && !cmyk && !meta.hasAlpha && meta.channels === 1 && meta.depth === 'uchar';
+    if (channels === 4) pipeline = pipeline.ensureAlpha().toColourspace('srgb');
+    else pipeline = grey ? pipeline.toColourspace('b-w') : pipeline.removeAlpha().toColourspace('srgb');
     ({ data, info } = await pipeline.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true }));
+    if (channels === 1 && info.channels === 3) {
+      const luma = lumaPil(data, 3, info.width * info.height);
+      data = Buffer.from(luma.buffer, luma.byteOffset, luma.length);
+      info = { ...info, channels: 1, size: data.length };
+    }
   } catch (cause) {
     const message = oneLine((cause as Error)?.message ?? String(cause));
     if (/pixel limit/i.test(message)) {
@@ -163,6 +204,18 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
   const hwc = new Uint8Array(data.buffer, data.byteOffset, data.length);
   if (options.layout === 'hwc') return new Tensor(hwc, [height, width, channels], 'uint8');
   return new Tensor(hwcToChw(hwc, height * width, channels), [channels, height, width], 'uint8');
+}
+
+/**
+ * The image at full size as 8-bit RGB, converted before any resize as PIL's `convert('RGB')` is: alpha
+ * dropped (libvips would resize alpha-weighted colour, black where transparent), CMYK by Pillow's
+ * formula (libvips would apply a CMYK profile). Returns sharp's arguments for the raw pixels.
+ */
+async function convertFirst(image: ReturnType<Sharp>, cmyk: boolean): Promise<[Buffer, { raw: { width: number; height: number; channels: 3 } }]> {
+  const decoded = cmyk ? image.pipelineColourspace('cmyk').toColourspace('cmyk') : image.removeAlpha().toColourspace('srgb');
+  const { data, info } = await decoded.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const rgb = cmyk ? cmykToRgbPil(data, info.channels, info.width * info.height) : data;
+  return [Buffer.from(rgb.buffer, rgb.byteOffset, rgb.length), { raw: { width: info.width, height: info.height, channels: 3 } }];
 }
 
 const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
