@@ -25,7 +25,7 @@ import type { ShardMode } from './distributed/shard.js';
 export type Transform<T extends AnyTensor = Tensor> = (rows: readonly T[], keys: readonly PickKey[]) => readonly T[] | Promise<readonly T[]>;
 
 export interface LoaderOptions<T extends AnyTensor = Tensor> {
-  /** Rows per batch. Required; with `dropLast`, at most the picks of an epoch (of this rank): an epoch of no batch is refused. */
+  /** Rows per batch. Required. */
   batchSize: number;
   /**
    * Where batches arrive: 'cpu' (default), 'cuda' / 'cuda:N' (an NVIDIA GPU through the driver API),
