@@ -130,20 +130,12 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   static async create(dataset: AnyDataset | SourceSpec, options: LoaderOptions<any>): Promise<DataLoader<any>> {
     const opts = resolveOptions(options);
     const device = await openDevice(opts.device, opts.sim);
-    let loader: DataLoader<AnyTensor>;
     try {
-      loader = await DataLoader.#build(dataset, opts, device);
+      return await DataLoader.#build(dataset, opts, device);
     } catch (error) {
       device.close();
       throw error;
     }
-    // An epoch of no batches is a training loop that silently does nothing.
-    if (loader.numBatches === 0) {
-      const picks = sharePicks(loader.length, { worldSize: opts.world.worldSize, position: 0, shards: opts.shards });
-      await loader.close();
-      throw invalidOption('batchSize', `at most the ${picks} picks per epoch${opts.world.worldSize > 1 ? ' of this rank' : ''} with dropLast: true`, opts.batchSize, 'Lower batchSize, or pass dropLast: false to deliver the short batch');
-    }
-    return loader;
   }
 
   static async #build(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<DataLoader<AnyTensor>> {

@@ -188,12 +188,6 @@ describe('every option is checked at create', () => {
     });
   }
 
-  it('a batchSize above the picks of an epoch with dropLast: true is refused: the epoch would have no batch', async () => {
-    await rejectsWith({ batchSize: 11 }, 'ERR_INVALID_OPTION', /`batchSize` must be at most the 10 picks per epoch with dropLast: true, got 11. Lower batchSize, or pass dropLast: false/);
-    await rejectsWith({ batchSize: 4, rank: 0, worldSize: 4 }, 'ERR_INVALID_OPTION', /`batchSize` must be at most the 3 picks per epoch of this rank with dropLast: true, got 4/);
-    assert.equal((await DataLoader.create(ds, { batchSize: 11, dropLast: false })).numBatches, 1);
-  });
-
   it('the staging ring never outgrows the 1024 slots a reader pool addresses, so no depth fails mid-epoch', () => {
     // 4-byte batches, 60 GiB free, a million batches: RAM alone would allow billions of slots.
     assert.equal(MAX_IN_FLIGHT, 1024);
