@@ -2,6 +2,8 @@
 // the file, the bad value and the fix. Create errors through the factories below, never ad hoc,
 // so that one failure always reads the same.
 
+import { nearestName } from './nearest-name.js';
+
 /** Stable error codes. Tests and callers match on these, never on message text. */
 export type LoaderErrorCode =
   | 'ERR_INVALID_OPTION'
@@ -101,6 +103,17 @@ export function show(value: unknown): string {
 /** `knob` must be <expected>, got <value>. <fix> */
 export function invalidOption(knob: string, expected: string, value: unknown, fix?: string): LoaderError {
   return new LoaderError('ERR_INVALID_OPTION', `\`${knob}\` must be ${expected}, got ${show(value)}${fix ? `. ${fix}` : ''}`);
+}
+
+/**
+ * An option name that is not one of `known`: a typo is answered with the nearest known name, anything
+ * else with the list. `where` is the object it was found in (`options`, `sim`, `diskStage`).
+ */
+export function unknownOption(where: string, key: string, known: readonly string[]): LoaderError {
+  const near = nearestName(key, known);
+  const kind = where === 'options' ? 'option' : `\`${where}\` option`;
+  const fix = near !== undefined ? `; did you mean \`${near}\`?` : `. Known ${kind}s: ${known.join(', ')}`;
+  return new LoaderError('ERR_INVALID_OPTION', `unknown ${kind} ${show(key)}${fix}`);
 }
 
 export function unsupportedOption(knob: string, value: unknown, why: string): LoaderError {

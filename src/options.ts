@@ -2,11 +2,12 @@
 // option is checked at `DataLoader.create`, and a bad one throws a LoaderError that names the knob,
 // the bad value and the fix — nothing is discovered later, mid-epoch.
 
-import { invalidOption, LoaderError, show } from './errors.js';
-import { RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
+import { availableParallelism } from 'node:os';
+import { invalidOption, LoaderError, show, unknownOption } from './errors.js';
+import { MAX_IN_FLIGHT, RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
 import type { Sampler } from './sampler/sampler.js';
 import { DEVICE_PATTERN } from './device/open-device.js';
-import type { SimOptions } from './device/sim/sim-backend.js';
+import { type SimOptions, checkSimOptions } from './device/sim/sim-backend.js';
 import type { PickKey } from './sampler/pick-key.js';
 import { type U64, toU64 } from './sampler/rng.js';
 import type { Tensor } from './tensor/tensor.js';
@@ -53,7 +54,12 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   transform?: Transform<T>;
   /** 'auto' (resident when the dataset fits: on a GPU its memory; on the CPU in-memory arrays always, other sources when all samples fit the RAM share), 'resident' or 'streaming'. Default 'auto'. */
   mode?: 'auto' | 'resident' | 'streaming';
-  /** Pin the streaming in-flight depth (turns adaptive sizing off). Default: sized by the budget law. */
+  /**
+   * Pin the streaming in-flight depth (turns adaptive sizing off): an integer in [1, 1024]. Default:
+   * sized by the budget law. 0 is refused rather than read as 1 (flodl's rendezvous has no meaning
+   * here). With reader workers the staging ring — sized from the RAM share each epoch, at most 8
+   * slots while the sample cache is on — can hold the window below it (`stats().ringSlots`).
+   */
   prefetch?: number;
   /** Fraction of total device memory prefetch may use, clamped to [0.50, 0.99]. Default 0.90. */
   vramMaxUsage?: number;
@@ -73,7 +79,7 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Stage samples that did not fit the RAM cache in a pack file on local disk (streaming mode,
    * per-sample datasets). Pays when the source is slower than the local drive. Default off.
    * `dir` defaults to the system temp directory; the file lives in a private 0700 directory and is
-   * removed on close, on exit and on SIGINT/SIGTERM.
+   * removed on close, on exit and on SIGINT/SIGTERM. Refused with `mode: 'resident'`, which never reads it.
    */
   diskStage?: { gigabytes: number; dir?: string };
   /** Keep samples on the GPU across epochs (CUDA only). Default true. */
@@ -89,8 +95,10 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   pinSource?: boolean | 'auto';
   /**
    * Reader threads (worker_threads) for streaming mode; 'auto' = cores − 1 (at least 1); 0 reads on
-   * the main thread. Workers need a worker-openable dataset (`sources.module(...)` or a built-in
-   * source). Default: 'auto' for worker-openable sources, except in-memory arrays (a gather is
+   * the main thread; at most 4 × cores: a reader is CPU work or a wait on I/O, and four per core
+   * already hide the I/O waits, while each worker is an isolate that costs ~60 MiB and a start-up
+   * (24 on 2 cores took 20 s and 1.5 GiB to create). Workers need a worker-openable dataset
+   * (`sources.module(...)` or a built-in source). Default: 'auto' for worker-openable sources, except in-memory arrays (a gather is
    * cheaper than a hand-off); 0 for plain dataset objects.
    */
   workers?: number | 'auto';
@@ -153,56 +161,48 @@ export interface ResolvedOptions {
   readonly errors: 'throw' | 'skip';
 }
 
-const KNOWN = new Set([
+const KNOWN: readonly string[] = [
   'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
   'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'pinSource', 'workers', 'rank',
   'worldSize', 'localRank', 'shards', 'resume', 'errors',
-]);
+];
+const DISK_STAGE_KEYS: readonly string[] = ['gigabytes', 'dir'];
+/** Reader workers per core beyond which more only cost memory and start-up (see `LoaderOptions.workers`). */
+const WORKERS_PER_CORE = 4;
+const U64_LIMIT = 2n ** 64n;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   if (options === null || typeof options !== 'object') {
     throw invalidOption('options', 'an object such as { batchSize: 32 }', options);
   }
-  for (const key of Object.keys(options)) {
-    if (!KNOWN.has(key)) {
-      const near = [...KNOWN].find((k) => k.toLowerCase() === key.toLowerCase().replace(/[_-]/g, ''));
-      throw new LoaderError('ERR_INVALID_OPTION', `unknown option ${show(key)}${near ? `; did you mean \`${near}\`?` : `. Known options: ${[...KNOWN].join(', ')}`}`);
-    }
-  }
+  for (const key of Object.keys(options)) if (!KNOWN.includes(key)) throw unknownOption('options', key, KNOWN);
   const o = options as Partial<LoaderOptions<AnyTensor>> & Record<string, unknown>;
 
   const batchSize = o.batchSize;
   if (batchSize === undefined) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize, 'It is required: pass e.g. { batchSize: 32 }');
   if (!isInt(batchSize) || batchSize < 1) throw invalidOption('batchSize', 'an integer ≥ 1', batchSize);
 
-  const device = o.device ?? 'cpu';
+  // `null` is a value, not "not given": every knob takes its default only when it is left out.
+  const device = o.device === undefined ? 'cpu' : o.device;
   if (typeof device !== 'string' || !DEVICE_PATTERN.test(device)) throw invalidOption('device', "'cpu', 'cuda', 'cuda:N' or 'sim'", device);
   let sim: SimOptions | undefined;
   if (o.sim !== undefined) {
-    const v = o.sim as Record<string, unknown> | null;
-    const bytes = (k: string) => v?.[k] === undefined || (isInt(v[k]) && (v[k] as number) >= 0);
-    if (v === null || typeof v !== 'object' || !bytes('totalBytes') || !bytes('usedBytes') || (v.failAllocation !== undefined && typeof v.failAllocation !== 'function')) {
-      throw invalidOption('sim', '{ totalBytes?: bytes, usedBytes?: bytes, failAllocation?: (ordinal, bytes) => boolean }', o.sim);
-    }
     if (device !== 'sim') throw invalidOption('sim', "used with device: 'sim' only", o.sim, "Pass device: 'sim', or drop `sim`");
-    sim = v as SimOptions;
+    sim = checkSimOptions(o.sim);
   }
 
   const shuffle = bool(o, 'shuffle', true);
-  let seed: U64;
-  try {
-    seed = toU64(o.seed ?? 42);
-  } catch {
-    throw invalidOption('seed', 'an integer in [0, 2^53) or a bigint in [0, 2^64)', o.seed);
-  }
+  const seed = checkSeed(o.seed === undefined ? 42 : o.seed);
 
   const sampler = o.sampler;
   if (sampler !== undefined) {
     if (sampler === null || typeof sampler !== 'object' || typeof (sampler as Sampler).indices !== 'function') {
       throw invalidOption('sampler', 'an object with `length` and `indices(epoch)`', sampler);
     }
-    if (!isInt(sampler.length) || sampler.length < 0) throw invalidOption('sampler.length', 'an integer ≥ 0', sampler.length);
+    if (!isInt(sampler.length) || sampler.length < 1) {
+      throw invalidOption('sampler.length', 'an integer ≥ 1', sampler.length, 'A sampler with no picks gives epochs of no batches: give it at least one pick, or drop `sampler`');
+    }
   }
 
   const dropLast = bool(o, 'dropLast', true);
@@ -217,7 +217,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     names = Object.freeze([...o.names]);
   }
 
-  const augment = o.augment ?? 1;
+  const augment = o.augment === undefined ? 1 : o.augment;
   if (!isInt(augment) || augment < 1) throw invalidOption('augment', 'an integer ≥ 1 (views per sample per epoch)', augment);
   if (augment > 1 && sampler !== undefined) {
     throw new LoaderError(
@@ -229,11 +229,18 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   const transform = o.transform;
   if (transform !== undefined && typeof transform !== 'function') throw invalidOption('transform', 'a function (rows, keys) => rows', transform);
 
-  const mode = o.mode ?? 'auto';
+  const mode = o.mode === undefined ? 'auto' : o.mode;
   if (mode !== 'auto' && mode !== 'resident' && mode !== 'streaming') throw invalidOption('mode', "'auto', 'resident' or 'streaming'", mode);
 
   const prefetch = o.prefetch;
-  if (prefetch !== undefined && (!isInt(prefetch) || prefetch < 0)) throw invalidOption('prefetch', 'an integer ≥ 0 (batches in flight; omit it for adaptive sizing)', prefetch);
+  if (prefetch !== undefined && (!isInt(prefetch) || prefetch < 1 || prefetch > MAX_IN_FLIGHT)) {
+    throw invalidOption(
+      'prefetch',
+      `an integer in [1, ${MAX_IN_FLIGHT}] (batches in flight)`,
+      prefetch,
+      prefetch === 0 ? 'prefetch: 1 is the smallest window (one batch read ahead); omit `prefetch` for adaptive sizing' : 'Omit `prefetch` for adaptive sizing',
+    );
+  }
 
   const vramMaxUsage = fraction(o, 'vramMaxUsage', 0.9, VRAM_MAX_USAGE_RANGE);
   const ramMaxUsage = fraction(o, 'ramMaxUsage', 0.5, RAM_MAX_USAGE_RANGE);
@@ -245,31 +252,42 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
 
   const sampleCache = bool(o, 'sampleCache', true);
   const vramPool = bool(o, 'vramPool', true);
-  const pinSource = o.pinSource ?? 'auto';
+  const pinSource = o.pinSource === undefined ? 'auto' : o.pinSource;
   if (pinSource !== 'auto' && typeof pinSource !== 'boolean') throw invalidOption('pinSource', "true, false or 'auto'", pinSource);
 
   let diskStage: { gigabytes: number; dir: string | undefined } | undefined;
   if (o.diskStage !== undefined) {
     const ds = o.diskStage as { gigabytes?: unknown; dir?: unknown } | null;
-    if (ds === null || typeof ds !== 'object' || typeof ds.gigabytes !== 'number' || !Number.isFinite(ds.gigabytes) || ds.gigabytes < 0 || (ds.dir !== undefined && typeof ds.dir !== 'string')) {
+    if (ds === null || typeof ds !== 'object' || Array.isArray(ds)) throw invalidOption('diskStage', '{ gigabytes: number ≥ 0, dir?: string }', o.diskStage);
+    for (const key of Object.keys(ds)) if (!DISK_STAGE_KEYS.includes(key)) throw unknownOption('diskStage', key, DISK_STAGE_KEYS);
+    if (typeof ds.gigabytes !== 'number' || !Number.isFinite(ds.gigabytes) || ds.gigabytes < 0 || (ds.dir !== undefined && typeof ds.dir !== 'string')) {
       throw invalidOption('diskStage', '{ gigabytes: number ≥ 0, dir?: string }', o.diskStage);
+    }
+    if (ds.gigabytes > 0 && mode === 'resident') {
+      throw invalidOption('diskStage', "left out with mode: 'resident'", o.diskStage, "Resident mode holds the whole dataset in memory and never reads the disk stage: drop `diskStage`, or pass mode: 'streaming' or 'auto'");
     }
     if (ds.gigabytes > 0) diskStage = { gigabytes: ds.gigabytes, dir: ds.dir as string | undefined };
   }
 
   let workers: number | 'auto' | undefined;
   if (o.workers !== undefined) {
-    if (o.workers !== 'auto' && (!isInt(o.workers) || (o.workers as number) < 0)) throw invalidOption('workers', "an integer ≥ 0 or 'auto' (cores − 1)", o.workers);
+    const cores = availableParallelism();
+    const most = WORKERS_PER_CORE * cores;
+    const n = o.workers;
+    if (n !== 'auto' && (!isInt(n) || n < 0 || n > most)) {
+      const fix = isInt(n) && n > most ? "More readers than that only cost memory and start-up time: pass 'auto'" : undefined;
+      throw invalidOption('workers', `an integer in [0, ${most}] (${WORKERS_PER_CORE} × ${cores} cores) or 'auto' (cores − 1)`, n, fix);
+    }
     workers = o.workers as number | 'auto';
   }
 
   const world = resolveWorld(o);
-  const shards = o.shards ?? 'pad';
+  const shards = o.shards === undefined ? 'pad' : o.shards;
   if (shards !== 'pad' && shards !== 'drop') throw invalidOption('shards', "'pad' or 'drop'", shards);
   const resume = o.resume;
   if (resume !== undefined && (resume === null || typeof resume !== 'object')) throw invalidOption('resume', 'a state object from loader.state()', resume);
 
-  const errors = o.errors ?? 'throw';
+  const errors = o.errors === undefined ? 'throw' : o.errors;
   if (errors !== 'throw' && errors !== 'skip') throw invalidOption('errors', "'throw' or 'skip'", errors);
 
   return {
@@ -277,6 +295,16 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, pinSource, diskStage, workers, errors,
     world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),
   };
+}
+
+/** A seed fits u64: a bigint in [0, 2^64), or a safe integer number ≥ 0 — never masked or rounded into range. */
+function checkSeed(v: unknown): U64 {
+  const fits = typeof v === 'bigint' ? v >= 0n && v < U64_LIMIT : isInt(v) && v >= 0;
+  if (!fits) {
+    const fix = typeof v === 'number' && Number.isInteger(v) && v > 0 ? 'Pass seeds of 2^53 and above as a bigint' : undefined;
+    throw invalidOption('seed', 'an integer in [0, 2^53) or a bigint in [0, 2^64)', v, fix);
+  }
+  return toU64(v as number | bigint);
 }
 
 function isInt(v: unknown): v is number {

@@ -3,9 +3,12 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DataLoader, type LoaderOptions } from '../src/index.js';
+import { availableParallelism } from 'node:os';
+import { DataLoader, type LoaderOptions, type Tensor, sources } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
-import { arraysDataset } from './fixtures.js';
+import { resolveOptions } from '../src/options.js';
+import { MAX_IN_FLIGHT, ringSlotsFromRam } from '../src/pipeline/budget.js';
+import { arraysDataset, range } from './fixtures.js';
 
 const ds = arraysDataset(10);
 
@@ -68,7 +71,7 @@ describe('option validation', () => {
   it('checks transform, mode, prefetch and errors', async () => {
     await rejectsWith({ batchSize: 4, transform: 3 }, 'ERR_INVALID_OPTION', /`transform` must be a function/);
     await rejectsWith({ batchSize: 4, mode: 'fast' }, 'ERR_INVALID_OPTION', /`mode` must be 'auto', 'resident' or 'streaming', got "fast"/);
-    await rejectsWith({ batchSize: 4, prefetch: -1 }, 'ERR_INVALID_OPTION', /`prefetch` must be an integer ≥ 0/);
+    await rejectsWith({ batchSize: 4, prefetch: -1 }, 'ERR_INVALID_OPTION', /`prefetch` must be an integer in \[1, 1024\]/);
     await rejectsWith({ batchSize: 4, errors: 'ignore' }, 'ERR_INVALID_OPTION', /`errors` must be 'throw' or 'skip'/);
     await rejectsWith({ batchSize: 4, pinSource: 'yes' }, 'ERR_INVALID_OPTION', /`pinSource` must be true, false or 'auto', got "yes"/);
   });
@@ -88,7 +91,7 @@ describe('option validation', () => {
   it('checks device, and says how to fix a missing CUDA driver', async () => {
     await rejectsWith({ batchSize: 4, device: 'gpu' }, 'ERR_INVALID_OPTION', /`device` must be 'cpu', 'cuda', 'cuda:N' or 'sim', got "gpu"/);
     await rejectsWith({ batchSize: 4, sim: { totalBytes: 10 } }, 'ERR_INVALID_OPTION', /`sim` must be used with device: 'sim' only/);
-    await rejectsWith({ batchSize: 4, device: 'sim', sim: { totalBytes: -1 } }, 'ERR_INVALID_OPTION', /`sim` must be \{ totalBytes/);
+    await rejectsWith({ batchSize: 4, device: 'sim', sim: { totalBytes: -1 } }, 'ERR_INVALID_OPTION', /`sim.totalBytes` must be a byte count ≥ 1, got -1/);
     if (!cudaAvailable()) {
       await rejectsWith({ batchSize: 4, device: 'cuda:0' }, 'ERR_CUDA_UNAVAILABLE', /CUDA is not available.*device: 'cpu'/);
     }
@@ -99,7 +102,7 @@ describe('option validation', () => {
     await rejectsWith({ batchSize: 4, diskStage: { gigabytes: -1 } }, 'ERR_INVALID_OPTION', /`diskStage` must be \{ gigabytes/);
     await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1, dir: 7 } }, 'ERR_INVALID_OPTION', /`diskStage`/);
     await rejectsWith({ batchSize: 4, diskStage: { gigabytes: 1 } }, 'ERR_NEEDS_SAMPLE_LAYER', /diskStage requires the sample layer.*getBatch/);
-    await rejectsWith({ batchSize: 4, workers: -1 }, 'ERR_INVALID_OPTION', /`workers` must be an integer ≥ 0 or 'auto'/);
+    await rejectsWith({ batchSize: 4, workers: -1 }, 'ERR_INVALID_OPTION', /`workers` must be an integer in \[0, \d+\] \(4 × \d+ cores\) or 'auto'/);
     await rejectsWith({ batchSize: 4, workers: 1.5 }, 'ERR_INVALID_OPTION', /`workers`/);
     await rejectsWith({ batchSize: 4, rank: 0, worldSize: 0 }, 'ERR_INVALID_OPTION', /`worldSize` must be an integer ≥ 1/);
     await rejectsWith({ batchSize: 4, rank: 1, worldSize: 1 }, 'ERR_INVALID_OPTION', /`rank` must be an integer in \[0, worldSize = 1\)/);
@@ -120,6 +123,104 @@ describe('option validation', () => {
     });
     assert.equal(loader.numBatches, 2);
   });
+});
+
+// Each row a value that used to be accepted silently (or caught only in the first epoch): every one
+// is now refused at create, naming the knob, the value and the fix.
+const maxWorkers = 4 * availableParallelism();
+const REFUSED: readonly (readonly [string, Record<string, unknown>, RegExp])[] = [
+  ['device: null is refused, not read as the default', { device: null }, /`device` must be 'cpu', 'cuda', 'cuda:N' or 'sim', got null/],
+  ['seed: null is refused, not read as the default', { seed: null }, /`seed` must be an integer in \[0, 2\^53\) or a bigint in \[0, 2\^64\), got null/],
+  ['augment: null is refused, not read as the default', { augment: null }, /`augment` must be an integer ≥ 1.*got null/],
+  ['mode: null is refused, not read as the default', { mode: null }, /`mode` must be 'auto', 'resident' or 'streaming', got null/],
+  ['pinSource: null is refused, not read as the default', { pinSource: null }, /`pinSource` must be true, false or 'auto', got null/],
+  ['shards: null is refused, not read as the default', { shards: null }, /`shards` must be 'pad' or 'drop', got null/],
+  ['errors: null is refused, not read as the default', { errors: null }, /`errors` must be 'throw' or 'skip', got null/],
+  ['a bigint seed of 2^64 is refused, not masked to seed 0', { seed: 2n ** 64n }, /`seed` must be .*a bigint in \[0, 2\^64\), got 18446744073709551616n/],
+  ['a bigint seed above 2^64 is refused', { seed: 2n ** 64n + 42n }, /`seed`.*got 18446744073709551658n/],
+  ['a negative bigint seed is refused', { seed: -1n }, /`seed`.*got -1n/],
+  ['a number seed of 2^53 is refused, pointing at bigint', { seed: 2 ** 53 }, /`seed`.*got 9007199254740992. Pass seeds of 2\^53 and above as a bigint/],
+  ['sim: null is refused', { device: 'sim', sim: null }, /`sim` must be \{ totalBytes\?.*got null/],
+  ['sim.totalBytes of a string is refused', { device: 'sim', sim: { totalBytes: '1GB' } }, /`sim.totalBytes` must be a byte count ≥ 1, got "1GB"/],
+  ['sim.totalBytes of 0 is refused', { device: 'sim', sim: { totalBytes: 0 } }, /`sim.totalBytes` must be a byte count ≥ 1, got 0/],
+  ['sim.usedBytes below 0 is refused', { device: 'sim', sim: { usedBytes: -1 } }, /`sim.usedBytes` must be a byte count ≥ 0, got -1/],
+  ['sim.usedBytes above sim.totalBytes is refused', { device: 'sim', sim: { totalBytes: 100, usedBytes: 101 } }, /`sim.usedBytes` must be at most sim.totalBytes \(100\), got 101. Raise totalBytes/],
+  ['sim.usedBytes above the default 16 GiB is refused', { device: 'sim', sim: { usedBytes: 2 ** 35 } }, /`sim.usedBytes` must be at most sim.totalBytes \(17179869184\)/],
+  ['a misspelled sim option is refused with the name meant', { device: 'sim', sim: { totalbytes: 100 } }, /unknown `sim` option "totalbytes"; did you mean `totalBytes`\?/],
+  ['an unknown sim option is refused with the known ones', { device: 'sim', sim: { cores: 8 } }, /unknown `sim` option "cores". Known `sim` options: totalBytes, usedBytes, failAllocation, rowDma, failMapHost/],
+  ['sim.failAllocation that is not a function is refused', { device: 'sim', sim: { failAllocation: true } }, /`sim.failAllocation` must be a function/],
+  ['sim.rowDma that is not a boolean is refused', { device: 'sim', sim: { rowDma: 'off' } }, /`sim.rowDma` must be true or false, got "off"/],
+  ['sim.failMapHost that is not a boolean is refused', { device: 'sim', sim: { failMapHost: 1 } }, /`sim.failMapHost` must be true or false, got 1/],
+  ['a misspelled diskStage key is refused with the name meant', { diskStage: { gigabyte: 1 } }, /unknown `diskStage` option "gigabyte"; did you mean `gigabytes`\?/],
+  ['an unknown diskStage key is refused with the known ones', { diskStage: { gigabytes: 1, path: '/tmp' } }, /unknown `diskStage` option "path". Known `diskStage` options: gigabytes, dir/],
+  ["diskStage with mode: 'resident' is refused: resident mode never reads it", { mode: 'resident', diskStage: { gigabytes: 1 } }, /`diskStage` must be left out with mode: 'resident'.*drop `diskStage`, or pass mode: 'streaming'/],
+  ['a sampler with no picks is refused', { sampler: { length: 0, indices: () => [] } }, /`sampler.length` must be an integer ≥ 1, got 0. A sampler with no picks/],
+  ['prefetch: 0 is refused, pointing at prefetch: 1', { prefetch: 0 }, /`prefetch` must be an integer in \[1, 1024\] \(batches in flight\), got 0. prefetch: 1 is the smallest window/],
+  ['prefetch above the 1024 staging slots a reader pool addresses is refused', { prefetch: 1025 }, /`prefetch` must be an integer in \[1, 1024\].*got 1025. Omit `prefetch` for adaptive sizing/],
+  [`workers above 4 × cores (${maxWorkers}) are refused`, { workers: maxWorkers + 1 }, new RegExp(`\`workers\` must be an integer in \\[0, ${maxWorkers}\\] .*got ${maxWorkers + 1}. More readers than that only cost memory`)],
+  ['a misspelled option (batchsize) is refused with the name meant', { batchsize: 4 }, /unknown option "batchsize"; did you mean `batchSize`\?/],
+  ['a misspelled option (prefech) is refused with the name meant', { prefech: 4 }, /unknown option "prefech"; did you mean `prefetch`\?/],
+  ['a misspelled option (drop_last) is refused with the name meant', { drop_last: true }, /unknown option "drop_last"; did you mean `dropLast`\?/],
+  ['a misspelled option (wokrers) is refused with the name meant', { wokrers: 2 }, /unknown option "wokrers"; did you mean `workers`\?/],
+];
+
+describe('every option is checked at create', () => {
+  for (const [name, extra, pattern] of REFUSED) {
+    it(name, async () => {
+      await rejectsWith({ batchSize: 4, ...extra }, 'ERR_INVALID_OPTION', pattern);
+    });
+  }
+
+  // Each row a value at the edge of its range that stays accepted.
+  const ACCEPTED: readonly (readonly [string, Record<string, unknown>])[] = [
+    ['the largest u64 seed, 2^64 − 1 as a bigint, is accepted', { seed: 2n ** 64n - 1n }],
+    ['the largest safe-integer seed is accepted', { seed: Number.MAX_SAFE_INTEGER }],
+    ['prefetch: 1 is accepted', { prefetch: 1 }],
+    ['prefetch: 1024 is accepted', { prefetch: 1024 }],
+    [`workers: ${maxWorkers} (4 × cores) is accepted`, { workers: maxWorkers }],
+    ["diskStage of 0 GB (off) with mode: 'resident' is accepted", { mode: 'resident', diskStage: { gigabytes: 0 } }],
+    ['sim.usedBytes equal to sim.totalBytes is accepted', { device: 'sim', sim: { totalBytes: 100, usedBytes: 100, rowDma: false, failMapHost: false } }],
+  ];
+  for (const [name, extra] of ACCEPTED) {
+    it(name, () => {
+      // Checked without building a loader: the accepted workers count would start that many threads.
+      assert.ok(resolveOptions({ batchSize: 4, ...extra }));
+    });
+  }
+
+  it('the staging ring never outgrows the 1024 slots a reader pool addresses, so no depth fails mid-epoch', () => {
+    // 4-byte batches, 60 GiB free, a million batches: RAM alone would allow billions of slots.
+    assert.equal(MAX_IN_FLIGHT, 1024);
+    assert.equal(ringSlotsFromRam(4, 1, 0.5, 60 * 2 ** 30, 1e6), MAX_IN_FLIGHT);
+  });
+
+  it('a 2^64 seed no longer gives the order of seed 0: the two are told apart at create', async () => {
+    const zero = resolveOptions({ batchSize: 4, seed: 0 }).seed;
+    assert.deepEqual(zero, { hi: 0, lo: 0 });
+    assert.throws(() => resolveOptions({ batchSize: 4, seed: 2n ** 64n }), { code: 'ERR_INVALID_OPTION' });
+  });
+});
+
+describe("shards: 'pad' with more ranks than picks", () => {
+  // The law (src/distributed/shard.ts): each of W ranks takes m = ⌈n/W⌉ picks of the order, wrapped
+  // around, so m·W picks are delivered; pick i of the order comes ⌊m·W/n⌋ times, plus once more when
+  // i < m·W mod n. For n ≥ W that is once or twice; for n < W (m = 1) it is ⌊W/n⌋ or ⌈W/n⌉ times.
+  for (const [n, world] of [[3, 8], [1, 4], [2, 5], [4, 4], [5, 3]] as const) {
+    it(`${n} picks over ${world} ranks: pick i comes ⌊m·W/n⌋ times, once more for the first m·W mod n picks`, async () => {
+      const seen = new Array<number>(n).fill(0);
+      for (let rank = 0; rank < world; rank++) {
+        const loader = await DataLoader.create(sources.arrays({ label: Int32Array.from(range(n)) }), {
+          batchSize: 1, shuffle: false, mode: 'streaming', shards: 'pad', rank, worldSize: world,
+        });
+        for await (const b of loader.epoch(0)) for (const id of (b.get('label') as Tensor).data as Int32Array) seen[id]!++;
+        await loader.close();
+      }
+      const delivered = Math.ceil(n / world) * world;
+      const expected = range(n).map((i) => Math.floor(delivered / n) + (i < delivered % n ? 1 : 0));
+      assert.deepEqual(seen, expected);
+      if (n < world) assert.equal(Math.max(...seen), Math.ceil(world / n), 'with n < W a pick can come ⌈W/n⌉ times');
+    });
+  }
 });
 
 describe('dataset validation', () => {

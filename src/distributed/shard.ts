@@ -6,7 +6,9 @@
 //
 // The rest R = order.length − position cuts into W equal shares of m picks:
 // - 'pad' (like PyTorch's DistributedSampler): m = ⌈R / W⌉, the rest extended by wrapping around to
-//   the start of the epoch's order, so every pick is delivered at least once and m·W − R picks twice;
+//   the start of the epoch's order, so every pick is delivered at least once. In a fresh epoch (R = n)
+//   the i-th pick of the order comes ⌊m·W / n⌋ times, once more when i < m·W mod n: once or twice
+//   when n ≥ W, but up to ⌈W / n⌉ times when n < W;
 // - 'drop': m = ⌊R / W⌋, the last R − m·W picks of the order are not delivered this epoch, so every
 //   pick is delivered at most once.
 // Rank shares of m = S·B + t picks: S full steps of B, then one tail step of t < B per rank

@@ -21,6 +21,11 @@ export const BOOTSTRAP_PREFETCH = 4;
 export const RAM_SHARE_CEILING = 0.9;
 /** Reader-ring size when RAM cannot be measured or a batch cannot be priced. */
 export const RING_SLOTS_FALLBACK = 4;
+/**
+ * Most batches in flight on any route: the reader pool's job-token array addresses this many staging
+ * slots, so the ring never grows past it and `prefetch` is refused above it at create.
+ */
+export const MAX_IN_FLIGHT = 1024;
 /** Reader-ring cap while a retained tier (the sample cache) is active. */
 export const RING_SLOTS_WITH_CACHE = 8;
 /** Depth on a device without a probe, for unpriceable batches, and the floor. */
@@ -90,7 +95,7 @@ export function ringSlotsFromRam(sampleBytes: number, batchSize: number, r: numb
   if (available === undefined) return Math.min(RING_SLOTS_FALLBACK, epochBatches);
   const batchBytes = sampleBytes * batchSize;
   if (batchBytes === 0) return Math.min(RING_SLOTS_FALLBACK, epochBatches);
-  return Math.min(Math.floor(anchored(available, 0, r) / batchBytes), epochBatches);
+  return Math.min(Math.floor(anchored(available, 0, r) / batchBytes), epochBatches, MAX_IN_FLIGHT);
 }
 
 /** MemAvailable from /proc/meminfo in bytes; undefined off Linux or when unreadable. */

@@ -32,7 +32,7 @@ export class Governor {
   constructor(sizing: GovernorSizing, prefetch: number | undefined, activationReserve: number | undefined) {
     this.#sizing = sizing;
     this.userOwned = prefetch !== undefined;
-    // `prefetch: 0` is a rendezvous in flodl's channel; a window of at least one batch is what it means here.
+    // `prefetch` is ≥ 1 (checked at create); `setDepth(0)` is flodl's rendezvous, a window of one batch here.
     this.capacity = prefetch !== undefined ? Math.max(prefetch, 1) : BOOTSTRAP_PREFETCH;
     this.target = this.capacity;
     if (activationReserve !== undefined) {

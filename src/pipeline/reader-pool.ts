@@ -14,6 +14,7 @@
 // - Workers are ref'd only while reads are outstanding, so an idle loader never holds the process
 //   open; close() asks workers to exit, then terminates any still alive after a time limit.
 
+import { MAX_IN_FLIGHT } from './budget.js';
 import { workerBoot } from './worker-boot.js';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -73,7 +74,7 @@ interface Job {
 export class ReaderPool implements Fetcher {
   readonly #opts: ReaderPoolOptions;
   readonly #layout: SlotLayout;
-  readonly #tokens = new Int32Array(new SharedArrayBuffer(4 * 1024));
+  readonly #tokens = new Int32Array(new SharedArrayBuffer(4 * MAX_IN_FLIGHT));
   readonly #slots: Slot[] = [];
   readonly #free: number[] = [];
   readonly #members: (Member | undefined)[] = [];

@@ -4,7 +4,7 @@
 // runs later (on a later turn of the event loop), so events, waits and slot reuse follow the same
 // rules as on CUDA and every device-side policy runs the same code paths.
 
-import { LoaderError } from '../../errors.js';
+import { LoaderError, invalidOption, unknownOption } from '../../errors.js';
 import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
@@ -20,6 +20,34 @@ export interface SimOptions {
   readonly rowDma?: boolean;
   /** Fault injection: mapping host memory for the device fails (as a driver refusing to page-lock it). */
   readonly failMapHost?: boolean;
+}
+
+/** Device memory of a simulated GPU when `totalBytes` is not given. */
+const SIM_DEFAULT_TOTAL_BYTES = 16 * 2 ** 30;
+const SIM_KEYS = ['totalBytes', 'usedBytes', 'failAllocation', 'rowDma', 'failMapHost'] as const;
+
+/** Check the `sim` option at create: known keys only, each of its type, and no more memory used than there is. */
+export function checkSimOptions(value: unknown): SimOptions {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidOption('sim', '{ totalBytes?, usedBytes?, failAllocation?, rowDma?, failMapHost? }', value);
+  }
+  const v = value as Record<string, unknown>;
+  for (const key of Object.keys(v)) if (!(SIM_KEYS as readonly string[]).includes(key)) throw unknownOption('sim', key, SIM_KEYS);
+  const bytes = (key: string, min: number) => {
+    const b = v[key];
+    if (b !== undefined && (typeof b !== 'number' || !Number.isSafeInteger(b) || b < min)) throw invalidOption(`sim.${key}`, `a byte count ≥ ${min}`, b);
+  };
+  bytes('totalBytes', 1);
+  bytes('usedBytes', 0);
+  const total = (v.totalBytes as number | undefined) ?? SIM_DEFAULT_TOTAL_BYTES;
+  if (v.usedBytes !== undefined && (v.usedBytes as number) > total) {
+    throw invalidOption('sim.usedBytes', `at most sim.totalBytes (${total})`, v.usedBytes, 'Raise totalBytes or lower usedBytes');
+  }
+  if (v.failAllocation !== undefined && typeof v.failAllocation !== 'function') throw invalidOption('sim.failAllocation', 'a function (ordinal, bytes) => boolean', v.failAllocation);
+  for (const key of ['rowDma', 'failMapHost']) {
+    if (v[key] !== undefined && typeof v[key] !== 'boolean') throw invalidOption(`sim.${key}`, 'true or false', v[key]);
+  }
+  return v as SimOptions;
 }
 
 /**
@@ -100,7 +128,7 @@ export class SimBackend implements Backend {
   constructor(options: SimOptions = {}) {
     this.rowDma = options.rowDma ?? true;
     this.#failMapHost = options.failMapHost ?? false;
-    this.#total = options.totalBytes ?? 16 * 2 ** 30;
+    this.#total = options.totalBytes ?? SIM_DEFAULT_TOTAL_BYTES;
     this.#baseUsed = options.usedBytes ?? 0;
     this.#fail = options.failAllocation;
   }
