@@ -12,7 +12,7 @@ import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
-import { ArraySource, kColumns } from './dataset/arrays-source.js';
+import { ArraySource, holdsColumns, kColumns } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
 import { DiskStage } from './cache/disk-stage.js';
@@ -23,7 +23,7 @@ import { type DirectSource, StreamingParts } from './pipeline/streaming-parts.js
 import type { Batch } from './batch.js';
 import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { anchored, canFitResident, memAvailable } from './pipeline/budget.js';
+import { type Probe, canFitResident } from './pipeline/budget.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
 import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
 import type { World } from './distributed/launch.js';
@@ -73,6 +73,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #customSampler: boolean;
   readonly #delivery: DeliveryConfig;
   #resident: ResidentStore | undefined;
+  /** Samples resident mode could not read at create (their batches fail as streaming's would). */
+  readonly #residentFailed: ReadonlyMap<number, unknown> | undefined;
   #streaming: StreamingParts | undefined;
   /** Streaming parts retired by a promotion to resident, still shutting down. */
   readonly #retiring: Promise<void>[] = [];
@@ -99,6 +101,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     resume: LoaderState | undefined;
     owned: AnyDataset | undefined;
     resident?: ResidentStore;
+    /** Samples whose read failed while the resident store was built: id → cause. */
+    residentFailed?: ReadonlyMap<number, unknown>;
     streaming?: StreamingParts;
     residentBuildMs: number;
   }) {
@@ -109,6 +113,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#customSampler = init.opts.sampler !== undefined;
     this.#delivery = init.delivery;
     this.#resident = init.resident;
+    this.#residentFailed = init.residentFailed;
     this.#streaming = init.streaming;
     this.#governor = init.streaming?.governor;
     this.#residentBuildMs = init.residentBuildMs;
@@ -187,14 +192,14 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
     };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
-    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && (probe !== undefined ? canFitResident(length, schema.sampleBytes, probe) : fitsHostRam(ds, length, schema.sampleBytes, opts)));
+    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
     const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
     const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
     const base = { opts, device, datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
 
     if (resident) {
       const t0 = performance.now();
-      let all: StagedBatch;
+      let all: StagedBatch & { readonly failed: ReadonlyMap<number, unknown> };
       try {
         all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
       } catch (cause) {
@@ -202,7 +207,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }
       try {
         const store = device.resident(all.tensors as readonly Tensor[]);
-        return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
+        return new DataLoader({ ...base, resident: store, residentFailed: all.failed, residentBuildMs: performance.now() - t0 });
       } catch (error) {
         // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
         if (!isDeviceOutOfMemory(error)) throw error;
@@ -518,7 +523,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     };
     const run =
       this.#resident !== undefined
-        ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident)
+        ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident, this.#residentFailed)
         : this.#startStreaming(plan, onEnd);
     run.autoRelease = this.#device.autoRelease;
     this.#active = run;
@@ -552,16 +557,18 @@ function mapSource(device: AcceleratorDevice, ds: ArraySource, opts: ResolvedOpt
 }
 
 /**
- * Resident on a host device (no memory probe): in-memory columns always (they are held, not
- * copied); any other dataset only when all its samples fit this rank's RAM share. A departure from
- * flodl, whose CPU device is always resident: a file source (an image folder, tar shards) can be far
- * larger than RAM, and must then stream through the sample cache instead of failing at create.
+ * `mode: 'auto'`: resident only for a dataset that already holds its samples in memory (in-memory
+ * columns), and on a device with a memory probe only when they fit it; on the host always (the
+ * columns are held, not copied). A departure from flodl, whose CPU device is always resident: a
+ * file or module source (image folders, tar shards, Arrow image columns, your own `get(i)`) would be
+ * read — decoded — whole at create, on the main thread, before the first batch, and one bad file
+ * would fail create whatever `errors` says. Such a source streams instead: the RAM sample cache
+ * holds what it read after the first epoch, and on an accelerator the VRAM pool fills and turns
+ * the loader resident by itself once it holds every sample.
  */
-function fitsHostRam(ds: AnyDataset, length: number, sampleBytes: number, opts: ResolvedOptions): boolean {
-  if (ds instanceof ArraySource) return true;
-  const available = memAvailable();
-  if (available === undefined) return true;
-  return length * sampleBytes <= anchored(available, 0, opts.ramShare);
+function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
+  if (!holdsColumns(ds)) return false;
+  return probe === undefined || canFitResident(length, sampleBytes, probe);
 }
 
 function checkDataset(dataset: unknown): number {
