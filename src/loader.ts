@@ -64,8 +64,12 @@ export interface LoaderStats {
 
 const STATS_HISTORY = 1000;
 
-/** `T` is the tensor type of the batches: `Tensor` on the CPU, `DeviceTensor` on 'cuda' and 'sim'. */
-export class DataLoader<T extends AnyTensor = Tensor> {
+/**
+ * `T` is the tensor type of the batches: `Tensor` on the CPU, `DeviceTensor` on 'cuda' and 'sim'.
+ * Iterate `loader.epoch(e)` to name the epoch, or the loader itself (`for await (const b of
+ * loader)`), which runs the next epoch on each loop, as a PyTorch DataLoader does.
+ */
+export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<Batch<T>> {
   readonly #opts: ResolvedOptions;
   readonly #device: Device;
   readonly #datasetLength: number;
@@ -88,6 +92,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #owned: AnyDataset | undefined;
   /** A `resume` state whose epoch has not started yet. */
   #resume: LoaderState | undefined;
+  /** The epoch the next `for await` over the loader runs. */
+  #nextLoopEpoch: number;
   /** The latest epoch run's segment and how far its consumer got. */
   #progress: { run: EpochRun; epoch: number; spec: ShardSpec; total: number; next: number; done: boolean } | undefined;
 
@@ -119,6 +125,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#residentBuildMs = init.residentBuildMs;
     this.#order = init.order;
     this.#resume = init.resume;
+    this.#nextLoopEpoch = init.resume?.epoch ?? 0;
     this.#owned = init.owned;
   }
 
@@ -283,16 +290,34 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }), residentBuildMs: 0 });
   }
 
-  /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
-  epoch(epoch: number): Epoch<T> {
+  /**
+   * The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch).
+   * `signal`: aborting it ends the epoch as leaving the loop does (in-flight reads are cancelled, the
+   * loader stays usable for the next epoch) and the pending `next()` rejects with the signal's
+   * reason, as fetch does; an already-aborted signal rejects at the first `next()`.
+   */
+  epoch(epoch: number, options?: { signal?: AbortSignal }): Epoch<T> {
     if (!Number.isSafeInteger(epoch) || epoch < 0) throw invalidOption('epoch', 'an integer ≥ 0', epoch);
+    const signal = options?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOption('epoch(e, { signal })', 'an AbortSignal', signal);
     if (this.#closed) throw loaderClosed();
     const loader = this;
     return {
       epoch,
       length: this.#resume?.epoch === epoch ? this.#batchesOf(this.#segment(this.#resume.position)) : this.numBatches,
-      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch) as AsyncIterator<Batch<T>>,
+      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch, signal) as AsyncIterator<Batch<T>>,
     };
+  }
+
+  /**
+   * `for await (const batch of loader)` runs the next epoch, as iterating a PyTorch DataLoader
+   * does: 0, 1, 2, … (from a `resume` state's epoch when given), each one after the latest epoch
+   * started, each with its own shuffle — the same batches as `loader.epoch(e)`.
+   */
+  [Symbol.asyncIterator](): AsyncIterator<Batch<T>> {
+    const epoch = this.#nextLoopEpoch;
+    this.#nextLoopEpoch = epoch + 1;
+    return this.epoch(epoch)[Symbol.asyncIterator]();
   }
 
   /** Picks per epoch: dataset length × augment, or a custom sampler's length. */
@@ -436,14 +461,21 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   }
 
   /** The iterator of one `for await`: the run starts (and claims the loader) on the first `next()`. */
-  #lazyRun(epoch: number): AsyncIterator<Batch<AnyTensor>, undefined> {
+  #lazyRun(epoch: number, signal: AbortSignal | undefined): AsyncIterator<Batch<AnyTensor>, undefined> {
     let run: EpochRun | undefined;
     let finished = false;
     return {
       next: async () => {
         if (finished) return { done: true, value: undefined };
-        run ??= this.#start(epoch);
+        signal?.throwIfAborted();
+        run ??= this.#start(epoch, signal);
         const result = await run.next();
+        if (signal?.aborted) {
+          // The abort ended the run while this call waited (NOTE [Epoch lifecycle]); a batch that
+          // arrived in the same turn is never handed out.
+          if (result.done !== true) result.value.release();
+          throw signal.reason;
+        }
         const p = this.#progress;
         if (p?.run === run) {
           if (result.done === true) p.done = true;
@@ -493,7 +525,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#retiring.push(parts.fetcher.close().then(() => parts.disk?.close()));
   }
 
-  #start(epoch: number): EpochRun {
+  #start(epoch: number, signal?: AbortSignal): EpochRun {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
       throw new LoaderError(
@@ -517,7 +549,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : (this.#sampler.indices(epoch) as Uint32Array);
     const spec = this.#segment(position);
     const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
+    const stop = () => run.end();
     const onEnd = (run: EpochRun) => {
+      signal?.removeEventListener('abort', stop);
       if (this.#active === run) this.#active = undefined;
       this.#streaming?.finishEpoch(run.stats);
     };
@@ -526,7 +560,9 @@ export class DataLoader<T extends AnyTensor = Tensor> {
         ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident, this.#residentFailed)
         : this.#startStreaming(plan, onEnd);
     run.autoRelease = this.#device.autoRelease;
+    signal?.addEventListener('abort', stop, { once: true });
     this.#active = run;
+    this.#nextLoopEpoch = Math.max(this.#nextLoopEpoch, epoch + 1);
     this.#progress = { run, epoch, spec, total: order.length, next: 0, done: false };
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
