@@ -12,7 +12,7 @@ import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
-import { ArraySource, kColumns } from './dataset/arrays-source.js';
+import { ArraySource, holdsColumns, kColumns } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
 import { DiskStage } from './cache/disk-stage.js';
@@ -23,7 +23,7 @@ import { type DirectSource, StreamingParts } from './pipeline/streaming-parts.js
 import type { Batch } from './batch.js';
 import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { anchored, canFitResident, memAvailable } from './pipeline/budget.js';
+import { type Probe, canFitResident } from './pipeline/budget.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
 import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
 import type { World } from './distributed/launch.js';
@@ -64,8 +64,12 @@ export interface LoaderStats {
 
 const STATS_HISTORY = 1000;
 
-/** `T` is the tensor type of the batches: `Tensor` on the CPU, `DeviceTensor` on 'cuda' and 'sim'. */
-export class DataLoader<T extends AnyTensor = Tensor> {
+/**
+ * `T` is the tensor type of the batches: `Tensor` on the CPU, `DeviceTensor` on 'cuda' and 'sim'.
+ * Iterate `loader.epoch(e)` to name the epoch, or the loader itself (`for await (const b of
+ * loader)`), which runs the next epoch on each loop, as a PyTorch DataLoader does.
+ */
+export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<Batch<T>> {
   readonly #opts: ResolvedOptions;
   readonly #device: Device;
   readonly #datasetLength: number;
@@ -73,6 +77,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #customSampler: boolean;
   readonly #delivery: DeliveryConfig;
   #resident: ResidentStore | undefined;
+  /** Samples resident mode could not read at create (their batches fail as streaming's would). */
+  readonly #residentFailed: ReadonlyMap<number, unknown> | undefined;
   #streaming: StreamingParts | undefined;
   /** Streaming parts retired by a promotion to resident, still shutting down. */
   readonly #retiring: Promise<void>[] = [];
@@ -86,6 +92,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   readonly #owned: AnyDataset | undefined;
   /** A `resume` state whose epoch has not started yet. */
   #resume: LoaderState | undefined;
+  /** The epoch the next `for await` over the loader runs. */
+  #nextLoopEpoch: number;
   /** The latest epoch run's segment and how far its consumer got. */
   #progress: { run: EpochRun; epoch: number; spec: ShardSpec; total: number; next: number; done: boolean } | undefined;
 
@@ -99,6 +107,8 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     resume: LoaderState | undefined;
     owned: AnyDataset | undefined;
     resident?: ResidentStore;
+    /** Samples whose read failed while the resident store was built: id → cause. */
+    residentFailed?: ReadonlyMap<number, unknown>;
     streaming?: StreamingParts;
     residentBuildMs: number;
   }) {
@@ -109,11 +119,13 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#customSampler = init.opts.sampler !== undefined;
     this.#delivery = init.delivery;
     this.#resident = init.resident;
+    this.#residentFailed = init.residentFailed;
     this.#streaming = init.streaming;
     this.#governor = init.streaming?.governor;
     this.#residentBuildMs = init.residentBuildMs;
     this.#order = init.order;
     this.#resume = init.resume;
+    this.#nextLoopEpoch = init.resume?.epoch ?? 0;
     this.#owned = init.owned;
   }
 
@@ -187,14 +199,14 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
     };
     const probe = device.probesMemory ? () => device.memInfo() : undefined;
-    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && (probe !== undefined ? canFitResident(length, schema.sampleBytes, probe) : fitsHostRam(ds, length, schema.sampleBytes, opts)));
+    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
     const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
     const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
     const base = { opts, device, datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
 
     if (resident) {
       const t0 = performance.now();
-      let all: StagedBatch;
+      let all: StagedBatch & { readonly failed: ReadonlyMap<number, unknown> };
       try {
         all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
       } catch (cause) {
@@ -202,7 +214,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }
       try {
         const store = device.resident(all.tensors as readonly Tensor[]);
-        return new DataLoader({ ...base, resident: store, residentBuildMs: performance.now() - t0 });
+        return new DataLoader({ ...base, resident: store, residentFailed: all.failed, residentBuildMs: performance.now() - t0 });
       } catch (error) {
         // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
         if (!isDeviceOutOfMemory(error)) throw error;
@@ -278,16 +290,34 @@ export class DataLoader<T extends AnyTensor = Tensor> {
       }), residentBuildMs: 0 });
   }
 
-  /** The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch). */
-  epoch(epoch: number): Epoch<T> {
+  /**
+   * The batches of epoch `epoch` (an integer ≥ 0). Order is a pure function of (seed, epoch).
+   * `signal`: aborting it ends the epoch as leaving the loop does (in-flight reads are cancelled, the
+   * loader stays usable for the next epoch) and the pending `next()` rejects with the signal's
+   * reason, as fetch does; an already-aborted signal rejects at the first `next()`.
+   */
+  epoch(epoch: number, options?: { signal?: AbortSignal }): Epoch<T> {
     if (!Number.isSafeInteger(epoch) || epoch < 0) throw invalidOption('epoch', 'an integer ≥ 0', epoch);
+    const signal = options?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalidOption('epoch(e, { signal })', 'an AbortSignal', signal);
     if (this.#closed) throw loaderClosed();
     const loader = this;
     return {
       epoch,
       length: this.#resume?.epoch === epoch ? this.#batchesOf(this.#segment(this.#resume.position)) : this.numBatches,
-      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch) as AsyncIterator<Batch<T>>,
+      [Symbol.asyncIterator]: () => loader.#lazyRun(epoch, signal) as AsyncIterator<Batch<T>>,
     };
+  }
+
+  /**
+   * `for await (const batch of loader)` runs the next epoch, as iterating a PyTorch DataLoader
+   * does: 0, 1, 2, … (from a `resume` state's epoch when given), each one after the latest epoch
+   * started, each with its own shuffle — the same batches as `loader.epoch(e)`.
+   */
+  [Symbol.asyncIterator](): AsyncIterator<Batch<T>> {
+    const epoch = this.#nextLoopEpoch;
+    this.#nextLoopEpoch = epoch + 1;
+    return this.epoch(epoch)[Symbol.asyncIterator]();
   }
 
   /** Picks per epoch: dataset length × augment, or a custom sampler's length. */
@@ -431,14 +461,21 @@ export class DataLoader<T extends AnyTensor = Tensor> {
   }
 
   /** The iterator of one `for await`: the run starts (and claims the loader) on the first `next()`. */
-  #lazyRun(epoch: number): AsyncIterator<Batch<AnyTensor>, undefined> {
+  #lazyRun(epoch: number, signal: AbortSignal | undefined): AsyncIterator<Batch<AnyTensor>, undefined> {
     let run: EpochRun | undefined;
     let finished = false;
     return {
       next: async () => {
         if (finished) return { done: true, value: undefined };
-        run ??= this.#start(epoch);
+        signal?.throwIfAborted();
+        run ??= this.#start(epoch, signal);
         const result = await run.next();
+        if (signal?.aborted) {
+          // The abort ended the run while this call waited (NOTE [Epoch lifecycle]); a batch that
+          // arrived in the same turn is never handed out.
+          if (result.done !== true) result.value.release();
+          throw signal.reason;
+        }
         const p = this.#progress;
         if (p?.run === run) {
           if (result.done === true) p.done = true;
@@ -488,7 +525,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     this.#retiring.push(parts.fetcher.close().then(() => parts.disk?.close()));
   }
 
-  #start(epoch: number): EpochRun {
+  #start(epoch: number, signal?: AbortSignal): EpochRun {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
       throw new LoaderError(
@@ -512,16 +549,20 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : (this.#sampler.indices(epoch) as Uint32Array);
     const spec = this.#segment(position);
     const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
+    const stop = () => run.end();
     const onEnd = (run: EpochRun) => {
+      signal?.removeEventListener('abort', stop);
       if (this.#active === run) this.#active = undefined;
       this.#streaming?.finishEpoch(run.stats);
     };
     const run =
       this.#resident !== undefined
-        ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident)
+        ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident, this.#residentFailed)
         : this.#startStreaming(plan, onEnd);
     run.autoRelease = this.#device.autoRelease;
+    signal?.addEventListener('abort', stop, { once: true });
     this.#active = run;
+    this.#nextLoopEpoch = Math.max(this.#nextLoopEpoch, epoch + 1);
     this.#progress = { run, epoch, spec, total: order.length, next: 0, done: false };
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
@@ -552,16 +593,18 @@ function mapSource(device: AcceleratorDevice, ds: ArraySource, opts: ResolvedOpt
 }
 
 /**
- * Resident on a host device (no memory probe): in-memory columns always (they are held, not
- * copied); any other dataset only when all its samples fit this rank's RAM share. A departure from
- * flodl, whose CPU device is always resident: a file source (an image folder, tar shards) can be far
- * larger than RAM, and must then stream through the sample cache instead of failing at create.
+ * `mode: 'auto'`: resident only for a dataset that already holds its samples in memory (in-memory
+ * columns), and on a device with a memory probe only when they fit it; on the host always (the
+ * columns are held, not copied). A departure from flodl, whose CPU device is always resident: a
+ * file or module source (image folders, tar shards, Arrow image columns, your own `get(i)`) would be
+ * read — decoded — whole at create, on the main thread, before the first batch, and one bad file
+ * would fail create whatever `errors` says. Such a source streams instead: the RAM sample cache
+ * holds what it read after the first epoch, and on an accelerator the VRAM pool fills and turns
+ * the loader resident by itself once it holds every sample.
  */
-function fitsHostRam(ds: AnyDataset, length: number, sampleBytes: number, opts: ResolvedOptions): boolean {
-  if (ds instanceof ArraySource) return true;
-  const available = memAvailable();
-  if (available === undefined) return true;
-  return length * sampleBytes <= anchored(available, 0, opts.ramShare);
+function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
+  if (!holdsColumns(ds)) return false;
+  return probe === undefined || canFitResident(length, sampleBytes, probe);
 }
 
 function checkDataset(dataset: unknown): number {

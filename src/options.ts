@@ -52,7 +52,18 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   augment?: number;
   /** Applied at delivery, keyed per pick. */
   transform?: Transform<T>;
-  /** 'auto' (resident when the dataset fits: on a GPU its memory; on the CPU in-memory arrays always, other sources when all samples fit the RAM share), 'resident' or 'streaming'. Default 'auto'. */
+  /**
+   * 'auto', 'resident' or 'streaming'. Default 'auto': resident only for a dataset that already
+   * holds its samples in memory (sources.arrays; NPY and safetensors data loaded into memory)
+   * — on the CPU always, on a GPU when it fits its memory — and streaming for everything else.
+   * A departure from flodl, whose CPU loader is always resident: a source that reads or decodes files
+   * (image folders, tar shards, Arrow image columns, module sources, your own `get(i)`) would be
+   * decoded whole at create, on the main thread, delaying the first batch, and one bad file would fail
+   * create whatever `errors` says. Streamed, the RAM sample cache holds it after the first epoch, and
+   * on a GPU the VRAM pool fills and turns the loader resident by itself. An explicit 'resident' over
+   * such a source reads it all at create and honours `errors` as streaming does: a sample that fails
+   * fails (or, with 'skip', skips) each batch holding it.
+   */
   mode?: 'auto' | 'resident' | 'streaming';
   /**
    * Pin the streaming in-flight depth (turns adaptive sizing off): an integer in [1, 1024]. Default:

@@ -76,12 +76,19 @@ describe('a dataset that fails (streaming)', () => {
 });
 
 describe('a resident build over a failing dataset', () => {
-  it('rejects create with the cause and the fix', async () => {
-    await assert.rejects(DataLoader.create(scriptedDataset(10, { throwAt: [6] }), { batchSize: 2 }), (e: LoaderError) => {
-      assert.equal(e.code, 'ERR_INVALID_DATASET');
-      assert.match(e.message, /resident mode\) failed.*mode: 'streaming'.*sample 6 is unreadable/s);
-      return true;
-    });
+  it('builds, and fails only the batch holding the unreadable sample with a BatchError naming it and the cause', async () => {
+    const loader = await DataLoader.create(scriptedDataset(10, { throwAt: [6] }), { batchSize: 2, mode: 'resident', shuffle: false });
+    assert.equal(loader.isResident, true);
+    const seen: number[] = [];
+    const error = await within(5000, 'epoch', (async () => {
+      for await (const b of loader.epoch(0)) seen.push(...ys(b));
+    })()).catch((e: unknown) => e);
+    assert.ok(error instanceof BatchError, String(error));
+    assert.equal(error.batchIndex, 3);
+    assert.deepEqual(error.sampleIds, [6, 7]);
+    assert.match(error.message, /failed in the dataset.*sample 6 is unreadable/s);
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5]);
+    await loader.close();
   });
 });
 

@@ -339,17 +339,23 @@ describe('DataLoader mode choice on cpu', () => {
     assert.equal(loader.prefetchDepth, 0);
   });
 
-  it('streams a dataset larger than the RAM share, and holds one that fits', async () => {
-    // 10^6 samples of 256 KiB = 256 GB: never resident on a host; the probe reads sample 0 only.
-    let gets = 0;
-    const huge = { length: 1_000_000, get: (i: number) => (gets++, { x: new Float32Array(65536).fill(i) }) };
-    const big = await DataLoader.create(huge, { batchSize: 4, mode: 'auto' });
-    assert.equal(big.isResident, false);
-    assert.equal(gets, 1, 'create read only the probe sample');
-    await big.close();
-    const small = await DataLoader.create({ length: 12, get: (i: number) => ({ x: Float32Array.of(i) }) }, { batchSize: 4 });
-    assert.equal(small.isResident, true);
-    await small.close();
+  it('streams a dataset that reads samples on demand, however small, reading only the probe sample at create', async () => {
+    // 'auto' is resident only for samples already held in memory: a get(i) source may decode files,
+    // so create() must not read it whole (a bad sample would fail create, and the first batch would wait).
+    for (const length of [1_000_000, 12]) {
+      let gets = 0;
+      const ds = { length, get: (i: number) => (gets++, { x: new Float32Array(length > 12 ? 65536 : 1).fill(i) }) };
+      const loader = await DataLoader.create(ds, { batchSize: 4, mode: 'auto' });
+      assert.equal(loader.isResident, false, `${length} samples`);
+      assert.equal(gets, 1, 'create read only the probe sample');
+      await loader.close();
+    }
+  });
+
+  it('holds in-memory columns resident however they were made', async () => {
+    const loader = await DataLoader.create(sources.arrays({ x: Float32Array.from({ length: 12 }, (_, i) => i) }), { batchSize: 4 });
+    assert.equal(loader.isResident, true);
+    await loader.close();
   });
 });
 

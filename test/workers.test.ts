@@ -3,8 +3,7 @@
 // sample tiers (RAM cache, disk stage) counted by the source's own read counter.
 
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, writeFileSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { readdirSync, readlinkSync, writeFileSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchError, DataLoader, type LoaderOptions, sources } from '../src/index.js';
@@ -273,10 +272,9 @@ describe('the disk stage through the loader', { timeout: 60_000 }, () => {
       assert.deepEqual(sorted(await epochIds(loader.epoch(1))), range(20));
       assert.equal(Atomics.load(reads, 0), afterFirst, 'epoch 1 read nothing from the source');
       assert.equal(loader.stats().epochs[1]!.rowsFromDisk, 20);
-      const dir = packDir();
-      assert.ok(dir !== undefined && existsSync(dir));
+      assert.equal(packFiles().length, 1 + workers, 'the main thread and each worker hold the (unnamed) pack file open');
       await loader.close();
-      assert.ok(!existsSync(dir!), 'the stage directory is removed on close');
+      assert.deepEqual(packFiles(), [], 'close() lets go of every descriptor of the pack file');
       process.off('warning', onWarning);
       assert.deepEqual(warnings.filter((w) => /disk stage/.test(w)), []);
     });
@@ -286,7 +284,7 @@ describe('the disk stage through the loader', { timeout: 60_000 }, () => {
     const reads = counter(12);
     const loader = await make({ n: 12, reads }, { batchSize: 4, workers: 0, ramMaxUsage: 0, diskStage: { gigabytes: 0.001 } });
     await epochIds(loader.epoch(0));
-    const file = `${packDir()}/stage.pack`;
+    const file = packFiles()[0]!;
     const bytes = readFileSync(file);
     for (let k = 0; k < 12; k += 3) bytes[k * 28 + 20]! ^= 0xff; // flip a payload byte of every third record
     writeFileSync(file, bytes);
@@ -308,11 +306,18 @@ describe('the disk stage through the loader', { timeout: 60_000 }, () => {
   });
 });
 
-/** The newest stoker stage directory under the temp dir. */
-function packDir(): string | undefined {
-  const tmp = dirname(new URL(import.meta.url).pathname) && (process.env.TMPDIR ?? '/tmp');
-  const dirs = readdirSync(tmp).filter((d) => d.startsWith('stoker-stage-'));
-  return dirs.length > 0 ? `${tmp}/${dirs.sort().at(-1)}` : undefined;
+/**
+ * This process's open descriptors on a disk-stage pack file, as /proc/self/fd paths (the file is
+ * unlinked at create, so a descriptor is the only way to reach it; see NOTE [Stage cleanup]).
+ */
+function packFiles(): string[] {
+  return readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      return /\/stoker-stage-[^/]+\/stage\.pack \(deleted\)$/.test(readlinkSync(`/proc/self/fd/${fd}`)) ? [`/proc/self/fd/${fd}`] : [];
+    } catch {
+      return []; // closed between the listing and the look
+    }
+  });
 }
 
 import { spawnSync } from 'node:child_process';

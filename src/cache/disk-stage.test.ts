@@ -20,13 +20,14 @@ after(() => {
   fs.rmSync(base, { recursive: true, force: true });
 });
 
-function makeStage(opts: { gigabytes?: number; length?: number; payloadBytes?: number; warnings?: string[] } = {}): DiskStage {
+function makeStage(opts: { gigabytes?: number; length?: number; payloadBytes?: number; warnings?: string[]; keepName?: boolean } = {}): DiskStage {
   return DiskStage.create({
     gigabytes: opts.gigabytes ?? 0.01,
     dir: base,
     payloadBytes: opts.payloadBytes ?? PAYLOAD,
     length: opts.length ?? 16,
     warn: (m) => opts.warnings?.push(m),
+    keepName: opts.keepName,
   });
 }
 
@@ -55,7 +56,17 @@ const listenerCounts = () => ({
   exit: process.listenerCount('exit'),
   SIGINT: process.listenerCount('SIGINT'),
   SIGTERM: process.listenerCount('SIGTERM'),
+  SIGHUP: process.listenerCount('SIGHUP'),
 });
+
+/** The pid of a process that has exited (and been reaped). */
+function deadPid(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
+    p.once('error', reject);
+    p.once('close', () => resolve(p.pid!));
+  });
+}
 
 describe('disk stage: content', () => {
   test('staged samples of mixed content read back byte for byte', () => {
@@ -113,11 +124,33 @@ describe('disk stage: content', () => {
 });
 
 describe('disk stage: files', () => {
-  test('the stage directory is fresh and private (0700) and holds only the pack file (0600)', () => {
-    const a = makeStage();
-    const b = makeStage();
+  test('the pack file has no name once create() returns: its private directory is gone and the file lives on through its descriptor', () => {
+    const stage = makeStage();
+    try {
+      const { dir, file, path: reach } = stage.shared;
+      assert.equal(stage.shared.unlinked, true);
+      assert.equal(path.dirname(dir), base);
+      assert.match(path.basename(dir), new RegExp(`^stoker-stage-${process.pid}-`));
+      assert.equal(path.dirname(file), dir);
+      assert.equal(fs.existsSync(file), false);
+      assert.equal(fs.existsSync(dir), false);
+      assert.deepEqual(fs.readdirSync(base).filter((f) => f.startsWith('stoker-stage-')), []);
+      assert.equal(stage.admit(1, payloadFor(1, PAYLOAD)), 'admitted');
+      assert.equal(fs.statSync(reach).mode & 0o777, 0o600);
+      assert.equal(fs.statSync(reach).nlink, 0, 'no directory entry points at the file');
+      assert.deepEqual(readBack(stage, 1).data, payloadFor(1, PAYLOAD));
+    } finally {
+      stage.close();
+    }
+  });
+
+  test('with its name kept (no /dev/fd), the stage directory is fresh and private (0700) and holds only the pack file (0600)', () => {
+    const a = makeStage({ keepName: true });
+    const b = makeStage({ keepName: true });
     try {
       const { dir, path: file } = a.shared;
+      assert.equal(a.shared.unlinked, false);
+      assert.equal(file, a.shared.file);
       assert.equal(path.dirname(dir), base);
       assert.match(path.basename(dir), new RegExp(`^stoker-stage-${process.pid}-`));
       assert.notEqual(dir, b.shared.dir);
@@ -132,8 +165,8 @@ describe('disk stage: files', () => {
     }
   });
 
-  test('close() removes the pack file and its directory, and close() after close() is a no-op', () => {
-    const stage = makeStage();
+  test('with its name kept, close() removes the pack file and its directory, and close() after close() is a no-op', () => {
+    const stage = makeStage({ keepName: true });
     const { dir, path: file } = stage.shared;
     assert.equal(stage.admit(1, payloadFor(1, PAYLOAD)), 'admitted');
     stage.close();
@@ -142,6 +175,52 @@ describe('disk stage: files', () => {
     assert.doesNotThrow(() => stage.close());
     assert.equal(readBack(stage, 1).result, 'miss');
     assert.equal(stage.admit(2, payloadFor(2, PAYLOAD)), 'declined');
+  });
+
+  test('with its name kept, create() sweeps stage directories of dead processes and leaves live ones', async () => {
+    const dead = await deadPid();
+    const stale = path.join(base, `stoker-stage-${dead}-AbCdEf`);
+    const alive = path.join(base, `stoker-stage-${process.pid}-live00`);
+    for (const d of [stale, alive]) {
+      fs.mkdirSync(d);
+      fs.writeFileSync(path.join(d, 'stage.pack'), 'x');
+    }
+    const stage = makeStage({ keepName: true });
+    try {
+      assert.equal(fs.existsSync(stale), false, 'the dead process\'s stage was removed');
+      assert.ok(fs.existsSync(path.join(alive, 'stage.pack')), 'a live process\'s stage stays');
+    } finally {
+      stage.close();
+      fs.rmSync(alive, { recursive: true });
+    }
+  });
+
+  test('a diskStage.dir on procfs fails at once with ERR_DISK_STAGE naming diskStage.dir', { skip: fs.existsSync('/proc/self') ? false : 'needs procfs (Linux)', timeout: 20_000 }, async () => {
+    // In a child under a time limit: the old bug was a synchronous spin in mkdir that no in-process timeout can interrupt.
+    const stageModule = new URL('./disk-stage.ts', import.meta.url).href;
+    const code = [
+      `const { DiskStage } = await import(${JSON.stringify(stageModule)});`,
+      `for (const dir of ['/proc/stoker-x', '/proc/stoker-x/deeper/still']) {`,
+      `  try { DiskStage.create({ gigabytes: 1, dir, payloadBytes: 8, length: 4 }); console.log('created'); }`,
+      `  catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`,
+      `}`,
+    ].join('\n');
+    const r = await new Promise<{ stdout: string; signal: NodeJS.Signals | null }>((resolve, reject) => {
+      const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'], timeout: 15_000 });
+      let stdout = '';
+      proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      proc.once('error', reject);
+      proc.once('close', (_status, signal) => resolve({ stdout, signal }));
+    });
+    assert.equal(r.signal, null, 'create() returned instead of spinning in mkdir until the time limit killed it');
+    const lines = r.stdout.trim().split('\n');
+    assert.equal(lines.length, 2, r.stdout);
+    for (const line of lines) {
+      const err = JSON.parse(line) as { code: string; message: string };
+      assert.equal(err.code, 'ERR_DISK_STAGE');
+      assert.match(err.message, /diskStage\.dir "\/proc\/stoker-x/);
+      assert.match(err.message, /writable local drive/);
+    }
   });
 
   test('a directory that cannot be created is an ERR_DISK_STAGE naming diskStage.dir, the OS error and the fix', () => {
@@ -354,6 +433,7 @@ describe('disk stage: sharing', () => {
 
   test('once the owner closes, attached handles miss and decline, and attaching fails naming the pack file', () => {
     const stage = makeStage();
+    const file = stage.shared.file;
     const other = DiskStage.attach(stage.shared);
     stage.admit(1, payloadFor(1, PAYLOAD));
     stage.close();
@@ -365,8 +445,8 @@ describe('disk stage: sharing', () => {
     }
     assert.throws(() => DiskStage.attach(stage.shared), (err: Error & { code?: string }) => {
       assert.equal(err.code, 'ERR_DISK_STAGE');
-      assert.ok(err.message.includes(stage.shared.path));
-      assert.match(err.message, /ENOENT/);
+      assert.ok(err.message.includes(file), err.message);
+      assert.match(err.message, /closed by its owner/);
       return true;
     });
   });
@@ -407,7 +487,7 @@ function runWorker(job: WorkerJob): Promise<string[]> {
   });
 }
 
-describe('disk stage: cleanup on exit and signals', { concurrency: true }, () => {
+describe('disk stage: cleanup on exit and signals where the name is kept (no /dev/fd)', { concurrency: true }, () => {
   const stageModule = new URL('./disk-stage.ts', import.meta.url).href;
 
   /** Runs a child that creates a stage under `base`, prints its directory, then does `then`. */
@@ -415,7 +495,7 @@ describe('disk stage: cleanup on exit and signals', { concurrency: true }, () =>
     const code = [
       `import { writeSync } from 'node:fs';`,
       `const { DiskStage } = await import(${JSON.stringify(stageModule)});`,
-      `const stage = DiskStage.create({ gigabytes: 0.001, dir: ${JSON.stringify(base)}, payloadBytes: 8, length: 4, warn: () => {} });`,
+      `const stage = DiskStage.create({ gigabytes: 0.001, dir: ${JSON.stringify(base)}, payloadBytes: 8, length: 4, warn: () => {}, keepName: true });`,
       `stage.admit(0, new Uint8Array(8).fill(7));`,
       `writeSync(1, stage.shared.dir + '\\n');`,
       then,
@@ -463,6 +543,12 @@ describe('disk stage: cleanup on exit and signals', { concurrency: true }, () =>
     assert.equal(r.signal, 'SIGINT');
   });
 
+  test('SIGHUP removes the stage directory and the process still dies of SIGHUP', { timeout: 10_000 }, async () => {
+    const r = await child(`${keepAlive} process.kill(process.pid, 'SIGHUP');`);
+    assertGone(r.dir, r.stderr);
+    assert.equal(r.signal, 'SIGHUP');
+  });
+
   test('with a user SIGINT listener the directory is removed and the user decides how the process ends', { timeout: 10_000 }, async () => {
     const r = await child(`process.on('SIGINT', () => { writeSync(1, 'user handler\\n'); process.exit(7); }); ${keepAlive} process.kill(process.pid, 'SIGINT');`);
     assertGone(r.dir, r.stderr);
@@ -472,11 +558,21 @@ describe('disk stage: cleanup on exit and signals', { concurrency: true }, () =>
 });
 
 describe('disk stage: listeners', () => {
-  test('exit and signal listeners are added once with the first stage and removed with the last', () => {
+  test('an unlinked stage adds no exit or signal listeners', () => {
     const baseline = listenerCounts();
     const a = makeStage();
-    const b = makeStage();
-    const one = { exit: baseline.exit + 1, SIGINT: baseline.SIGINT + 1, SIGTERM: baseline.SIGTERM + 1 };
+    try {
+      assert.deepEqual(listenerCounts(), baseline);
+    } finally {
+      a.close();
+    }
+  });
+
+  test('with names kept, exit and signal listeners are added once with the first stage and removed with the last', () => {
+    const baseline = listenerCounts();
+    const a = makeStage({ keepName: true });
+    const b = makeStage({ keepName: true });
+    const one = { exit: baseline.exit + 1, SIGINT: baseline.SIGINT + 1, SIGTERM: baseline.SIGTERM + 1, SIGHUP: baseline.SIGHUP + 1 };
     assert.deepEqual(listenerCounts(), one);
     a.close();
     assert.deepEqual(listenerCounts(), one);
@@ -538,7 +634,8 @@ describe('disk stage: RAM-backed directories', () => {
     const stage = DiskStage.create({ gigabytes: 0.001, dir: '/dev/shm', payloadBytes: 8, length: 4, warn: (m) => warnings.push(m) });
     try {
       assert.equal(warnings.length, 1);
-      assert.ok(warnings[0]!.startsWith(`stoker: diskStage.dir ${fs.realpathSync(stage.shared.dir)} is on tmpfs (RAM-backed)`), warnings[0]);
+      const named = path.join(fs.realpathSync('/dev/shm'), path.basename(stage.shared.dir));
+      assert.ok(warnings[0]!.startsWith(`stoker: diskStage.dir ${named} is on tmpfs (RAM-backed)`), warnings[0]);
       assert.match(warnings[0]!, /Point diskStage\.dir at a real drive\.$/);
     } finally {
       stage.close();

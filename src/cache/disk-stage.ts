@@ -4,8 +4,10 @@
 // pays only when the source is slower than local disk. Best effort: it never fails training — a
 // write error switches it off (reads of already-staged samples keep working), a record that fails
 // verification reads as 'corrupt' and the caller falls through to the source.
-// The one rule: only the stage made by create() owns the file; close it (or let the process exit)
-// to remove it. Handles from attach() only ever close their own descriptor.
+// The one rule: only the stage made by create() owns the file, and the file has no name once
+// create() returns (NOTE [Stage cleanup]): other threads reach it through `shared.path`, a
+// descriptor path of the owner's open file, so they must attach while the owner is open. Handles
+// from attach() only ever close their own descriptor.
 //
 // NOTE [Pack-file record]
 // Record k (one sample) lives at byte offset k × recordBytes; no file header, no padding:
@@ -36,12 +38,18 @@
 // staged (it reads 'miss'), which costs a source read, never a wrong one.
 //
 // NOTE [Stage cleanup]
-// The pack file is ephemeral. One process-wide registry holds the live owned stages; while it is
-// non-empty, one 'exit' listener removes them synchronously and one SIGINT and one SIGTERM listener
-// remove them and then, when no other listener for that signal remains, re-raise the signal with
-// the default action so the process still dies of it (exit status 128 + signal, as the user
-// expects). The listeners are added with the first stage and removed with the last, so a closed
-// loader leaves none behind.
+// The pack file is ephemeral and must never outlive its process, however the process dies (SIGKILL,
+// SIGHUP, an OOM kill included). So create() opens it, then unlinks it and removes its private
+// directory at once: the disk space lives exactly as long as an open descriptor, and the kernel
+// frees it when the last one closes, at exit of any kind. Reader workers share the process's
+// descriptor table, so each opens its own descriptor on the unnamed file through
+// /dev/fd/<owner's fd> (on Linux a fresh open of the same inode, on macOS a dup). Because a closed
+// descriptor number can be reused for another file, attach() re-checks control[REMOVED] after its
+// open: the owner sets it before closing its descriptor.
+// Fallback, where a file cannot be reached through /dev/fd (Windows): the name stays, create()
+// first sweeps `stoker-stage-<pid>-*` directories under the same base whose pid is dead, and one
+// process-wide registry removes live stages on 'exit' and on SIGINT/SIGTERM/SIGHUP (then, when no
+// other listener for that signal remains, re-raises it so the process still dies of it).
 
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -51,10 +59,14 @@ import { LoaderError, describeCause, invalidOption } from '../errors.js';
 
 /** Structured-cloneable description, posted to workers (SharedArrayBuffer-backed arrays share memory). */
 export interface DiskStageShared {
-  /** The pack file. */
+  /** Where another thread opens the pack file: /dev/fd/<owner's fd> once it is unlinked, else its name. */
   readonly path: string;
-  /** The private directory holding it. */
+  /** The pack file's name when it was created (for messages; gone once unlinked). */
+  readonly file: string;
+  /** The private directory it was created in (removed with the name). */
   readonly dir: string;
+  /** True when the file has no name any more (NOTE [Stage cleanup]): nothing can leak. */
+  readonly unlinked: boolean;
   /** Bytes of one sample. */
   readonly payloadBytes: number;
   /** HEADER_BYTES + payloadBytes (no padding: positioned reads gain nothing from alignment). */
@@ -104,6 +116,8 @@ export interface DiskStageOptions {
   length: number;
   /** Where warnings go (tmpfs directory, write failure). Default: stderr. */
   warn?: (message: string) => void;
+  /** Test hook: behave as on a platform without /dev/fd (keep the name, sweep, clean up on exit). */
+  keepName?: boolean;
 }
 
 const defaultWarn = (message: string): void => console.error(message);
@@ -140,8 +154,9 @@ export class DiskStage {
 
   /**
    * Main thread. Creates `<dir or os.tmpdir()>/stoker-stage-<pid>-XXXXXX/` (mode 0700) and the pack file
-   * inside it (mode 0600, created exclusively), warns if the directory is RAM-backed, and arranges
-   * removal on close(), on process exit and on SIGINT/SIGTERM.
+   * inside it (mode 0600, created exclusively), warns if the directory is RAM-backed, then removes
+   * both names, keeping only the open file (NOTE [Stage cleanup]; the fallback keeps them until
+   * close(), exit or a signal).
    */
   static create(options: DiskStageOptions): DiskStage {
     const { gigabytes, payloadBytes, length } = options;
@@ -162,7 +177,7 @@ export class DiskStage {
     const base = path.resolve(options.dir ?? os.tmpdir());
     let dir: string;
     try {
-      fs.mkdirSync(base, { recursive: true });
+      makeDirs(base);
       dir = fs.mkdtempSync(path.join(base, `stoker-stage-${process.pid}-`)); // mkdtemp(3): mode 0700, fresh name; the pid tells ranks' stages apart
     } catch (err) {
       throw new LoaderError(
@@ -186,12 +201,18 @@ export class DiskStage {
 
     warnIfRamBacked(dir, warn);
 
+    // NOTE [Stage cleanup]: drop the name at once where another thread can still reach the file.
+    const byFd = options.keepName === true ? undefined : descriptorPath(fd);
+    if (byFd !== undefined) removeQuietly(file, dir);
+    else sweepStale(base, dir);
     const recordBytes = HEADER_BYTES + payloadBytes;
     const budget = gigabytes * 2 ** 30;
     const maxRecords = Math.min(Math.floor(budget / recordBytes), MAX_RECORDS, Math.floor(Number.MAX_SAFE_INTEGER / recordBytes));
     const shared: DiskStageShared = {
-      path: file,
+      path: byFd ?? file,
+      file,
       dir,
+      unlinked: byFd !== undefined,
       payloadBytes,
       recordBytes,
       maxRecords,
@@ -199,21 +220,24 @@ export class DiskStage {
       control: new Int32Array(new SharedArrayBuffer(CONTROL_SLOTS * 4)),
     };
     const stage = new DiskStage(shared, fd, true, warn);
-    register(stage.shared);
+    if (!shared.unlinked) register(stage.shared);
     return stage;
   }
 
-  /** In a reader worker (or anywhere): open its own descriptor on an existing stage. Never removes the file. */
+  /** In a reader worker (or anywhere): open its own descriptor on a live stage. Never removes the file. */
   static attach(shared: DiskStageShared, warn?: (message: string) => void): DiskStage {
     let fd: number;
     try {
+      if (Atomics.load(shared.control, REMOVED) === 1) throw new Error('the stage was closed by its owner');
       fd = fs.openSync(shared.path, 'r+');
     } catch (err) {
-      throw new LoaderError(
-        'ERR_DISK_STAGE',
-        `disk stage pack file ${shared.path} cannot be opened (${describeCause(err)}). Attach before the stage's owner closes it, and keep diskStage.dir on a local drive`,
-        { cause: err },
-      );
+      throw attachFailed(shared, err);
+    }
+    // The owner marks REMOVED before closing its descriptor: seen unset after our open, the number
+    // we opened was still the owner's pack file, not a reused descriptor (NOTE [Stage cleanup]).
+    if (Atomics.load(shared.control, REMOVED) === 1) {
+      fs.closeSync(fd);
+      throw attachFailed(shared, new Error('the stage was closed by its owner'));
     }
     return new DiskStage(shared, fd, false, quiet(warn ?? defaultWarn));
   }
@@ -292,9 +316,9 @@ export class DiskStage {
       // already closed or never valid: nothing left to release
     }
     this.#fd = -1;
-    if (this.#owner) {
+    if (this.#owner && !this.shared.unlinked) {
       unregister(this.shared);
-      removeQuietly(this.shared.path, this.shared.dir);
+      removeQuietly(this.shared.file, this.shared.dir);
     }
   }
 
@@ -352,6 +376,80 @@ function writeFully(fd: number, buf: Buffer, position: number): void {
 
 function sizeMismatch(op: string, what: string, got: number, want: number): LoaderError {
   return new LoaderError('ERR_DISK_STAGE', `disk stage ${op}: \`${what}\` has ${got} bytes but every sample of this stage has payloadBytes = ${want}. Pack the sample into exactly ${want} bytes`);
+}
+
+function attachFailed(shared: DiskStageShared, err: unknown): LoaderError {
+  return new LoaderError(
+    'ERR_DISK_STAGE',
+    `disk stage pack file ${shared.file} cannot be opened through ${shared.path} (${describeCause(err)}). Attach before the stage's owner closes it, and keep diskStage.dir on a local drive`,
+    { cause: err },
+  );
+}
+
+/**
+ * Create `dir` and its missing parents one level at a time. Not mkdirSync(recursive): on procfs
+ * and sysfs (diskStage.dir '/proc/x') it retries forever at full CPU; one plain mkdir per missing
+ * level fails at once with the OS error instead.
+ */
+function makeDirs(dir: string): void {
+  const missing: string[] = [];
+  for (let d = dir; ; d = path.dirname(d)) {
+    let st: fs.Stats | undefined;
+    try {
+      st = fs.statSync(d);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (st !== undefined) {
+      if (!st.isDirectory()) throw Object.assign(new Error(`ENOTDIR: ${d} is not a directory`), { code: 'ENOTDIR' });
+      break;
+    }
+    missing.push(d);
+    if (path.dirname(d) === d) break;
+  }
+  for (const d of missing.reverse()) {
+    try {
+      fs.mkdirSync(d);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || !fs.statSync(d).isDirectory()) throw err;
+    }
+  }
+}
+
+/** `/dev/fd/<fd>` when this platform reaches an open file through it (Linux, macOS, BSDs); else undefined. */
+function descriptorPath(fd: number): string | undefined {
+  const p = `/dev/fd/${fd}`;
+  try {
+    const [a, b] = [fs.fstatSync(fd), fs.statSync(p)];
+    return a.ino === b.ino && a.dev === b.dev ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Fallback cleanup (NOTE [Stage cleanup]): remove stage directories under `base` left by processes that are gone. */
+function sweepStale(base: string, own: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(base);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^stoker-stage-(\d+)-[^/]+$/.exec(name);
+    const dir = path.join(base, name);
+    if (m === null || dir === own || processAlive(Number(m[1]))) continue;
+    removeQuietly(path.join(dir, 'stage.pack'), dir);
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, someone else's
+  }
 }
 
 function removeQuietly(file: string, dir: string): void {
@@ -417,12 +515,12 @@ function warnIfRamBacked(dir: string, warn: (message: string) => void): void {
 // ---- exit and signal cleanup (NOTE [Stage cleanup]) ----------------------------------------
 
 const live = new Map<string, DiskStageShared>();
-const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 function removeAll(): void {
   for (const s of live.values()) {
     Atomics.store(s.control, REMOVED, 1);
-    removeQuietly(s.path, s.dir);
+    removeQuietly(s.file, s.dir);
   }
   live.clear();
 }

@@ -25,6 +25,9 @@ export interface StagedBatch {
   readonly done?: () => void;
 }
 
+/** Samples read at once by readAll (async reads of one chunk run together; a failed chunk is re-read sample by sample). */
+const READ_ALL_CHUNK = 256;
+
 export type Allocate = <D extends DType>(dtype: D, length: number) => StorageOf[D];
 
 /** The sample tiers a per-sample read goes through: RAM cache, then disk stage, then the source. */
@@ -72,12 +75,34 @@ export class SourceReader {
     return !isBatchDataset(ds);
   }
 
-  /** The whole dataset as columns, for resident mode. Never copies in-memory columns. */
-  async readAll(context: ReadContext, alloc: Allocate): Promise<StagedBatch> {
+  /**
+   * The whole dataset as columns, for resident mode. Never copies in-memory columns. A sample whose
+   * read fails does not fail the whole read: its rows stay zero and `failed` maps its id to the
+   * cause, so that the batches holding it fail as streaming batches do (the `errors` option).
+   */
+  async readAll(context: ReadContext, alloc: Allocate): Promise<StagedBatch & { readonly failed: ReadonlyMap<number, unknown> }> {
     const ds = this.#ds;
-    if (ds instanceof ArraySource) return { tensors: ds[kColumns].tensors, owned: false };
-    const ids = Array.from({ length: ds.length }, (_, i) => i);
-    return this.read(ids, context, alloc);
+    const failed = new Map<number, unknown>();
+    if (ds instanceof ArraySource) return { tensors: ds[kColumns].tensors, owned: false, failed };
+    const n = ds.length;
+    const outs = this.schema.fields.map((f) => alloc(f.dtype, n * f.rowSize) as Storage);
+    for (let start = 0; start < n; start += READ_ALL_CHUNK) {
+      const ids = Array.from({ length: Math.min(READ_ALL_CHUNK, n - start) }, (_, k) => start + k);
+      try {
+        await this.readInto(ids, context, outs, start);
+      } catch {
+        context.signal.throwIfAborted();
+        // Find the failing samples of this chunk, one read each.
+        for (const id of ids) {
+          try {
+            await this.readInto([id], context, outs, id);
+          } catch (cause) {
+            failed.set(id, cause);
+          }
+        }
+      }
+    }
+    return { tensors: this.schema.fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])), owned: true, failed };
   }
 
   /** Rows of `ids`, in that order, in memory from `alloc` (or borrowed from a per-batch dataset). */
