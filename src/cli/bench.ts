@@ -115,9 +115,11 @@ export async function runBench(opts: BenchOptions, ui: Ui): Promise<BenchReport>
         if (opts.images < opts.batchSize) throw new UsageError(`--images (${opts.images}) is below --batch-size (${opts.batchSize}): no whole batch to time`);
         samples = opts.images;
         if (folder === undefined) {
-          const data = await writeShapesDataset(join(scratch, 'images'), { train: opts.images, test: 0, seed: opts.seed });
+          const writing = ui.task(`writing ${int(opts.images)} PNG files (32×32) for the image scenarios …`, '{bar} {percentage}% | {value}/{total} files', opts.images);
+          const data = await writeShapesDataset(join(scratch, 'images'), { train: opts.images, test: 0, seed: opts.seed, onProgress: (n) => writing.update(n, {}) });
+          writing.stop();
           folder = data.trainDir;
-          ui.line(`wrote ${int(data.files)} PNG files (32×32) in ${(data.ms / 1000).toFixed(1)} s for the image scenarios`);
+          ui.line(`written in ${(data.ms / 1000).toFixed(1)} s`);
         }
         dataset = sources.imageFolder(folder, { size: 32 });
         options = (name === 'images'
