@@ -15,7 +15,7 @@ import { writeShapesDataset } from '../src/cli/demo-data.js';
 import { Ui } from '../src/cli/ui.js';
 import { newEpochStats } from '../src/pipeline/stats.js';
 import { epochFigures, int } from '../src/report/figures.js';
-import { type BenchReport, renderBenchReport } from '../src/report/html.js';
+import { type BenchReport, compact, renderBenchReport } from '../src/report/html.js';
 import { niceTicks } from '../src/report/svg.js';
 
 const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
@@ -253,7 +253,27 @@ describe('stoker bench', () => {
     const counts = checkWellFormed(html);
     assert.ok((counts.get('svg') ?? 0) >= 4, 'throughput, wait and two tier charts');
     assert.ok(!/<script|<link|src=|url\(/i.test(html), 'self-contained: no script, no external resource');
-    for (const s of doc.scenarios) for (const e of s.epochs) assert.ok(html.includes(`<td class="n">${int(e.samplesPerSec)}</td>`), `${s.name} epoch ${e.epoch + 1} samples/s in the table`);
+    for (const s of doc.scenarios) {
+      for (const e of s.epochs) {
+        assert.ok(html.includes(`<td class="n">${int(e.samplesPerSec)}</td>`), `${s.name} epoch ${e.epoch + 1} samples/s in the table`);
+        assert.ok(html.includes(`<title>${s.name}, epoch ${e.epoch + 1}: ${compact(e.samplesPerSec)}</title>`), `${s.name} epoch ${e.epoch + 1} samples/s on its bar`);
+      }
+    }
+    assert.equal((html.match(/<figcaption>/g) ?? []).length, counts.get('svg'), 'every chart has its caption');
+    const rates = doc.scenarios.flatMap((s) => s.epochs.map((e) => e.samplesPerSec));
+    const ceiling = (doc.config.batchSize * 1000) / doc.config.stepMs;
+    assert.match(html, new RegExp(`data-scale="${Math.max(...rates, ceiling) / Math.min(...rates) > 10 ? 'log' : 'linear'}"`), 'the throughput axis follows the run’s span');
+    assert.ok(html.includes(`caps it at ${int(ceiling)} samples/s`), 'the step’s ceiling in the caption');
+  });
+
+  it('by default simulates a training step, so the wait says what the loader hides', async () => {
+    const r = await stoker(['bench', '--json', '--scenarios', 'memory', '--samples', '640']);
+    assert.equal(r.code, 0, r.stderr);
+    const doc = JSON.parse(r.stdout) as BenchReport;
+    assert.deepEqual([doc.config.stepMs, doc.config.batchSize, doc.config.epochs], [10, 64, 3], 'a 10 ms step per batch of 64, 3 epochs');
+    const help = await stoker(['bench', '--help']);
+    assert.match(help.stdout, /--samples <n>[^\n]*\n?[^\n]*\(default:\s+10000\)/, 'epochs of 150 batches in memory');
+    assert.match(help.stdout, /--images <n>[^\n]*\n?[^\n]*\(default:\s+4000\)/, 'and of 62 batches of PNG files');
   });
 
   it('prints a table without --json', async () => {
@@ -351,7 +371,7 @@ describe('the bench report renderer', () => {
     assert.ok(!html.includes('<b>&</b>') && !html.includes('<tagged>'));
     assert.ok(html.includes('Test CPU &lt;fast&gt; &amp; &quot;cheap&quot;'));
     for (const cell of ['2 000', '30 000', '62.5 %', '25.0 %', '93.8 %', '3.1 %', '100.0 %']) assert.ok(html.includes(`<td class="n">${cell}</td>`), `table cell ${cell}`);
-    assert.match(html, /<text[^>]*>2\.0k<\/text>/, 'epoch 1 throughput labelled on its bar');
+    assert.match(html, /<text[^>]*>2k<\/text>/, 'epoch 1 throughput labelled on its bar');
     assert.match(html, /<title>RAM cache, epoch 2: 94%<\/title>/, 'tier shares as tooltips');
   });
 
