@@ -4,6 +4,10 @@
 //   torchrun --nproc-per-node 2 --no-python node --import tsx examples/ranks.ts --device cuda
 //   srun -n 4 node --import tsx examples/ranks.ts
 //
+// Open MPI (4.1) refuses to run as root without --allow-run-as-root, and refuses more ranks than
+// cores (its default slots) without --oversubscribe: as root on 2 cores, 4 ranks is
+//   mpirun --allow-run-as-root --oversubscribe -np 4 node --import tsx examples/ranks.ts
+//
 // Every rank builds the same CIFAR-shaped dataset (uint8 [3, 32, 32] + int32 label = the sample id),
 // reads its share of each epoch's global order through a streaming loader, and prints one JSON line:
 // rank, world, batches, samples/s. Options for tests and benchmarks:

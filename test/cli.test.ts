@@ -4,15 +4,18 @@
 // under --verbose. Plus the report renderer in process: well-formed, escaped, every figure shown.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { writeShapesDataset } from '../src/cli/demo-data.js';
+import { Ui } from '../src/cli/ui.js';
 import { newEpochStats } from '../src/pipeline/stats.js';
 import { epochFigures, int } from '../src/report/figures.js';
-import { type BenchReport, renderBenchReport } from '../src/report/html.js';
+import { type BenchReport, compact, renderBenchReport } from '../src/report/html.js';
 import { niceTicks } from '../src/report/svg.js';
 
 const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
@@ -130,9 +133,73 @@ describe('stoker demo', () => {
     assert.match(r.stdout, /^epoch 1\/1 .*samples\/s .*wait .*cache .*loss \d+\.\d{3} .*held-out acc \d+\.\d %$/m);
     assert.match(r.stdout, /held-out accuracy\s+\d+\.\d % after 1 epoch \(chance: 10 %\)/);
     assert.match(r.stdout, /250 PNG files \(200 to train on, 50 held out\)/);
-    const dir = /written with sharp to (\S+) in/.exec(r.stdout)?.[1];
+    const dir = /with sharp to (\S+) …$/m.exec(r.stdout)?.[1];
     assert.ok(dir !== undefined && dir.includes('stoker-demo-'), 'names its temp folder');
     assert.equal(existsSync(dir), false, 'the temp folder is removed');
+  });
+
+  it('says it is writing the images, and where, before it writes them, then says when it is done', async () => {
+    // Read the child's stdout as it comes: the announcement must arrive before the done line, so a log
+    // shows what the demo is doing during the write (5 000 files by default) instead of looking hung.
+    const child = spawn(process.execPath, [BIN, 'demo', '--samples', '40', '--epochs', '1', '--batch-size', '20'], { env: { ...process.env, CI: '1', NODE_ENV: 'test' } });
+    const seen: string[] = [];
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      for (const [name, re] of [['writing', /writing 50 PNG files \(40 to train on, 10 held out\) with sharp to \S*stoker-demo-\S+ …/], ['written', /written in \d+\.\d s:/]] as const) {
+        if (!seen.includes(name) && re.test(out)) seen.push(name);
+      }
+    });
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill();
+        reject(new Error(`stoker demo did not finish within 60 s (hang)\n${out}`));
+      }, 60_000);
+      child.on('exit', (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+    });
+    assert.equal(code, 0, out);
+    assert.deepEqual(seen, ['writing', 'written'], `the step is announced first, then its end:\n${out}`);
+    assert.doesNotMatch(out, /\x1b\[/, 'no bar without a terminal');
+  });
+
+  it('the image writer reports 0 of n before the first file exists and n of n at the end', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stoker-shapes-'));
+    try {
+      const calls: [number, number, number][] = [];
+      const pngs = () => readdirSync(dir, { recursive: true }).filter((f) => String(f).endsWith('.png')).length;
+      await writeShapesDataset(dir, { train: 30, test: 10, size: 8, onProgress: (done, total) => calls.push([done, total, done === 0 ? pngs() : -1]) });
+      assert.deepEqual(calls[0], [0, 40, 0], 'the first call comes before any file is written');
+      assert.deepEqual(calls.at(-1)!.slice(0, 2), [40, 40]);
+      assert.deepEqual(calls.map((c) => c[0]), Array.from({ length: 41 }, (_, i) => i), 'one call per file, in order');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a long step prints its line in a log, and its line and a live bar on a terminal', () => {
+    const sink = (tty: boolean) => {
+      let text = '';
+      const stream = new Writable({ write(chunk, _enc, done) { text += String(chunk); done(); } }) as Writable & { isTTY?: boolean; columns?: number };
+      if (tty) Object.assign(stream, { isTTY: true, columns: 100 });
+      return { stream: stream as unknown as NodeJS.WriteStream, text: () => text };
+    };
+    const log = sink(false);
+    const logTask = new Ui({ json: false, progress: true }, log.stream, {}).task('writing 40 files …', '{bar} {value}/{total} files', 40);
+    logTask.update(20, {});
+    logTask.stop();
+    assert.equal(log.text(), 'writing 40 files …\n', 'one line, no bar, in a log');
+    const term = sink(true);
+    const termTask = new Ui({ json: false, progress: true }, term.stream, {}).task('writing 40 files …', '{bar} {value}/{total} files', 40);
+    termTask.update(20, {});
+    termTask.stop();
+    assert.ok(term.text().startsWith('writing 40 files …\n'), 'the line first');
+    assert.match(term.text(), /0\/40 files/, 'then a bar');
+    const json = sink(true);
+    new Ui({ json: true, progress: true }, json.stream, {}).task('writing …', '{bar}', 1).stop();
+    assert.equal(json.text(), '', 'nothing under --json');
   });
 
   it('--json prints one JSON document with per-epoch figures from loader.stats(), and the cache serves epoch 2', async () => {
@@ -186,7 +253,27 @@ describe('stoker bench', () => {
     const counts = checkWellFormed(html);
     assert.ok((counts.get('svg') ?? 0) >= 4, 'throughput, wait and two tier charts');
     assert.ok(!/<script|<link|src=|url\(/i.test(html), 'self-contained: no script, no external resource');
-    for (const s of doc.scenarios) for (const e of s.epochs) assert.ok(html.includes(`<td class="n">${int(e.samplesPerSec)}</td>`), `${s.name} epoch ${e.epoch + 1} samples/s in the table`);
+    for (const s of doc.scenarios) {
+      for (const e of s.epochs) {
+        assert.ok(html.includes(`<td class="n">${int(e.samplesPerSec)}</td>`), `${s.name} epoch ${e.epoch + 1} samples/s in the table`);
+        assert.ok(html.includes(`<title>${s.name}, epoch ${e.epoch + 1}: ${compact(e.samplesPerSec)}</title>`), `${s.name} epoch ${e.epoch + 1} samples/s on its bar`);
+      }
+    }
+    assert.equal((html.match(/<figcaption>/g) ?? []).length, counts.get('svg'), 'every chart has its caption');
+    const rates = doc.scenarios.flatMap((s) => s.epochs.map((e) => e.samplesPerSec));
+    const ceiling = (doc.config.batchSize * 1000) / doc.config.stepMs;
+    assert.match(html, new RegExp(`data-scale="${Math.max(...rates, ceiling) / Math.min(...rates) > 10 ? 'log' : 'linear'}"`), 'the throughput axis follows the run’s span');
+    assert.ok(html.includes(`caps it at ${int(ceiling)} samples/s`), 'the step’s ceiling in the caption');
+  });
+
+  it('by default simulates a training step, so the wait says what the loader hides', async () => {
+    const r = await stoker(['bench', '--json', '--scenarios', 'memory', '--samples', '640']);
+    assert.equal(r.code, 0, r.stderr);
+    const doc = JSON.parse(r.stdout) as BenchReport;
+    assert.deepEqual([doc.config.stepMs, doc.config.batchSize, doc.config.epochs], [10, 64, 3], 'a 10 ms step per batch of 64, 3 epochs');
+    const help = await stoker(['bench', '--help']);
+    assert.match(help.stdout, /--samples <n>[^\n]*\n?[^\n]*\(default:\s+10000\)/, 'epochs of 150 batches in memory');
+    assert.match(help.stdout, /--images <n>[^\n]*\n?[^\n]*\(default:\s+4000\)/, 'and of 62 batches of PNG files');
   });
 
   it('prints a table without --json', async () => {
@@ -284,7 +371,7 @@ describe('the bench report renderer', () => {
     assert.ok(!html.includes('<b>&</b>') && !html.includes('<tagged>'));
     assert.ok(html.includes('Test CPU &lt;fast&gt; &amp; &quot;cheap&quot;'));
     for (const cell of ['2 000', '30 000', '62.5 %', '25.0 %', '93.8 %', '3.1 %', '100.0 %']) assert.ok(html.includes(`<td class="n">${cell}</td>`), `table cell ${cell}`);
-    assert.match(html, /<text[^>]*>2\.0k<\/text>/, 'epoch 1 throughput labelled on its bar');
+    assert.match(html, /<text[^>]*>2k<\/text>/, 'epoch 1 throughput labelled on its bar');
     assert.match(html, /<title>RAM cache, epoch 2: 94%<\/title>/, 'tier shares as tooltips');
   });
 

@@ -28,6 +28,8 @@ export interface ShapesOptions {
   readonly seed?: number;
   /** PNG files written at once (sharp encodes on libuv's thread pool). Default 32. */
   readonly concurrency?: number;
+  /** Called with (files written, files in all) once before the first file and after each one. */
+  readonly onProgress?: (written: number, total: number) => void;
 }
 
 export interface ShapesDataset {
@@ -66,8 +68,13 @@ export async function writeShapesDataset(dir: string, options: ShapesOptions): P
   }
   let bytes = 0;
   let next = 0;
+  let written = 0;
+  options.onProgress?.(0, jobs.length);
   const worker = async () => {
-    while (next < jobs.length) bytes += await jobs[next++]!();
+    while (next < jobs.length) {
+      bytes += await jobs[next++]!();
+      options.onProgress?.(++written, jobs.length);
+    }
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
   return {

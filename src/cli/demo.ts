@@ -88,9 +88,13 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
   try {
     ui.line('Stoker demo — a small image classifier trained with TensorFlow.js, fed by Stoker');
     ui.line('');
-    const data = await writeShapesDataset(dir, { train: opts.samples, test: testCount, size: opts.size, seed: opts.seed });
-    ui.line(`dataset   ${int(data.files)} PNG files (${int(opts.samples)} to train on, ${int(testCount)} held out), ${data.classes.length} classes of coloured shapes, ${opts.size}×${opts.size} RGB, ${bytes(data.bytes)}`);
-    ui.line(`          written with sharp to ${dir} in ${(data.ms / 1000).toFixed(1)} s${opts.dir === undefined ? ' (removed at the end)' : ''}`);
+    const files = opts.samples + testCount;
+    const writing = ui.task(
+      `dataset   writing ${int(files)} PNG files (${int(opts.samples)} to train on, ${int(testCount)} held out) with sharp to ${dir} …`,
+      '          {bar} {percentage}% | {value}/{total} files', files);
+    const data = await writeShapesDataset(dir, { train: opts.samples, test: testCount, size: opts.size, seed: opts.seed, onProgress: (n) => writing.update(n, {}) });
+    writing.stop();
+    ui.line(`          written in ${(data.ms / 1000).toFixed(1)} s: ${data.classes.length} classes of coloured shapes, ${opts.size}×${opts.size} RGB, ${bytes(data.bytes)}${opts.dir === undefined ? ' (removed at the end)' : ''}`);
 
     const size = opts.size;
     const train = sources.imageFolder(data.trainDir, { size, channels: 3, layout: 'chw' });

@@ -1,6 +1,7 @@
 // What a command prints and where. The rule: with --json, stdout carries exactly one JSON document
 // and nothing else; progress bars appear only when stdout is a terminal and not in CI; without a
-// terminal, progress is one plain line per epoch.
+// terminal, progress is one plain line per epoch, and a long step (writing files) announces itself
+// in one line before it starts, so a log never looks hung.
 
 import cliProgress from 'cli-progress';
 
@@ -40,6 +41,15 @@ export class Ui {
   /** The single JSON document of a --json run. */
   emit(document: unknown): void {
     this.#out.write(`${JSON.stringify(document, null, 2)}\n`);
+  }
+
+  /**
+   * A long step that is not an epoch: prints `line` at once (terminal or not), then, on a terminal,
+   * a bar of `format` below it until `stop()`. The caller prints the line that says it is done.
+   */
+  task(line: string, format: string, total: number): Progress {
+    this.line(line);
+    return this.progress(format, total, {});
   }
 
   /** A progress bar with `format` ({bar}, {value}, {total}, {percentage} and the keys passed to update). */

@@ -1,39 +1,15 @@
 // The bench report: one self-contained HTML file (inline CSS and SVG; no script, no font, no
 // network) with per-epoch throughput, loader wait and tier hit-rate charts for every scenario, the
-// table of figures, and what each figure means. The rule: every number shown comes from the
-// `BenchReport` it is given — the same document `stoker bench --json` prints.
+// table of figures, and what each figure means; each chart has a caption saying what to read from
+// it (captions.ts). The rule: every number shown comes from the `BenchReport` it is given — the
+// same document `stoker bench --json` prints.
 
-import type { EpochStats } from '../pipeline/stats.js';
-import { type EpochFigures, int, pct } from './figures.js';
-import { type Series, barChart, esc } from './svg.js';
+import type { BenchEpoch, BenchReport } from './bench-report.js';
+import { stepCeiling, throughputCaption, tierCaption, waitCaption } from './captions.js';
+import { int, pct } from './figures.js';
+import { type Series, barChart, esc, scaleFor } from './svg.js';
 
-export interface BenchEpoch extends EpochFigures {
-  /** The raw figures of `loader.stats().epochs[e]`. */
-  readonly stats: EpochStats;
-}
-
-export interface BenchScenario {
-  readonly name: string;
-  readonly description: string;
-  readonly device: string;
-  readonly mode: 'resident' | 'streaming';
-  readonly workers: number;
-  readonly samples: number;
-  readonly bytesPerSample: number;
-  /** Seconds `DataLoader.create` took (resident mode reads the whole dataset then). */
-  readonly createSeconds: number;
-  readonly epochs: readonly BenchEpoch[];
-}
-
-export interface BenchReport {
-  readonly ok: true;
-  readonly command: 'bench';
-  readonly startedAt: string;
-  readonly hardware: { readonly cpu: string; readonly cores: number; readonly memoryBytes: number; readonly node: string; readonly platform: string };
-  readonly config: { readonly batchSize: number; readonly epochs: number; readonly stepMs: number; readonly seed: number };
-  readonly scenarios: readonly BenchScenario[];
-  readonly totalSeconds: number;
-}
+export type { BenchEpoch, BenchReport, BenchScenario } from './bench-report.js';
 
 const PALETTE = ['#3b6fd8', '#e07b29', '#2f9e62', '#b04fc4', '#c9453f', '#6b7280'];
 const TIERS = { pool: '#7b4fd0', cache: '#2f9e62', disk: '#e0a829', source: '#8a94a6' };
@@ -44,11 +20,17 @@ export function renderBenchReport(report: BenchReport): string {
   const categories = Array.from({ length: epochs }, (_, i) => `epoch ${i + 1}`);
   const series = (pick: (e: BenchEpoch) => number | undefined): Series[] =>
     report.scenarios.map((s, k) => ({ name: s.name, colour: PALETTE[k % PALETTE.length]!, values: categories.map((_, i) => (s.epochs[i] === undefined ? undefined : pick(s.epochs[i]!))) }));
-  const throughput = barChart({ title: 'Throughput per epoch', unit: 'samples/s', categories, series: series((e) => e.samplesPerSec), format: compact });
-  const wait = barChart({ title: 'Loader wait per epoch (share of the epoch the loop waited)', unit: 'wait %', categories, series: series((e) => e.waitPct), max: 100, format: (v) => `${v.toFixed(0)}%` });
+  const rates = series((e) => e.samplesPerSec);
+  const ceiling = stepCeiling(report);
+  const scale = scaleFor([...rates.flatMap((r) => r.values), ceiling]);
+  const throughput = figure(barChart({
+    title: 'Throughput per epoch', unit: 'samples/s', categories, series: rates, format: compact, scale,
+    ...(ceiling !== undefined ? { reference: { value: ceiling, label: 'step’s ceiling' } } : {}),
+  }), throughputCaption(report, scale));
+  const wait = figure(barChart({ title: 'Loader wait per epoch (share of the epoch the loop waited)', unit: 'wait %', categories, series: series((e) => e.waitPct), max: 100, format: (v) => `${v.toFixed(0)}%` }), waitCaption(report));
   const tierCharts = report.scenarios
     .filter((s) => s.epochs.some((e) => e.cachePct !== undefined))
-    .map((s) =>
+    .map((s) => figure(
       barChart({
         title: `Where rows came from — ${s.name}`,
         unit: 'share of rows %',
@@ -62,7 +44,7 @@ export function renderBenchReport(report: BenchReport): string {
           { name: 'disk stage', colour: TIERS.disk, values: s.epochs.map((e) => e.diskPct) },
           { name: 'source', colour: TIERS.source, values: s.epochs.map((e) => e.sourcePct) },
         ],
-      }));
+      }), tierCaption(s)));
   const hw = report.hardware;
   const rows = report.scenarios.flatMap((s) =>
     s.epochs.map((e) => `<tr><td>${esc(s.name)}</td><td class="n">${e.epoch + 1}</td><td class="n">${int(e.rows)}</td><td class="n">${e.seconds.toFixed(3)}</td><td class="n">${int(e.samplesPerSec)}</td><td class="n">${esc(pct(e.waitPct))}</td><td class="n">${esc(pct(e.transformPct))}</td><td class="n">${esc(pct(e.poolPct))}</td><td class="n">${esc(pct(e.cachePct))}</td><td class="n">${esc(pct(e.diskPct))}</td><td class="n">${esc(pct(e.sourcePct))}</td></tr>`));
@@ -82,6 +64,8 @@ figure { margin: 1.5em 0; } svg { max-width: 100%; height: auto; background: #fb
 svg .chart-title { font-weight: 600; font-size: 15px; fill: #1f2430; } svg .tick, svg .legend { font-size: 12px; fill: #5b6475; }
 svg .axis { font-size: 12px; fill: #5b6475; } svg .grid { stroke: #e3e7ef; } svg .axis-line { stroke: #5b6475; }
 svg .value { font-size: 11px; fill: #1f2430; } svg .value.inside { fill: #fff; font-weight: 600; }
+svg .reference { stroke: #c9453f; stroke-width: 1.5; } svg .reference-label { font-size: 12px; fill: #c9453f; }
+figcaption { color: #3a4252; font-size: 14px; margin-top: 0.4em; max-width: 720px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; } th, td { padding: 4px 8px; border-bottom: 1px solid #e3e7ef; text-align: left; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 dt { font-weight: 600; } dd { margin: 0 0 0.6em 1.2em; }
@@ -96,16 +80,11 @@ batch ${report.config.batchSize} · ${report.config.epochs} epochs per scenario 
 ${scenarioList.join('\n')}
 </ul>
 <h2>Throughput</h2>
-<figure>
 ${throughput}
-</figure>
 <h2>Loader wait</h2>
-<figure>
 ${wait}
-</figure>
-${report.config.stepMs === 0 ? '<p class="meta">No training step was simulated (<code>--step-ms 0</code>): the loop only asks for batches, so it waits nearly all the time and throughput is the loader\'s own. Run with <code>--step-ms N</code> to see how much of the loading a step of N ms hides.</p>' : ''}
 <h2>Tier hit rates</h2>
-${tierCharts.length === 0 ? '<p>No scenario read through the sample tiers (resident mode reads the dataset once, at create).</p>' : tierCharts.map((c) => `<figure>\n${c}\n</figure>`).join('\n')}
+${tierCharts.length === 0 ? '<p>No scenario read through the sample tiers (resident mode reads the dataset once, at create).</p>' : tierCharts.join('\n')}
 <h2>All figures</h2>
 <table>
 <thead><tr><th>scenario</th><th class="n">epoch</th><th class="n">rows</th><th class="n">seconds</th><th class="n">samples/s</th><th class="n">wait</th><th class="n">transform</th><th class="n">VRAM pool</th><th class="n">RAM cache</th><th class="n">disk</th><th class="n">source</th></tr></thead>
@@ -126,9 +105,16 @@ ${rows.join('\n')}
 `;
 }
 
-function compact(v: number): string {
-  if (v >= 1e6) return `${(v / 1e6).toFixed(v >= 1e7 ? 0 : 1)}M`;
-  if (v >= 1e3) return `${(v / 1e3).toFixed(v >= 1e4 ? 0 : 1)}k`;
+/** A chart and the sentence that says what to read from it. */
+function figure(svg: string, caption: string): string {
+  return `<figure>\n${svg}\n<figcaption>${esc(caption)}</figcaption>\n</figure>`;
+}
+
+/** A rate for a bar label or a tick: 752, 1.5k, 111k, 2M (a trailing ".0" dropped). */
+export function compact(v: number): string {
+  const short = (x: number, digits: number) => x.toFixed(digits).replace(/\.0$/, '');
+  if (v >= 1e6) return `${short(v / 1e6, v >= 1e7 ? 0 : 1)}M`;
+  if (v >= 1e3) return `${short(v / 1e3, v >= 1e4 ? 0 : 1)}k`;
   return v.toFixed(0);
 }
 
