@@ -1,8 +1,9 @@
 // Internal: not exported from the package entry.
 // The index of one WebDataset tar shard: its samples (consecutive entries sharing a key) and, for
 // each sample's fields, the byte range of the field's data in the file — built once by walking the
-// tar headers, then cached beside the shard (or in a temp dir) and invalidated when the shard's
-// size or mtime changes. The rule: an index is only ever built from a shard that is a complete,
+// tar headers, then cached in the user's cache directory (`$XDG_CACHE_HOME/stoker/tar-index`, else
+// `~/.cache/stoker/tar-index`; beside the shard only when asked, never into the user's data folder
+// unbidden) and invalidated when the shard's size or mtime changes. The rule: an index is only ever built from a shard that is a complete,
 // well-formed tar archive; anything node-tar would warn about and skip is refused here, naming the
 // shard, the byte offset and the entry, so a damaged shard never yields silently misgrouped samples.
 //
@@ -22,15 +23,20 @@
 // regular file or a directory (links, devices, FIFOs) are all errors. Directories are skipped.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { Header, Pax } from 'tar';
 import { badFile, describeCause, fileAccess, show } from '../../errors.js';
 import { PositionedFile, headerInt } from './file.js';
 
-/** Where the index of a shard is cached: beside it when its directory is writable, else a temp dir ('auto'); only there; or nowhere ('off'). */
-export type TarIndexMode = 'auto' | 'beside' | 'temp' | 'off';
+/**
+ * Where the index of a shard is cached. 'auto' (default): the per-user cache directory
+ * (`cacheIndexPath`), else, when that cannot be written, the per-user temp directory; never fails
+ * for want of a cache. 'cache', 'temp', 'beside' (`.<shard>.stoker-idx.json` in the shard's own
+ * folder): only there, failing when it cannot be written. 'off': index every time, write nothing.
+ */
+export type TarIndexMode = 'auto' | 'cache' | 'beside' | 'temp' | 'off';
 
 /** What identifies one version of a shard: an index is valid only for the same size and mtime. */
 export interface ShardStamp {
@@ -89,13 +95,43 @@ export function besideIndexPath(shard: string): string {
   return join(dirname(shard), `.${basename(shard)}.stoker-idx.json`);
 }
 
+/** The name of a cached index: a hash of the shard's absolute path, size and mtime. */
+function cacheName(shard: string, stamp: ShardStamp): string {
+  return `${createHash('sha256').update(`${shard}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32)}.json`;
+}
+
 /**
- * The cache file in the temp dir, named by a hash of the shard's absolute path, size and mtime. The
- * directory is per user and private (0700): an index planted by another user would steer reads.
+ * The per-user cache directory of tar indexes: `$XDG_CACHE_HOME/stoker/tar-index` (an absolute
+ * XDG_CACHE_HOME only, as the XDG spec says), else `~/.cache/stoker/tar-index`. Created 0700.
+ */
+export function indexCacheDir(): string {
+  const xdg = process.env.XDG_CACHE_HOME;
+  return join(xdg !== undefined && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'stoker', 'tar-index');
+}
+
+/** The cache file of one shard version in the per-user cache directory. */
+export function cacheIndexPath(shard: string, stamp: ShardStamp): string {
+  return join(indexCacheDir(), cacheName(shard, stamp));
+}
+
+/**
+ * The cache file in the temp dir. The directory is per user and private (0700): an index planted
+ * by another user would steer reads.
  */
 export function tempIndexPath(shard: string, stamp: ShardStamp): string {
-  const hash = createHash('sha256').update(`${shard}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32);
-  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, `${hash}.json`);
+  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, cacheName(shard, stamp));
+}
+
+/** Where `mode` reads a cached index from, in order, and writes one to (the first that works; 'auto' never fails). */
+function placesOf(shard: string, stamp: ShardStamp, mode: Exclude<TarIndexMode, 'off'>): { path: string; shared: boolean }[] {
+  const cache = { path: cacheIndexPath(shard, stamp), shared: false };
+  const temp = { path: tempIndexPath(shard, stamp), shared: false };
+  if (mode === 'auto') return [cache, temp];
+  if (mode === 'cache') return [cache];
+  if (mode === 'temp') return [temp];
+  // Beside the shard: a folder the user chose, possibly shared with others, so not held to the
+  // private-directory rule (the index is still checked against the shard before it is used).
+  return [{ path: besideIndexPath(shard), shared: true }];
 }
 
 /**
@@ -104,16 +140,34 @@ export function tempIndexPath(shard: string, stamp: ShardStamp): string {
  */
 export function shardIndex(shard: string, mode: TarIndexMode): ShardIndex {
   const stamp = stampOf(shard);
-  if (mode !== 'off') {
-    const places = mode === 'auto' ? [besideIndexPath(shard), tempIndexPath(shard, stamp)] : [mode === 'beside' ? besideIndexPath(shard) : tempIndexPath(shard, stamp)];
-    for (const place of places) {
-      const cached = readCache(place, shard, stamp);
-      if (cached !== undefined) return cached;
-    }
+  if (mode === 'off') return buildIndex(shard, stamp);
+  const places = placesOf(shard, stamp, mode);
+  for (const place of places) {
+    if (!place.shared && !isPrivateDir(dirname(place.path))) continue;
+    const cached = readCache(place.path, shard, stamp);
+    if (cached !== undefined) return cached;
   }
   const index = buildIndex(shard, stamp);
-  if (mode !== 'off') writeCache(index, mode);
+  writeCache(index, mode, places);
   return index;
+}
+
+/**
+ * A directory only this user can write to: owned by this user with no group or other write bit,
+ * in a parent that no other user can swap it out of (owned by this user or root, and not writable
+ * by others unless sticky, as /tmp is). Where there are no uids (Windows), any directory is.
+ */
+function isPrivateDir(dir: string): boolean {
+  const uid = process.getuid?.();
+  if (uid === undefined) return true;
+  try {
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) return false;
+    const up = lstatSync(dirname(dir));
+    return up.isDirectory() && (up.uid === uid || up.uid === 0) && ((up.mode & 0o022) === 0 || (up.mode & 0o1000) !== 0);
+  } catch {
+    return false;
+  }
 }
 
 /** Index `shard` from its bytes (no cache). */
@@ -373,7 +427,7 @@ function readCache(place: string, shard: string, stamp: ShardStamp): ShardIndex 
   return { path: shard, size, mtimeNs: stamp.mtimeNs, keys, fields, table: Float64Array.from(table), headers: Float64Array.from(headers) };
 }
 
-function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>): void {
+function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>, places: readonly { path: string; shared: boolean }[]): void {
   const body: CacheFile = {
     format: FORMAT,
     version: VERSION,
@@ -386,31 +440,32 @@ function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>): void
     headers: Array.from(index.headers),
   };
   const text = JSON.stringify(body);
-  const beside = besideIndexPath(index.path);
-  const temp = tempIndexPath(index.path, index);
-  if (mode === 'beside') {
-    writeAtomic(beside, text, "Make the shards' directory writable, or pass index: 'temp' (or 'auto')");
-  } else if (mode === 'temp') {
-    writeAtomic(temp, text, "Free space in the temp dir, or pass index: 'off'");
-  } else {
+  const fix: Record<typeof mode, string> = {
+    beside: "Make the shards' directory writable, or leave `index` at its default 'auto' (the user's cache directory)",
+    cache: `Make ${indexCacheDir()} writable and private (0700) or set XDG_CACHE_HOME, or pass index: 'auto' (falls back to the temp dir)`,
+    temp: "Free space in the temp dir, or pass index: 'off'",
+    auto: '',
+  };
+  for (const place of places) {
     try {
-      writeAtomic(beside, text);
-    } catch {
-      try {
-        writeAtomic(temp, text);
-      } catch {
-        // 'auto' never fails a read for want of a cache: the index in hand is correct.
-      }
+      writeAtomic(place.path, text, place.shared, mode === 'auto' ? undefined : fix[mode]);
+      return;
+    } catch (error) {
+      if (mode !== 'auto') throw error;
+      // 'auto' never fails a read for want of a cache: the index in hand is correct.
     }
   }
 }
 
 /** Write through a temp file and a rename, so that a reader never sees half an index. */
-function writeAtomic(dest: string, text: string, fix?: string): void {
+function writeAtomic(dest: string, text: string, shared: boolean, fix?: string): void {
   const tmp = `${dest}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
   try {
-    mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
-    writeFileSync(tmp, text, { flag: 'wx' });
+    if (!shared) {
+      mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
+      if (!isPrivateDir(dirname(dest))) throw new Error('the directory is not private to this user (owned by another, or writable by group or others); its indexes would not be trusted');
+    }
+    writeFileSync(tmp, text, { flag: 'wx', mode: 0o600 });
     renameSync(tmp, dest);
   } catch (cause) {
     try {

@@ -58,11 +58,13 @@ export interface TarShardsOptions {
   /** Image decoding for 'image' fields; required when there is one (the output size cannot be guessed). */
   readonly image?: TarImageOptions;
   /**
-   * Where each shard's index is cached. Default 'auto': beside the shard
-   * (`.<shard name>.stoker-idx.json`, hidden so shard globs skip it) when the directory is
-   * writable, else in `os.tmpdir()/stoker-tar-index-<uid>/` (per user: another user's cache is
-   * never trusted). 'beside' and 'temp' use only that place
-   * (and fail when it cannot be written); 'off' indexes every time and writes nothing.
+   * Where each shard's index is cached (see TarIndexMode). Default 'auto': the per-user cache
+   * directory, `$XDG_CACHE_HOME/stoker/tar-index/` or `~/.cache/stoker/tar-index/` (0700, one file
+   * per shard version, named by a hash of its absolute path, size and mtime), else a private temp
+   * dir; the shards' folder is written to only with 'beside' (`.<shard name>.stoker-idx.json`,
+   * hidden so shard globs skip it), because a data folder is the user's, often shared or read-only.
+   * 'cache', 'temp' and 'beside' use only that place and fail when it cannot be written; 'off'
+   * indexes every time and writes nothing.
    */
   readonly index?: TarIndexMode;
   /**
@@ -109,7 +111,7 @@ const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image' | 'npy'>> = {
   jpg: 'image', jpeg: 'image', png: 'image', webp: 'image',
 };
 const DECODER_NAMES = "'int', 'float', 'json-number', 'raw', 'npy', 'image' or { image: { size: [h, w] } }";
-const INDEX_MODES: readonly string[] = ['auto', 'beside', 'temp', 'off'];
+const INDEX_MODES: readonly string[] = ['auto', 'cache', 'beside', 'temp', 'off'];
 /** Shards open at once per dataset instance (each reader worker has its own). */
 const MAX_OPEN = 32;
 /** Fields closer together than this are read with one read (the headers between them are cheap to skip). */
@@ -124,7 +126,7 @@ const MAX_EXPANSION = 1_000_000;
 export async function tarShardsSource(shards: string | readonly string[], options: TarShardsOptions = {}): Promise<TarShardsSource> {
   if (options === null || typeof options !== 'object') throw invalidOption('options', 'an object', options);
   const mode = options.index ?? 'auto';
-  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'beside', 'temp' or 'off'", mode);
+  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'cache', 'beside', 'temp' or 'off'", mode);
   if (options.fields !== undefined) checkFieldList(options.fields);
   if (options.image !== undefined) checkDecodeOptions(options.image, 'image.size');
   if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
