@@ -85,6 +85,46 @@ function pack(shard: string, files: [string, string | Uint8Array][], opts: { gzi
   return shard;
 }
 
+/**
+ * A tar archive written byte by byte (ustar headers, or GNU ././@LongLink entries for `gnuLong`),
+ * so that names can hold any bytes: node-tar's writer only writes strings.
+ */
+function rawTar(entries: readonly [Uint8Array, string][], opts: { gnuLong?: boolean } = {}): Uint8Array {
+  const blocks: Uint8Array[] = [];
+  const header = (name: Uint8Array, size: number, type: string, gnu: boolean) => {
+    const h = new Uint8Array(512);
+    h.set(name.subarray(0, 100), 0);
+    const octal = (v: number, at: number, len: number) => h.set(Buffer.from(`${v.toString(8).padStart(len - 1, '0')}\0`, 'latin1'), at);
+    octal(0o644, 100, 8);
+    octal(0, 108, 8);
+    octal(0, 116, 8);
+    octal(size, 124, 12);
+    octal(0, 136, 12);
+    h.fill(0x20, 148, 156);
+    h[156] = type.charCodeAt(0);
+    h.set(Buffer.from(gnu ? 'ustar  \0' : 'ustar\u000000', 'latin1'), 257);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.set(Buffer.from(`${sum.toString(8).padStart(6, '0')}\0 `, 'latin1'), 148);
+    return h;
+  };
+  const body = (data: Uint8Array) => {
+    const out = new Uint8Array(Math.ceil(data.length / 512) * 512);
+    out.set(data);
+    return out;
+  };
+  for (const [name, content] of entries) {
+    const data = Buffer.from(content);
+    if (opts.gnuLong) {
+      const longName = Buffer.concat([name, Buffer.of(0)]);
+      blocks.push(header(Buffer.from('././@LongLink'), longName.length, 'L', true), body(longName));
+    }
+    blocks.push(header(name, data.length, '0', opts.gnuLong === true), body(data));
+  }
+  blocks.push(new Uint8Array(1024));
+  return Buffer.concat(blocks);
+}
+
 function dir(name: string): string {
   const d = join(root, name);
   mkdirSync(d, { recursive: true });
@@ -428,6 +468,20 @@ describe('tar shards: through the loader', { timeout: 60_000 }, () => {
 });
 
 describe('tar shards: refused with a typed error', () => {
+  it('a member name that is not valid UTF-8 (ustar, or a GNU long name) is refused, so k\xe9.cls and k\xe8.idx never merge into one sample', async () => {
+    const ustar = rawTar([[Buffer.from('k\xe9.cls', 'latin1'), '1'], [Buffer.from('k\xe8.idx', 'latin1'), '2']]);
+    const shard = join(dir('latin1'), 'a.tar');
+    writeFileSync(shard, ustar);
+    await assert.rejects(tarShardsSource(shard, { index: 'off' }), { code: 'ERR_BAD_FILE', message: /a\.tar: at byte 0: tar entry "k\uFFFD\.cls".*not valid UTF-8.*UTF-8 file names/ });
+    const long = join(dirname(shard), 'long.tar');
+    writeFileSync(long, rawTar([[Buffer.concat([Buffer.from('d'.repeat(120)), Buffer.from('/k\xe9.cls', 'latin1')]), '1']], { gnuLong: true }));
+    await assert.rejects(tarShardsSource(long, { index: 'off' }), { code: 'ERR_BAD_FILE', message: /long\.tar: at byte 0: tar entry "d+\/k\uFFFD\.cls".*not valid UTF-8/ });
+    // Valid UTF-8 names, written the same way, are read (the check is on the bytes, not on U+FFFD).
+    const ok = join(dirname(shard), 'ok.tar');
+    writeFileSync(ok, rawTar([[Buffer.from('ké.cls'), '1'], [Buffer.from('k\uFFFD.cls'), '2']]));
+    assert.deepEqual((await tarShardsSource(ok, { index: 'off' })).length, 2);
+  });
+
   it('a truncated shard names the shard, the offset and the entry', async () => {
     const shard = writeShard(join(dir('trunc'), 't.tar'), samples(0, 3));
     truncateSync(shard, 512 * 7 + 8); // inside the data of the fourth entry, 000001.bin

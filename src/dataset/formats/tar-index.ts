@@ -19,15 +19,17 @@
 //
 // Strictness beyond node-tar's (which warns and skips): a bad checksum, a size past the end of the
 // file, a missing end-of-archive marker, non-zero bytes after it (a zeroed header mid-archive, or a
-// concatenated archive), a metadata entry over 1 MiB, a sparse file, and any entry that is not a
-// regular file or a directory (links, devices, FIFOs) are all errors. Directories are skipped.
+// concatenated archive), a metadata entry over 1 MiB, a sparse file, any entry that is not a
+// regular file or a directory (links, devices, FIFOs), and a name (or pax / long-name body) that is
+// not valid UTF-8 — which node-tar decodes lossily, so `k\xe9.cls` and `k\xe8.idx` would merge into
+// one sample — are all errors. Directories are skipped.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { Header, Pax } from 'tar';
-import { badFile, describeCause, fileAccess, show } from '../../errors.js';
+import { type LoaderError, badFile, describeCause, fileAccess, show } from '../../errors.js';
 import { PositionedFile, headerInt } from './file.js';
 
 /**
@@ -302,6 +304,9 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
     const override = NORMAL_TYPES.has(h.type) ? (ex as { path?: unknown } | undefined)?.path : undefined;
     const name = typeof override === 'string' ? override : (h.path ?? '');
     if (name.length === 0) throw badFile(path, off, 'tar header without a file name', CORRUPT);
+    // node-tar decodes header names as UTF-8, lossily: two different byte names could become one
+    // key and merge two samples. (Pax and long-name bodies were checked when they were read.)
+    if (typeof override !== 'string' && !headerNameIsUtf8(block)) throw notUtf8(path, off, name);
     const what = `tar entry ${show(name)}`;
     const size = headerInt(path, off, `the size of ${what}`, h.size);
     const dataOffset = off + BLOCK;
@@ -310,7 +315,7 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
       case 'ExtendedHeader':
       case 'OldExtendedHeader':
       case 'GlobalExtendedHeader': {
-        const text = metaText(file, dataOffset, size, what);
+        const text = metaText(file, dataOffset, size, what, off);
         if (text.includes('GNU.sparse.')) throw badFile(path, off, `${what} describes a sparse file, which a shard cannot hold`, 'Write the shard without --sparse');
         if (h.type === 'GlobalExtendedHeader') gex = Pax.parse(text, gex as never, true);
         else ex = Pax.parse(text, ex as never, false);
@@ -320,7 +325,7 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
       case 'OldGnuLongPath':
       case 'NextFileHasLongLinkpath': {
         // As Parser's [EMITMETA]: the name is the body up to its first NUL.
-        const text = metaText(file, dataOffset, size, what).replace(/\0[\s\S]*$/, '');
+        const text = metaText(file, dataOffset, size, what, off).replace(/\0[\s\S]*$/, '');
         ex = Object.assign(Object.create(null) as Record<string, unknown>, ex, { [h.type === 'NextFileHasLongLinkpath' ? 'linkpath' : 'path']: text });
         break;
       }
@@ -357,10 +362,43 @@ function compressed(b: Uint8Array, off: number): string {
   return kind === undefined ? ' (or this is not a tar archive)' : ` (the file is ${kind}-compressed; random access needs a plain .tar: decompress it first)`;
 }
 
-function metaText(file: PositionedFile, offset: number, size: number, what: string): string {
+function metaText(file: PositionedFile, offset: number, size: number, what: string, header: number): string {
   if (size > MAX_META) throw badFile(file.path, offset, `${what} is a metadata entry of ${size} bytes, more than the ${MAX_META} one may hold`, CORRUPT);
   const bytes = file.read(offset, size, `the body of ${what}`);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  if (!isUtf8(bytes)) throw notUtf8(file.path, header, text.replace(/\0[\s\S]*$/, '').slice(0, 200));
+  return text;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    strictUtf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The name field of a header block, and a POSIX ustar header's prefix field (GNU headers keep other data there), are UTF-8. */
+function headerNameIsUtf8(block: Uint8Array): boolean {
+  const field = (at: number, len: number) => {
+    const b = block.subarray(at, at + len);
+    const nul = b.indexOf(0);
+    return nul < 0 ? b : b.subarray(0, nul);
+  };
+  const ustar = block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0;
+  return isUtf8(field(0, 100)) && (!ustar || isUtf8(field(345, 155)));
+}
+
+function notUtf8(path: string, at: number, name: string): LoaderError {
+  return badFile(
+    path,
+    at,
+    `tar entry ${show(name)} (shown with U+FFFD for the bad bytes) has a name that is not valid UTF-8: read lossily, two different names could become one sample key`,
+    'Write the shard with UTF-8 file names (convmv -f latin1 -t utf8 --notest -r <dir> renames them before tar)',
+  );
 }
 
 /** After the end-of-archive marker only zero padding may follow. */
