@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -316,6 +316,24 @@ describe('tar shards: index and random access', () => {
 });
 
 describe('tar shards: the index cache', () => {
+  it('shards whose file names are not valid UTF-8 are matched by a glob and read by their bytes, also by reader workers', async () => {
+    const d = dir('latin1-shards');
+    const odd = Buffer.concat([Buffer.from(d + '/'), Buffer.from('a\xe9.tar', 'latin1')]);
+    renameSync(writeShard(join(d, 'tmp.tar'), samples(0, 3)), odd);
+    writeShard(join(d, 'b.tar'), samples(3, 2));
+    const ds = await tarShardsSource(join(d, '*.tar'), { decoders: { bin: 'raw' } });
+    assert.deepEqual(ds.shards, [join(d, 'a\uFFFD.tar'), join(d, 'b.tar')], 'shown with U+FFFD, sorted by bytes');
+    for (let i = 0; i < 5; i++) checkSample(ds, i, i);
+    assert.ok(existsSync(cacheIndexPath(ds.shards[0]!, stampOf(ds.shards[0]!, odd), odd)), 'its index is cached under its bytes');
+    const loader = await DataLoader.create(ds, { batchSize: 5, workers: 1, mode: 'streaming', shuffle: false, dropLast: false });
+    try {
+      const [batch] = await within(30_000, 'epoch 0', collect(loader.epoch(0)));
+      assert.deepEqual(Array.from(batch!.get('cls').data as Int32Array), [0, 1, 2, 3, 4]);
+    } finally {
+      await loader.close();
+    }
+  });
+
   it('is written to the per-user cache dir (never into the shards\' folder), reused without re-indexing, and rebuilt when the shard changes', async () => {
     const folder = dir('cache');
     const shard = writeShard(join(folder, 'c.tar'), samples(0, 4));

@@ -20,7 +20,7 @@ import { imageFolderSource } from './image-folder.js';
 import { npySource } from './npy.js';
 import { safetensorsSource } from './safetensors.js';
 import { shardIndex } from './tar-index.js';
-import { expandShards, tarShardsSource } from './tar-shards.js';
+import { expandShardPaths, tarShardsSource } from './tar-shards.js';
 
 export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards';
 
@@ -182,11 +182,11 @@ function displayPath(path: string | Buffer): string {
  * the shard's index (the one tarShardsSource then reuses from the cache).
  */
 async function firstTarImageSizes(shards: string): Promise<Record<string, [number, number]>> {
-  for (const shard of expandShards(shards)) {
-    const ix = shardIndex(shard, 'auto');
+  for (const { path: shard, raw } of expandShardPaths(shards)) {
+    const ix = shardIndex(shard, 'auto', raw ?? shard);
     if (ix.keys.length === 0) continue;
     const out: Record<string, [number, number]> = {};
-    const file = new PositionedFile(shard);
+    const file = new PositionedFile(shard, raw ?? shard);
     try {
       for (const [f, field] of ix.fields.entries()) {
         const at = ix.table[f * 2]!;

@@ -30,7 +30,7 @@ import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import { Header, Pax } from 'tar';
 import { type LoaderError, badFile, describeCause, fileAccess, show } from '../../errors.js';
-import { PositionedFile, headerInt } from './file.js';
+import { PositionedFile, fsPath, headerInt } from './file.js';
 
 /**
  * Where the index of a shard is cached. 'auto' (default): the per-user cache directory
@@ -81,10 +81,10 @@ export function indexBuilds(): number {
 }
 
 /** The size and mtime of a shard, or ERR_FILE_ACCESS naming it. */
-export function stampOf(path: string): ShardStamp {
+export function stampOf(path: string, openAs: string | Uint8Array = path): ShardStamp {
   let st;
   try {
-    st = statSync(path, { bigint: true });
+    st = statSync(fsPath(openAs), { bigint: true });
   } catch (cause) {
     throw fileAccess(path, 'read the shard', cause);
   }
@@ -98,8 +98,10 @@ export function besideIndexPath(shard: string): string {
 }
 
 /** The name of a cached index: a hash of the shard's absolute path, size and mtime. */
-function cacheName(shard: string, stamp: ShardStamp): string {
-  return `${createHash('sha256').update(`${shard}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32)}.json`;
+function cacheName(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  // A byte path is hashed by its bytes: two names that differ only in bytes that are not UTF-8 show alike.
+  const key = typeof openAs === 'string' ? shard : `bytes:${Buffer.from(openAs).toString('hex')}`;
+  return `${createHash('sha256').update(`${key}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32)}.json`;
 }
 
 /**
@@ -112,22 +114,24 @@ export function indexCacheDir(): string {
 }
 
 /** The cache file of one shard version in the per-user cache directory. */
-export function cacheIndexPath(shard: string, stamp: ShardStamp): string {
-  return join(indexCacheDir(), cacheName(shard, stamp));
+export function cacheIndexPath(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  return join(indexCacheDir(), cacheName(shard, stamp, openAs));
 }
 
 /**
  * The cache file in the temp dir. The directory is per user and private (0700): an index planted
  * by another user would steer reads.
  */
-export function tempIndexPath(shard: string, stamp: ShardStamp): string {
-  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, cacheName(shard, stamp));
+export function tempIndexPath(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, cacheName(shard, stamp, openAs));
 }
 
 /** Where `mode` reads a cached index from, in order, and writes one to (the first that works; 'auto' never fails). */
-function placesOf(shard: string, stamp: ShardStamp, mode: Exclude<TarIndexMode, 'off'>): { path: string; shared: boolean }[] {
-  const cache = { path: cacheIndexPath(shard, stamp), shared: false };
-  const temp = { path: tempIndexPath(shard, stamp), shared: false };
+function placesOf(shard: string, stamp: ShardStamp, mode: Exclude<TarIndexMode, 'off'>, openAs: string | Uint8Array): { path: string; shared: boolean }[] {
+  const cache = { path: cacheIndexPath(shard, stamp, openAs), shared: false };
+  const temp = { path: tempIndexPath(shard, stamp, openAs), shared: false };
+  // A shard whose name is not UTF-8 gets no index beside it: the index's own name would not be either.
+  if (mode === 'beside' && typeof openAs !== 'string') return [cache];
   if (mode === 'auto') return [cache, temp];
   if (mode === 'cache') return [cache];
   if (mode === 'temp') return [temp];
@@ -140,16 +144,16 @@ function placesOf(shard: string, stamp: ShardStamp, mode: Exclude<TarIndexMode, 
  * The index of `shard` (an absolute path): from the cache when one matches the shard's current
  * size and mtime and is well-formed, else built from the shard and written to the cache.
  */
-export function shardIndex(shard: string, mode: TarIndexMode): ShardIndex {
-  const stamp = stampOf(shard);
-  if (mode === 'off') return buildIndex(shard, stamp);
-  const places = placesOf(shard, stamp, mode);
+export function shardIndex(shard: string, mode: TarIndexMode, openAs: string | Uint8Array = shard): ShardIndex {
+  const stamp = stampOf(shard, openAs);
+  if (mode === 'off') return buildIndex(shard, stamp, openAs);
+  const places = placesOf(shard, stamp, mode, openAs);
   for (const place of places) {
     if (!place.shared && !isPrivateDir(dirname(place.path))) continue;
     const cached = readCache(place.path, shard, stamp);
     if (cached !== undefined) return cached;
   }
-  const index = buildIndex(shard, stamp);
+  const index = buildIndex(shard, stamp, openAs);
   writeCache(index, mode, places);
   return index;
 }
@@ -173,9 +177,9 @@ function isPrivateDir(dir: string): boolean {
 }
 
 /** Index `shard` from its bytes (no cache). */
-export function buildIndex(shard: string, stamp: ShardStamp = stampOf(shard)): ShardIndex {
+export function buildIndex(shard: string, stamp: ShardStamp = stampOf(shard), openAs: string | Uint8Array = shard): ShardIndex {
   builds++;
-  const file = new PositionedFile(shard);
+  const file = new PositionedFile(shard, openAs);
   try {
     if (file.size !== stamp.size) throw fileAccess(shard, 'index it', new Error('the file changed while it was being indexed'));
     const keys: string[] = [];
