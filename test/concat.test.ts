@@ -4,11 +4,12 @@
 // sources.arrow([a, b]); mismatched parts and bad parts fail with typed errors; close() closes parts.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { Field, FixedSizeList, Float32, Int32, Table, tableToIPC, vectorFromArray } from 'apache-arrow';
+import sharp from 'sharp';
 import { openConcat } from '../src/dataset/concat-source.js';
 import { kSourceSpec } from '../src/dataset/source-spec.js';
 import { type Batch, type BatchDataset, type Dataset, DataLoader, type Tensor, sources, tensor } from '../src/index.js';
@@ -185,6 +186,27 @@ describe('sources.concat', { timeout: 30_000 }, () => {
     const loader = await DataLoader.create(positional, { batchSize: 5, shuffle: false, mode: 'streaming' });
     await assert.rejects(collect(loader.epoch(0)), (e: Error) => /part 1 gives columns \[float32 \[2\], int32 \[\]\] but part 0/.test(`${e.message} ${(e.cause as Error)?.message}`));
     await loader.close();
+  });
+
+  it('refuses image folders whose class lists differ, since label 0 would mean two classes', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'stoker-concat-classes-'));
+    try {
+      const png = await sharp({ create: { width: 2, height: 2, channels: 3, background: '#000' } }).png().toBuffer();
+      const folder = (name: string, classes: readonly string[]) => {
+        for (const c of classes) {
+          mkdirSync(join(root, name, c), { recursive: true });
+          writeFileSync(join(root, name, c, '0.png'), png);
+        }
+        return sources.imageFolder(join(root, name), { size: 2, decode: 'threads' });
+      };
+      const a = folder('a', ['apple', 'banana']);
+      const b = folder('b', ['banana', 'cherry']);
+      const c = folder('c', ['apple', 'banana']);
+      assert.throws(() => sources.concat([a, b]), { code: 'ERR_SAMPLE_MISMATCH', message: /part 1 has classes \["banana","cherry"\] but part 0 has \["apple","banana"\]: label 0 would mean "apple" in part 0 and "banana" in part 1.*same class folders/ });
+      assert.equal(sources.concat([a, c]).length, 4, 'the same class list concatenates');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it('refuses an empty list, a part that is not a dataset and an unopened spec, naming the index', () => {

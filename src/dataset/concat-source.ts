@@ -2,7 +2,9 @@
 // one `.npy` per chunk, …). Sample i lives in the part whose cumulative offset is the last ≤ i.
 // The rule: when every part reads whole batches the concat does too (one getBatch per part touched,
 // rows stitched back into the caller's order), else it reads sample by sample; it is reopenable by
-// reader workers exactly when every part is.
+// reader workers exactly when every part is. Parts that name their label classes (image folders'
+// `classes`) must name the same ones in the same order: a label is an index into that list, so
+// [apple, banana] + [banana, cherry] would make label 0 mean two things; such a concat is refused.
 
 import { LoaderError, describeCause, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
@@ -193,6 +195,7 @@ function makeConcat(parts: readonly AnyDataset[], specs: readonly (SourceSpec | 
       throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} has length ${show(ds.length)}; every part needs a positive integer length`);
     }
   });
+  checkClasses(parts);
   return parts.every(isBatchDataset) ? new ConcatBatchSource(parts as BatchDataset[], specs) : new ConcatSampleSource(parts, specs);
 }
 
@@ -223,6 +226,28 @@ export async function openConcat(options: ConcatOptions): Promise<ConcatSource> 
     await Promise.all(opened.filter((_, i) => isSourceSpec(parts[i])).map((ds) => closeDataset(ds)));
     throw error;
   }
+}
+
+/** Refuse parts whose `classes` (label index → class name) differ: their labels would not mean the same. */
+function checkClasses(parts: readonly AnyDataset[]): void {
+  const classesOf = (p: AnyDataset): readonly string[] | undefined => {
+    const c = (p as { classes?: unknown }).classes;
+    return Array.isArray(c) && c.every((x) => typeof x === 'string') ? c : undefined;
+  };
+  const first = parts.findIndex((p) => classesOf(p) !== undefined);
+  if (first < 0) return;
+  const want = classesOf(parts[first]!)!;
+  parts.forEach((p, i) => {
+    const got = classesOf(p);
+    if (got !== undefined && got.length === want.length && got.every((c, k) => c === want[k])) return;
+    const gave = got === undefined ? 'names no classes' : `has classes ${show(got.slice(0, 20))}`;
+    const clash = got?.findIndex((c, k) => c !== want[k]) ?? -1;
+    const why = got !== undefined && clash >= 0 && clash < want.length ? `: label ${clash} would mean ${show(want[clash])} in part ${first} and ${show(got[clash])} in part ${i}` : '';
+    throw new LoaderError(
+      'ERR_SAMPLE_MISMATCH',
+      `sources.concat: part ${i} ${gave} but part ${first} has ${show(want.slice(0, 20))}${why}. Every part's labels must index the same class list: give each part the same class folders, or make one image folder of all of them`,
+    );
+  });
 }
 
 /** The one row of a per-batch part's `getBatch([i])`, as a sample (fields without the batch dimension). */

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import {
-  Binary, Bool, Dictionary, Field, FixedSizeList, Float32, Int32, List, Message, MessageHeader, RecordBatchStreamWriter, Table, Uint64, Utf8, Utf8View,
+  Binary, Bool, Dictionary, Field, FixedSizeList, Float32, Int32, Int8, LargeUtf8, List, Message, MessageHeader, RecordBatchStreamWriter, Table, Uint64, Utf8, Utf8View,
   tableFromIPC, tableToIPC, vectorFromArray,
 } from 'apache-arrow';
 import { Message as FbMessage } from 'apache-arrow/fb/message';
@@ -268,13 +268,23 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
     assert.match((await code(async () => bad.getBatch([0]))).message, /no function export "nope"/);
   });
 
-  it('delivers dictionary-encoded columns as their integer codes', () => {
+  it("delivers a dictionary-encoded column as its integer codes when asked with { kind: 'codes' }", () => {
     const table = new Table({ cls: vectorFromArray(['cat', 'dog', 'cat', 'eel'], new Dictionary(new Utf8(), new Int32())) });
     for (const format of ['stream', 'file'] as const) {
-      const b = arrowSource(write(tableToIPC(table, format))).getBatch([3, 0, 1, 2]) as Record<string, Tensor>;
+      const b = arrowSource(write(tableToIPC(table, format)), { decoders: { cls: { kind: 'codes' } } }).getBatch([3, 0, 1, 2]) as Record<string, Tensor>;
       assert.equal(b.cls!.dtype, 'int32');
       assert.deepEqual(Array.from(b.cls!.data as Int32Array), [2, 0, 1, 0]);
     }
+  });
+
+  it('refuses a dictionary-encoded column without a codes decoder, naming the column and both fixes', async () => {
+    const table = new Table({ label: vectorFromArray([1, 2], new Int32()), cls: vectorFromArray(['cat', 'dog'], new Dictionary(new Utf8(), new Int8())) });
+    const path = write(tableToIPC(table, 'stream'));
+    const e = await code(() => arrowSource(path));
+    assert.equal(e.code, 'ERR_INVALID_DATASET');
+    assert.match(e.message, /column "cls" \(Dictionary.*is dictionary-encoded.*decoders: \{ "cls": \{ kind: 'codes' \} \}.*leave it out with columns: \["label"\]/);
+    const wrong = await code(() => arrowSource(path, { decoders: { label: { kind: 'codes' } }, columns: ['label'] }));
+    assert.match(wrong.message, /column "label" \(Int32\) has decoder \{ kind: 'codes' \}, but it is not dictionary-encoded/);
   });
 
   it('the worker spec survives structured clone and reopens to the same content', async () => {
@@ -290,7 +300,7 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
 
   describe('row reads', () => {
     const KIND_SIZES = [7, 1, 13, 4, 9];
-    const decoders = Object.fromEntries(KIND_DECODED.map((c) => [c, HASH_DECODER]));
+    const decoders = { ...Object.fromEntries(KIND_DECODED.map((c) => [c, HASH_DECODER])), cls8: { kind: 'codes' }, cls16: { kind: 'codes' } } as const;
     const fnv = (b: Uint8Array) => {
       let h = 0x811c9dc5;
       for (const x of b) h = Math.imul(h ^ x, 0x01000193);
@@ -527,15 +537,25 @@ describe('sources.arrow', { timeout: 60_000 }, () => {
       assert.match((await code(() => arrowSource(path, { rowReads: 'yes' as unknown as boolean }))).message, /`rowReads` must be true or false, got "yes"/);
     });
 
-    it('a binary or string column without a decoder is refused, naming it and the fix', async () => {
-      const table = new Table({ text: vectorFromArray(['x'], new Utf8()) });
+    it('a binary column without a decoder is refused, naming it and the image or module decoder', async () => {
+      const table = new Table({ blob: vectorFromArray([Uint8Array.of(1)], new Binary()) });
       const hf = hfTable([Uint8Array.of(1, 2)]);
       for (const t of [hf, table]) {
         const e = await code(() => arrowSource(write(tableToIPC(t, 'stream'))));
         assert.equal(e.code, 'ERR_INVALID_DATASET');
-        assert.match(e.message, /column "(image|text)" \((Struct|Utf8).*need a decoder: pass decoders: \{ "(image|text)": \{ kind: 'image'/);
+        assert.match(e.message, /column "(image|blob)" \((Struct|Binary).*need a decoder: pass decoders: \{ "(image|blob)": \{ kind: 'image'/);
       }
       assert.match((await code(() => arrowSource(write(tableToIPC(hf, 'stream'))))).message, /columns: \["label","embedding"\]/);
+    });
+
+    it('a text column is refused as text: not a tensor yet, with a module decoder or `columns` as the fix (no image decoder)', async () => {
+      for (const type of [new Utf8(), new LargeUtf8()]) {
+        const table = new Table({ id: vectorFromArray([1], new Int32()), caption: vectorFromArray(['a cat'], type) });
+        const e = await code(() => arrowSource(write(tableToIPC(table, 'stream'))));
+        assert.equal(e.code, 'ERR_INVALID_DATASET');
+        assert.match(e.message, /column "caption" \((Large)?Utf8\) holds text, which Stoker does not turn into a tensor yet.*decoders: \{ "caption": \{ kind: 'module', module, export \} \}.*leave it out with columns: \["id"\]/);
+        assert.doesNotMatch(e.message, /kind: 'image'/);
+      }
     });
 
     it('a variable-length list column is refused, naming the column and the row', async () => {

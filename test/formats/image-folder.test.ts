@@ -311,6 +311,38 @@ describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
     await loader.close();
   });
 
+  it('reads class folders and files whose names are not valid UTF-8 by their bytes, on the main thread and through reader workers with decode processes', async () => {
+    const odd = mkdtempSync(join(root, 'latin1-'));
+    const bytesPath = (...parts: (string | Buffer)[]) => Buffer.concat(parts.flatMap((p, i) => [...(i > 0 ? [Buffer.from('/')] : []), typeof p === 'string' ? Buffer.from(p) : p]));
+    const cafe = Buffer.from('caf\xe9', 'latin1'); // a Latin-1 class folder name
+    mkdirSync(bytesPath(odd, cafe));
+    mkdirSync(join(odd, 'plain'));
+    const colours: RGB[] = [[200, 20, 20], [20, 200, 20], [20, 20, 200]];
+    const files: [Buffer, RGB][] = [
+      [bytesPath(odd, cafe, Buffer.from('\xe8.png', 'latin1')), colours[0]!],
+      [bytesPath(odd, cafe, 'b.png'), colours[1]!],
+      [bytesPath(odd, 'plain', Buffer.from('\xe9.png', 'latin1')), colours[2]!],
+    ];
+    for (const [path, c] of files) writeFileSync(path, await solid(4, 4, c).png().toBuffer());
+    const ds = imageFolderSource(odd, { size: 2, decode: 'threads' });
+    assert.deepEqual(ds.classes, ['caf\uFFFD', 'plain'], 'shown with U+FFFD');
+    assert.deepEqual(ds.files, ['caf\uFFFD/b.png', 'caf\uFFFD/\uFFFD.png', 'plain/\uFFFD.png'], 'sorted by bytes: b (0x62) before \xe8');
+    assert.deepEqual(Array.from(ds.labels), [0, 0, 1]);
+    const want = [colours[1]!, colours[0]!, colours[2]!];
+    for (let i = 0; i < 3; i++) near(pixelChw((await ds.get(i)).image.data, 3, 2, 2, 0, 0), want[i]!, 2, `sample ${i}`);
+    const procs = imageFolderSource(odd, { size: 2, decode: 'processes', decodeProcesses: 1 });
+    const loader = await DataLoader.create(procs, { batchSize: 3, workers: 1, mode: 'streaming', dropLast: false, shuffle: false });
+    try {
+      const [batch] = await within(30_000, 'epoch 0', collect(loader.epoch(0)));
+      const images = batch!.get('image').data as Uint8Array;
+      for (let i = 0; i < 3; i++) near(pixelChw(images.subarray(i * 12, (i + 1) * 12), 3, 2, 2, 0, 0), want[i]!, 2, `worker sample ${i}`);
+    } finally {
+      await loader.close();
+      await procs.close();
+      await ds.close();
+    }
+  });
+
   it('a corrupt file fails its batch with a BatchError naming the file; other batches arrive, and errors: skip skips it', async () => {
     const broken = join(root, 'broken');
     rmSync(broken, { recursive: true, force: true });

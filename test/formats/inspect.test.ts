@@ -6,14 +6,21 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { Field, FixedSizeList, Float32, Int64, Table, tableToIPC, vectorFromArray } from 'apache-arrow';
+import { Binary, Field, FixedSizeList, Float32, Int64, Struct, Table, Utf8, tableToIPC, vectorFromArray } from 'apache-arrow';
 import sharp from 'sharp';
 import { create as tarCreate } from 'tar';
 import { LoaderError } from '../../src/index.js';
 import { detectFormat, inspectPath } from '../../src/dataset/formats/inspect.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-inspect-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+// Tar indexes go to the user's cache dir: this file's own.
+const savedCacheHome = process.env.XDG_CACHE_HOME;
+process.env.XDG_CACHE_HOME = join(dir, 'cache');
+after(() => {
+  if (savedCacheHome === undefined) delete process.env.XDG_CACHE_HOME;
+  else process.env.XDG_CACHE_HOME = savedCacheHome;
+  rmSync(dir, { recursive: true, force: true });
+});
 
 function npy(shape: number[], descr: string, data: Uint8Array): Uint8Array {
   let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
@@ -95,7 +102,42 @@ describe('inspect', () => {
     assert.equal(d.format, 'tar-shards');
     assert.equal(d.length, 4);
     assert.equal(d.details.shards, 2);
-    assert.deepEqual(d.columns.map((c) => [c.name, c.dtype, c.shape]), [['cls', 'int32', []], ['png', 'uint8', [3, 224, 224]]]);
+    assert.deepEqual(d.columns.map((c) => [c.name, c.dtype, c.shape]), [['cls', 'int32', []], ['png', 'uint8', [3, 5, 5]]], "the first image's own size");
+    assert.equal(d.details.decodedTo, '5×5');
+    const sized = await inspectPath(shards, { size: [4, 6] });
+    assert.deepEqual(sized.columns[1]!.shape, [3, 4, 6]);
+  });
+
+  it("an Arrow file's image column (Hugging Face struct<bytes, path>) is decoded at row 0's own size unless --size, by bytes or by path", async () => {
+    const png = await sharp({ create: { width: 9, height: 7, channels: 3, background: '#123' } }).png().toBuffer();
+    writeFileSync(join(dir, 'row0.png'), png);
+    const struct = new Struct([new Field('bytes', new Binary(), true), new Field('path', new Utf8(), true)]);
+    for (const [name, rows] of [['bytes.arrow', [{ bytes: png, path: null }, { bytes: png, path: null }]], ['paths.arrow', [{ bytes: null, path: 'row0.png' }, { bytes: png, path: null }]]] as const) {
+      const table = new Table({ image: vectorFromArray(rows, struct), label: vectorFromArray([0n, 1n], new Int64()) });
+      writeFileSync(join(dir, name), tableToIPC(table, 'stream'));
+      const d = await inspectPath(join(dir, name));
+      assert.deepEqual(d.columns.map((c) => [c.name, c.dtype, c.shape]), [['image', 'uint8', [3, 7, 9]], ['label', 'int64', []]], name);
+      assert.equal(d.details.decodedTo, '7×9');
+      assert.deepEqual((await inspectPath(join(dir, name), { size: [4, 4] })).columns[0]!.shape, [3, 4, 4]);
+    }
+  });
+
+  it('an image folder with hidden files and folders (.DS_Store, ._x.png, .ipynb_checkpoints) and a name that is not UTF-8 inspects as the loader lists it', async () => {
+    const root = join(dir, 'odd-images');
+    mkdirSync(join(root, 'cat'), { recursive: true });
+    mkdirSync(join(root, '.ipynb_checkpoints'), { recursive: true });
+    const small = await sharp({ create: { width: 6, height: 4, channels: 3, background: '#f00' } }).png().toBuffer();
+    writeFileSync(join(root, '.ipynb_checkpoints', 'a.png'), 'not an image');
+    writeFileSync(join(root, 'cat', '._0.png'), 'AppleDouble junk');
+    writeFileSync(join(root, 'cat', '.DS_Store'), 'junk');
+    writeFileSync(join(root, '.DS_Store'), 'junk');
+    // caf\xe9.png in Latin-1: not valid UTF-8; it sorts first (byte 0x63 'c' < 0x7a 'z').
+    writeFileSync(Buffer.concat([Buffer.from(join(root, 'cat') + '/'), Buffer.from('caf\xe9.png', 'latin1')]), small);
+    writeFileSync(join(root, 'cat', 'z.png'), await sharp({ create: { width: 3, height: 3, channels: 3, background: '#00f' } }).png().toBuffer());
+    const d = await inspectPath(root);
+    assert.equal(d.length, 2);
+    assert.deepEqual(d.details.classNames, ['cat']);
+    assert.deepEqual(d.columns[0]!.shape, [3, 4, 6], 'the first image is the Latin-1 one, read by its bytes');
   });
 
   it('unknown formats and missing paths are typed one-line errors', async () => {

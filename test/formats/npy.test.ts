@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ArraySource } from '../../src/dataset/arrays-source.js';
 import { FileColumnsSource } from '../../src/dataset/formats/columns-file.js';
-import { npySource, openNpy } from '../../src/dataset/formats/npy.js';
+import { npySource, openNpy, parseNpyBytes } from '../../src/dataset/formats/npy.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor } from '../../src/index.js';
 import type { DType } from '../../src/tensor/dtype.js';
@@ -114,6 +114,16 @@ describe('sources.npy', () => {
         assert.deepEqual(Buffer.from(t!.bytes()), want, `${descr} ${load}`);
       }
     }
+  });
+
+  it('reads boolean bytes other than 0 and 1 (arr.view(bool)) as 1, as NumPy does, in both load modes and as a tar field', () => {
+    const raw = Uint8Array.of(0, 1, 255, 2, 128, 0);
+    const path = file(npyBytes('|b1', [3, 2], raw));
+    for (const load of ['memory', 'positioned'] as const) {
+      const [t] = columns(npySource(path, { load }).getBatch([0, 1, 2]));
+      assert.deepEqual([...t!.bytes()], [0, 1, 1, 1, 1, 0], load);
+    }
+    assert.deepEqual([...parseNpyBytes(npyBytes('|b1', [3], Uint8Array.of(7, 0, 200)), 'field').bytes()], [1, 0, 1]);
   });
 
   it('reads big-endian files, byte-swapped into the host order', () => {

@@ -98,6 +98,14 @@ describe('sources.safetensors', () => {
     }
   });
 
+  it('reads BOOL bytes other than 0 and 1 (arr.view(bool)) as 1, in both load modes', () => {
+    const path = file(stBytes([{ name: 'mask', dtype: 'BOOL', shape: [3, 2], data: Uint8Array.of(0, 1, 255, 2, 128, 0) }]));
+    for (const load of ['memory', 'positioned'] as const) {
+      const t = (safetensorsSource(path, { load }).getBatch([0, 1, 2]) as Record<string, Tensor>).mask!;
+      assert.deepEqual([...t.bytes()], [0, 1, 1, 1, 1, 0], load);
+    }
+  });
+
   it('orders columns by tensor name by default, and as `tensors` lists them when given', () => {
     const a = Float32Array.of(1, 2, 3);
     const b = Int32Array.of(4, 5, 6);

@@ -4,16 +4,15 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { create } from 'tar';
 import { DataLoader, type LoaderError } from '../../src/index.js';
 import { decodeImage } from '../../src/dataset/formats/image-decode.js';
-import { besideIndexPath, indexBuilds, stampOf, tempIndexPath } from '../../src/dataset/formats/tar-index.js';
+import { besideIndexPath, cacheIndexPath, indexBuilds, stampOf, tempIndexPath } from '../../src/dataset/formats/tar-index.js';
 import { type TarShardsOptions, type TarShardsSource, braceExpand, tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 import { collect, range, sorted, within } from '../fixtures.js';
@@ -23,13 +22,21 @@ import { alive, decodeChildren, gone } from './processes.js';
 
 const TARGETS = new URL('./tar-targets.ts', import.meta.url).href;
 let root: string;
+/** This file's XDG_CACHE_HOME: the index cache goes here, never to the user's own cache. */
+let cacheHome: string;
+const savedCacheHome = process.env.XDG_CACHE_HOME;
 
 before(() => {
   root = mkdtempSync(join(tmpdir(), 'stoker-tar-'));
+  cacheHome = mkdtempSync(join(tmpdir(), 'stoker-tar-cache-'));
+  process.env.XDG_CACHE_HOME = cacheHome;
 });
 after(() => {
+  if (savedCacheHome === undefined) delete process.env.XDG_CACHE_HOME;
+  else process.env.XDG_CACHE_HOME = savedCacheHome;
   chmodTree(root);
   rmSync(root, { recursive: true, force: true });
+  rmSync(cacheHome, { recursive: true, force: true });
 });
 
 function chmodTree(dir: string) {
@@ -76,6 +83,46 @@ function pack(shard: string, files: [string, string | Uint8Array][], opts: { gzi
   mkdirSync(dirname(shard), { recursive: true });
   create({ file: shard, cwd: src, sync: true, portable: true, gzip: opts.gzip ?? false }, files.map(([rel]) => rel));
   return shard;
+}
+
+/**
+ * A tar archive written byte by byte (ustar headers, or GNU ././@LongLink entries for `gnuLong`),
+ * so that names can hold any bytes: node-tar's writer only writes strings.
+ */
+function rawTar(entries: readonly [Uint8Array, string][], opts: { gnuLong?: boolean } = {}): Uint8Array {
+  const blocks: Uint8Array[] = [];
+  const header = (name: Uint8Array, size: number, type: string, gnu: boolean) => {
+    const h = new Uint8Array(512);
+    h.set(name.subarray(0, 100), 0);
+    const octal = (v: number, at: number, len: number) => h.set(Buffer.from(`${v.toString(8).padStart(len - 1, '0')}\0`, 'latin1'), at);
+    octal(0o644, 100, 8);
+    octal(0, 108, 8);
+    octal(0, 116, 8);
+    octal(size, 124, 12);
+    octal(0, 136, 12);
+    h.fill(0x20, 148, 156);
+    h[156] = type.charCodeAt(0);
+    h.set(Buffer.from(gnu ? 'ustar  \0' : 'ustar\u000000', 'latin1'), 257);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.set(Buffer.from(`${sum.toString(8).padStart(6, '0')}\0 `, 'latin1'), 148);
+    return h;
+  };
+  const body = (data: Uint8Array) => {
+    const out = new Uint8Array(Math.ceil(data.length / 512) * 512);
+    out.set(data);
+    return out;
+  };
+  for (const [name, content] of entries) {
+    const data = Buffer.from(content);
+    if (opts.gnuLong) {
+      const longName = Buffer.concat([name, Buffer.of(0)]);
+      blocks.push(header(Buffer.from('././@LongLink'), longName.length, 'L', true), body(longName));
+    }
+    blocks.push(header(name, data.length, '0', opts.gnuLong === true), body(data));
+  }
+  blocks.push(new Uint8Array(1024));
+  return Buffer.concat(blocks);
 }
 
 function dir(name: string): string {
@@ -269,25 +316,44 @@ describe('tar shards: index and random access', () => {
 });
 
 describe('tar shards: the index cache', () => {
-  it('is written beside the shard, reused without re-indexing, and rebuilt when the shard changes', async () => {
-    const shard = writeShard(join(dir('cache'), 'c.tar'), samples(0, 4));
-    const beside = besideIndexPath(shard);
-    assert.ok(!existsSync(beside));
+  it('shards whose file names are not valid UTF-8 are matched by a glob and read by their bytes, also by reader workers', async () => {
+    const d = dir('latin1-shards');
+    const odd = Buffer.concat([Buffer.from(d + '/'), Buffer.from('a\xe9.tar', 'latin1')]);
+    renameSync(writeShard(join(d, 'tmp.tar'), samples(0, 3)), odd);
+    writeShard(join(d, 'b.tar'), samples(3, 2));
+    const ds = await tarShardsSource(join(d, '*.tar'), { decoders: { bin: 'raw' } });
+    assert.deepEqual(ds.shards, [join(d, 'a\uFFFD.tar'), join(d, 'b.tar')], 'shown with U+FFFD, sorted by bytes');
+    for (let i = 0; i < 5; i++) checkSample(ds, i, i);
+    assert.ok(existsSync(cacheIndexPath(ds.shards[0]!, stampOf(ds.shards[0]!, odd), odd)), 'its index is cached under its bytes');
+    const loader = await DataLoader.create(ds, { batchSize: 5, workers: 1, mode: 'streaming', shuffle: false, dropLast: false });
+    try {
+      const [batch] = await within(30_000, 'epoch 0', collect(loader.epoch(0)));
+      assert.deepEqual(Array.from(batch!.get('cls').data as Int32Array), [0, 1, 2, 3, 4]);
+    } finally {
+      await loader.close();
+    }
+  });
+
+  it('is written to the per-user cache dir (never into the shards\' folder), reused without re-indexing, and rebuilt when the shard changes', async () => {
+    const folder = dir('cache');
+    const shard = writeShard(join(folder, 'c.tar'), samples(0, 4));
+    const cached = () => cacheIndexPath(shard, stampOf(shard));
+    assert.ok(cached().startsWith(join(cacheHome, 'stoker', 'tar-index')), cached());
+    assert.ok(!existsSync(cached()));
     const builds0 = indexBuilds();
     const a = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
     assert.equal(indexBuilds(), builds0 + 1);
-    assert.ok(existsSync(beside), 'index written beside the shard');
-    const ino = statSync(beside).ino;
+    assert.ok(existsSync(cached()), 'index written to the cache dir');
+    assert.deepEqual(readdirSync(folder), ['c.tar'], 'nothing written beside the shard');
+    assert.equal(statSync(dirname(cached())).mode & 0o777, 0o700, 'the cache dir is private');
+    const ino = statSync(cached()).ino;
     const b = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
     assert.equal(indexBuilds(), builds0 + 1, 'second open used the cache');
-    assert.equal(statSync(beside).ino, ino, 'the cache was not rewritten');
+    assert.equal(statSync(cached()).ino, ino, 'the cache was not rewritten');
     for (let i = 0; i < 4; i++) {
       checkSample(a, i, i);
       checkSample(b, i, i);
     }
-    // The glob skips the hidden index file.
-    assert.equal((await tarShardsSource(join(dirname(shard), '*'), { decoders: { bin: 'raw' } })).shards.length, 1);
-    assert.equal(indexBuilds(), builds0 + 1);
     // Rewritten with other content: size and mtime change; the index is rebuilt.
     writeShard(shard, samples(10, 5));
     const c = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
@@ -305,13 +371,25 @@ describe('tar shards: the index cache', () => {
     // index: 'off' neither reads nor writes the cache.
     await tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'off' });
     assert.equal(indexBuilds(), builds0 + 4);
+    assert.deepEqual(readdirSync(folder), ['c.tar']);
+  });
+
+  it("is written beside the shard only with index: 'beside', hidden from shard globs, and reused from there", async () => {
+    const shard = writeShard(join(dir('beside'), 'c.tar'), samples(0, 3));
+    const builds0 = indexBuilds();
+    await tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'beside' });
+    assert.ok(existsSync(besideIndexPath(shard)));
+    assert.ok(!existsSync(cacheIndexPath(shard, stampOf(shard))), "'beside' writes nowhere else");
+    checkSample(await tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'beside' }), 2, 2);
+    assert.equal(indexBuilds(), builds0 + 1);
+    assert.equal((await tarShardsSource(join(dirname(shard), '*'), { decoders: { bin: 'raw' }, index: 'beside' })).shards.length, 1);
   });
 
   it('a corrupt or mismatched cache is rebuilt, not trusted', async () => {
     const shard = writeShard(join(dir('corrupt'), 'c.tar'), samples(0, 3));
     await tarShardsSource(shard, { decoders: { bin: 'raw' } });
-    const beside = besideIndexPath(shard);
-    const good = JSON.parse(readFileSync(beside, 'utf8')) as { table: number[]; keys: string[] };
+    const cached = cacheIndexPath(shard, stampOf(shard));
+    const good = JSON.parse(readFileSync(cached, 'utf8')) as { table: number[]; keys: string[] };
     const bad = [
       '{"format": "stoker-tar-index", "vers', // bad JSON
       JSON.stringify({ ...good, table: good.table.slice(1) }), // wrong length
@@ -321,69 +399,54 @@ describe('tar shards: the index cache', () => {
       'null',
     ];
     for (const text of bad) {
-      writeFileSync(beside, text);
+      writeFileSync(cached, text);
       const before = indexBuilds();
       const ds = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
       assert.equal(indexBuilds(), before + 1, `rebuilt after ${text.slice(0, 40)}`);
       for (let i = 0; i < 3; i++) checkSample(ds, i, i);
-      assert.deepEqual(JSON.parse(readFileSync(beside, 'utf8')), JSON.parse(JSON.stringify(good)), 'and rewritten');
+      assert.deepEqual(JSON.parse(readFileSync(cached, 'utf8')), JSON.parse(JSON.stringify(good)), 'and rewritten');
     }
   });
 
-  it("falls back to the temp dir when the index cannot be written beside the shard ('auto'); 'beside' then fails", async () => {
-    const d = dir('blocked');
-    const shard = writeShard(join(d, 'c.tar'), samples(0, 2));
-    // A directory where the index file would go: no rename can replace it, even as root.
-    mkdirSync(join(besideIndexPath(shard), 'x'), { recursive: true });
+  it("falls back to the temp dir when the cache dir cannot be made ('auto'); 'cache' then fails, naming the dir and the fix", async () => {
+    const shard = writeShard(join(dir('blocked'), 'c.tar'), samples(0, 2));
+    const saved = process.env.XDG_CACHE_HOME;
+    // A file where the cache dir would go: no mkdir can pass through it, even as root.
+    const blocker = join(root, 'not-a-dir');
+    writeFileSync(blocker, 'x');
+    process.env.XDG_CACHE_HOME = blocker;
     const temp = tempIndexPath(shard, stampOf(shard));
     rmSync(temp, { force: true });
     try {
       const before = indexBuilds();
-      const ds = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
-      checkSample(ds, 1, 1);
+      checkSample(await tarShardsSource(shard, { decoders: { bin: 'raw' } }), 1, 1);
       assert.ok(existsSync(temp), 'the index went to the temp dir');
       await tarShardsSource(shard, { decoders: { bin: 'raw' } });
       assert.equal(indexBuilds(), before + 1, 'and is reused from there');
-      await assert.rejects(tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'beside' }), { code: 'ERR_FILE_ACCESS', message: /stoker-idx\.json.*index: 'temp'/ });
+      await assert.rejects(tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'cache' }), { code: 'ERR_FILE_ACCESS', message: /not-a-dir\/stoker\/tar-index.*XDG_CACHE_HOME/ });
     } finally {
+      process.env.XDG_CACHE_HOME = saved;
       rmSync(temp, { force: true });
     }
   });
 
-  it('falls back to the temp dir when the shard directory is read-only (chmod 0555)', async (t) => {
-    const d = dir('readonly');
-    const shard = writeShard(join(d, 'c.tar'), samples(0, 2));
-    chmodSync(root, 0o755);
-    chmodSync(d, 0o555);
-    const script = `
-      import { tarShardsSource } from ${JSON.stringify(new URL('../../src/dataset/formats/tar-shards.ts', import.meta.url).href)};
-      import { indexBuilds, tempIndexPath, stampOf } from ${JSON.stringify(new URL('../../src/dataset/formats/tar-index.ts', import.meta.url).href)};
-      import { existsSync, rmSync } from 'node:fs';
-      const shard = ${JSON.stringify(shard)};
-      const temp = tempIndexPath(shard, stampOf(shard));
-      rmSync(temp, { force: true });
-      const a = await tarShardsSource(shard, { decoders: { bin: 'raw' } });
-      const inTemp = existsSync(temp);
+  it('a cache dir that others can write to is neither read nor written (an index planted there would steer reads)', async () => {
+    const shard = writeShard(join(dir('shared-cache'), 'c.tar'), samples(0, 2));
+    await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+    const cached = cacheIndexPath(shard, stampOf(shard));
+    const temp = tempIndexPath(shard, stampOf(shard));
+    rmSync(temp, { force: true });
+    chmodSync(dirname(cached), 0o777);
+    try {
+      const before = indexBuilds();
       await tarShardsSource(shard, { decoders: { bin: 'raw' } });
+      assert.equal(indexBuilds(), before + 1, 'the index in the group/other-writable dir was not trusted');
+      assert.ok(existsSync(temp), 'the new index went to the private temp dir');
+      await assert.rejects(tarShardsSource(shard, { decoders: { bin: 'raw' }, index: 'cache' }), { code: 'ERR_FILE_ACCESS', message: /not private to this user/ });
+    } finally {
+      chmodSync(dirname(cached), 0o700);
       rmSync(temp, { force: true });
-      console.log(JSON.stringify({ inTemp, builds: indexBuilds(), cls: a.get(1).cls.data[0] }));
-    `;
-    // As root, chmod does not bind: run the check as an unprivileged user when this one is root.
-    const asRoot = process.getuid?.() === 0;
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      cwd: fileURLToPath(new URL('../..', import.meta.url)),
-      encoding: 'utf8',
-      env: { ...process.env, TMPDIR: tmpdir() },
-      ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
-    });
-    if (asRoot && (r.error !== undefined || /EACCES|EPERM/.test(r.stderr))) {
-      t.skip(`running as root, and a child as an unprivileged user failed: ${r.error?.message ?? r.stderr.slice(0, 200)}`);
-      return;
     }
-    assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout.trim().split('\n').pop()!), { inTemp: true, builds: 1, cls: 1 });
-    assert.ok(!existsSync(besideIndexPath(shard)), 'nothing written beside');
-    chmodSync(d, 0o755);
   });
 });
 
@@ -423,6 +486,20 @@ describe('tar shards: through the loader', { timeout: 60_000 }, () => {
 });
 
 describe('tar shards: refused with a typed error', () => {
+  it('a member name that is not valid UTF-8 (ustar, or a GNU long name) is refused, so k\xe9.cls and k\xe8.idx never merge into one sample', async () => {
+    const ustar = rawTar([[Buffer.from('k\xe9.cls', 'latin1'), '1'], [Buffer.from('k\xe8.idx', 'latin1'), '2']]);
+    const shard = join(dir('latin1'), 'a.tar');
+    writeFileSync(shard, ustar);
+    await assert.rejects(tarShardsSource(shard, { index: 'off' }), { code: 'ERR_BAD_FILE', message: /a\.tar: at byte 0: tar entry "k\uFFFD\.cls".*not valid UTF-8.*UTF-8 file names/ });
+    const long = join(dirname(shard), 'long.tar');
+    writeFileSync(long, rawTar([[Buffer.concat([Buffer.from('d'.repeat(120)), Buffer.from('/k\xe9.cls', 'latin1')]), '1']], { gnuLong: true }));
+    await assert.rejects(tarShardsSource(long, { index: 'off' }), { code: 'ERR_BAD_FILE', message: /long\.tar: at byte 0: tar entry "d+\/k\uFFFD\.cls".*not valid UTF-8/ });
+    // Valid UTF-8 names, written the same way, are read (the check is on the bytes, not on U+FFFD).
+    const ok = join(dirname(shard), 'ok.tar');
+    writeFileSync(ok, rawTar([[Buffer.from('ké.cls'), '1'], [Buffer.from('k\uFFFD.cls'), '2']]));
+    assert.deepEqual((await tarShardsSource(ok, { index: 'off' })).length, 2);
+  });
+
   it('a truncated shard names the shard, the offset and the entry', async () => {
     const shard = writeShard(join(dir('trunc'), 't.tar'), samples(0, 3));
     truncateSync(shard, 512 * 7 + 8); // inside the data of the fourth entry, 000001.bin

@@ -2,8 +2,9 @@
 // How Arrow columns become tensors. A column is planned once from the schema: numeric primitives
 // (Bool as uint8, UInt64 as int64) give a scalar per row; fixed-size lists of them, nested, give a
 // tensor of the list sizes; variable-length lists are accepted when every row has the shape of row 0;
-// dictionary-encoded columns give their integer codes; binary and string columns (and Hugging Face's
-// image struct<bytes, path>) give bytes for a decoder. The rule: every index into a decoded buffer is
+// dictionary-encoded columns give their integer codes only when asked (`{ kind: 'codes' }`: a code
+// is an index into the dictionary, not its value, so it is never delivered silently); binary and
+// string columns (and Hugging Face's image struct<bytes, path>) give bytes for a decoder. The rule: every index into a decoded buffer is
 // checked against that buffer first, so a forged offset or length is ERR_BAD_FILE, never a short
 // read passed on as data; a null or a ragged row is a clear error naming the column and the row.
 
@@ -52,11 +53,12 @@ export function hasListLevels(plan: ColumnPlan): boolean {
 }
 
 /**
- * Plan the selected columns. `decoded` names the columns that have a decoder. `listShapes` gives the
+ * Plan the selected columns. `decoders` gives each column's decoder kind, if it has one ('codes':
+ * a dictionary column's integer codes; any other kind: a bytes column). `listShapes` gives the
  * sizes of variable-length list levels learned from row 0 (absent: placeholders, filled by `withListShape`).
  * Throws one error listing every column that cannot be read, with the fix.
  */
-export function planColumns(path: string, schema: Schema, names: readonly string[], decoded: ReadonlySet<string>, listShapes?: { readonly [name: string]: readonly number[] }): ColumnPlan[] {
+export function planColumns(path: string, schema: Schema, names: readonly string[], decoders: { readonly [name: string]: { readonly kind: string } }, listShapes?: { readonly [name: string]: readonly number[] }): ColumnPlan[] {
   const plans: ColumnPlan[] = [];
   const needDecoder: { name: string; type: string }[] = [];
   const unsupported: string[] = [];
@@ -66,7 +68,19 @@ export function planColumns(path: string, schema: Schema, names: readonly string
     if (f === undefined) throw new LoaderError('ERR_INVALID_DATASET', `${path}: the schema has no column ${show(name)} (did the file change?)`);
     const type = String(f.type);
     const bytes = bytesKind(f.type) ?? hfStruct(f.type);
-    if (decoded.has(name)) {
+    const decoder = Object.hasOwn(decoders, name) ? decoders[name]!.kind : undefined;
+    const dictionary = leafType(f.type).typeId === Type.Dictionary;
+    if (decoder === 'codes' && !dictionary) {
+      unsupported.push(`${show(name)} (${type}) has decoder { kind: 'codes' }, but it is not dictionary-encoded (codes are a dictionary column's indices); drop that decoder`);
+      continue;
+    }
+    if (decoder === undefined && dictionary) {
+      unsupported.push(
+        `${show(name)} (${type}) is dictionary-encoded: its rows are codes into a dictionary of values, not a tensor. Pass decoders: { ${show(name)}: { kind: 'codes' } } to take the integer codes (a code is the value's index in the dictionary)`,
+      );
+      continue;
+    }
+    if (decoder !== undefined && decoder !== 'codes') {
       if (bytes === undefined) {
         unsupported.push(`${show(name)} (${type}) has a decoder, but decoders read binary or string columns (or struct<bytes, path>)`);
       } else if (typeof bytes === 'object' && 'struct' in bytes) {
@@ -78,7 +92,11 @@ export function planColumns(path: string, schema: Schema, names: readonly string
     }
     const t = tensorType(f.type);
     if (typeof t === 'string') {
-      if (bytes !== undefined) needDecoder.push({ name, type });
+      if (isText(f.type)) {
+        unsupported.push(
+          `${show(name)} (${type}) holds text, which Stoker does not turn into a tensor yet: pass a module decoder that does (a tokenizer: decoders: { ${show(name)}: { kind: 'module', module, export } } gets each row's UTF-8 bytes)`,
+        );
+      } else if (bytes !== undefined) needDecoder.push({ name, type });
       else unsupported.push(`${show(name)} has type ${type}: ${t}`);
       continue;
     }
@@ -155,6 +173,21 @@ function tensorType(type: DataType): { dtype: DType; levels: Level[]; leaf: Leaf
     default:
       return `${String(t)} is not a numeric type Stoker turns into tensors (numbers, booleans, dictionary codes and fixed-size lists of them are)`;
   }
+}
+
+/** The element type under any list levels. */
+function leafType(type: DataType): DataType {
+  let t = type;
+  while (t.typeId === Type.FixedSizeList || t.typeId === Type.List || t.typeId === Type.LargeList) {
+    const child = (t.children as Field[] | undefined)?.[0];
+    if (child === undefined) return t;
+    t = child.type;
+  }
+  return t;
+}
+
+function isText(type: DataType): boolean {
+  return type.typeId === Type.Utf8 || type.typeId === Type.LargeUtf8 || type.typeId === Type.Utf8View;
 }
 
 function intDType(bitWidth: number, signed: boolean): DType | undefined {

@@ -1,4 +1,5 @@
-// Decoders for the binary and string columns of an Arrow source: data, not functions, because they
+// Decoders for the binary and string columns of an Arrow source (and `codes`, which lets a
+// dictionary-encoded column through as its integer codes): data, not functions, because they
 // travel to reader workers by structured clone. `image` decodes PNG/JPEG/WebP/… bytes through the
 // source copy's ImageDecoding (this thread's sharp or child processes: the same bytes); `module` imports a user function in each thread. The rule: every row of a
 // decoded column must give the same dtype and shape (a batch is one tensor per column).
@@ -38,15 +39,26 @@ export interface ArrowModuleDecoder {
   readonly export: string;
 }
 
-export type ArrowDecoder = ArrowImageDecoder | ArrowModuleDecoder;
+/**
+ * A dictionary-encoded column's integer codes (each row's index into the column's dictionary), as
+ * the codes' own integer type. Asked for by name, because a code is not the value it stands for.
+ */
+export interface ArrowCodesDecoder {
+  readonly kind: 'codes';
+}
+
+export type ArrowDecoder = ArrowImageDecoder | ArrowModuleDecoder | ArrowCodesDecoder;
 
 /** A decoder after validation: cloneable (module URLs as strings). */
-export type ResolvedDecoder = ArrowImageDecoder | { readonly kind: 'module'; readonly module: string; readonly export: string };
+export type ResolvedDecoder = ArrowImageDecoder | { readonly kind: 'module'; readonly module: string; readonly export: string } | ArrowCodesDecoder;
+/** The decoders that read a bytes column. */
+export type BytesDecoder = Exclude<ResolvedDecoder, ArrowCodesDecoder>;
 
 /** Validate one decoder option; `knob` names it in messages (`decoders.image`). */
 export function resolveDecoder(knob: string, d: unknown): ResolvedDecoder {
   const o = d as Partial<ArrowDecoder> | null;
-  if (o === null || typeof o !== 'object') throw invalidOption(knob, "{ kind: 'image', size: [h, w] } or { kind: 'module', module, export }", d);
+  if (o === null || typeof o !== 'object') throw invalidOption(knob, "{ kind: 'image', size: [h, w] }, { kind: 'module', module, export } or { kind: 'codes' }", d);
+  if (o.kind === 'codes') return { kind: 'codes' };
   if (o.kind === 'image') {
     const { size, channels, layout, fit, maxInputPixels } = o as ArrowImageDecoder;
     checkDecodeOptions({ size, channels, layout, fit, maxInputPixels }, `${knob}.size`);
@@ -61,7 +73,7 @@ export function resolveDecoder(knob: string, d: unknown): ResolvedDecoder {
     if (typeof m.export !== 'string' || m.export.length === 0) throw invalidOption(`${knob}.export`, 'the name of an exported function', m.export);
     return { kind: 'module', module: specifier, export: m.export };
   }
-  throw invalidOption(`${knob}.kind`, "'image' or 'module'", o.kind);
+  throw invalidOption(`${knob}.kind`, "'image', 'module' or 'codes'", o.kind);
 }
 
 type DecodeFn = (bytes: Uint8Array, row: number) => unknown;
@@ -97,7 +109,7 @@ const IN_FLIGHT = 32;
  * names row r for messages ("file.arrow column "image" row 17"); `images` decodes image columns.
  */
 export async function decodeColumn(
-  decoder: ResolvedDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, images: ImageDecoding | undefined, signal?: AbortSignal,
+  decoder: BytesDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, images: ImageDecoding | undefined, signal?: AbortSignal,
 ): Promise<Tensor> {
   if (decoder.kind === 'image' && images === undefined) throw new LoaderError('ERR_INVALID_DATASET', `column ${show(column)} has an image decoder but its source has no image decoding`);
   const n = inputs.length;
@@ -115,14 +127,14 @@ export async function decodeColumn(
   return stack(outs, column, rows, decoder);
 }
 
-function asTensor(value: unknown, d: ResolvedDecoder, column: string, row: number): Tensor {
+function asTensor(value: unknown, d: BytesDecoder, column: string, row: number): Tensor {
   if (value instanceof Tensor) return value;
   if (ArrayBuffer.isView(value) && !(value instanceof DataView) && inferDType(value) !== undefined) return new Tensor(value as TypedArray);
   const name = d.kind === 'module' ? `${d.module}#${d.export}` : 'image';
   throw new LoaderError('ERR_INVALID_DATASET', `decoder ${name} returned ${show(value)} for column ${show(column)} row ${row}; a decoder returns a Tensor or a typed array`);
 }
 
-function stack(outs: readonly Tensor[], column: string, rows: readonly number[], d: ResolvedDecoder): Tensor {
+function stack(outs: readonly Tensor[], column: string, rows: readonly number[], d: BytesDecoder): Tensor {
   const n = outs.length;
   if (n === 0) return trustedTensor('uint8', new Uint8Array(0), [0]);
   const first = outs[0]!;

@@ -22,7 +22,7 @@ import { type Storage, allocStorage } from '../../tensor/dtype.js';
 import { type Tensor, trustedTensor } from '../../tensor/tensor.js';
 import type { BatchDataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { type ArrowDecoder, type ResolvedDecoder, decodeColumn, resolveDecoder } from './arrow-decoders.js';
+import { type ArrowDecoder, type BytesDecoder, type ResolvedDecoder, decodeColumn, resolveDecoder } from './arrow-decoders.js';
 import { type ArrowIndex, buildIndex, decodeRecordBatch, vetMessage } from './arrow-index.js';
 import { type RowTable, RowReader, SLOTS, buildRowTable, nodesOf, rowGroup } from './arrow-rows.js';
 import { type ColumnPlan, type TensorColumn, gather, hasListLevels, listShapeOf, planColumns, rowBytes, withListShape } from './arrow-columns.js';
@@ -30,7 +30,7 @@ import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
 
-export type { ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './arrow-decoders.js';
+export type { ArrowCodesDecoder, ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './arrow-decoders.js';
 
 export interface ArrowOptions {
   /** Columns to read, in this order (default: all, in schema order). Their names key the batch. */
@@ -284,7 +284,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
     const done = await Promise.all(
       this.#plans.map(async (p, c) => {
         if (p.kind === 'tensor') return trustedTensor(p.dtype, outs[c] as Storage, [n, ...p.rowShape]);
-        const t = await decodeColumn(this.#spec.decoders[p.name]!, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, this.#images, signal);
+        const t = await decodeColumn(this.#spec.decoders[p.name] as BytesDecoder, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, this.#images, signal);
         this.#checkShape(p.name, t, indices[0]!);
         return t;
       }),
@@ -402,8 +402,9 @@ function resolveOptions(options: ArrowOptions | undefined): { cacheBatches: numb
  *
  * Columns: numbers and booleans (as uint8) give a scalar per row, fixed-size lists of them a tensor
  * of the list sizes, variable-length lists are accepted when every row has row 0's shape,
- * dictionary-encoded columns give their integer codes, fixed-size binary gives uint8 bytes.
- * Binary and string columns (and Hugging Face's image `struct<bytes, path>`) need a decoder.
+ * fixed-size binary gives uint8 bytes. Dictionary-encoded columns give their integer codes with
+ * decoder `{ kind: 'codes' }` and are refused without it. Binary and string columns (and Hugging
+ * Face's image `struct<bytes, path>`) need a decoder.
  * Rows are read straight from the column buffers (see `rowReads`).
  */
 export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
@@ -419,7 +420,7 @@ export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
       if (!available.includes(name)) throw invalidOption(`decoders.${name}`, `a decoder for a column of ${full} (columns: ${available.map((c) => show(c)).join(', ')})`, name);
       if (!columns.includes(name)) throw invalidOption(`decoders.${name}`, 'a decoder for a selected column', name, `Add ${show(name)} to \`columns\`, or drop its decoder`);
     }
-    let plans = planColumns(full, schema, columns, new Set(Object.keys(resolved.decoders)));
+    let plans = planColumns(full, schema, columns, resolved.decoders);
     if (index.rows.length === 0 || index.rows.every((r) => r === 0)) {
       throw new LoaderError('ERR_EMPTY_DATASET', `${full}: the Arrow ${index.format} holds no rows (a schema and ${index.rows.length} empty record batches). Give a file with data`);
     }
@@ -501,7 +502,7 @@ export function openArrow(options: ArrowSpecOptions): ArrowSource {
       schema = undefined;
     }
     if (schema === undefined) throw new LoaderError('ERR_INVALID_DATASET', `openArrow: the schema passed for ${path} cannot be decoded${problem ? `: ${problem}` : ''}; open Arrow sources with sources.arrow(path)`);
-    const plans = planColumns(path, schema, options.columns, new Set(Object.keys(options.decoders)), options.listShapes);
+    const plans = planColumns(path, schema, options.columns, options.decoders, options.listShapes);
     checkRowTable(path, options.rowTable, plans, index);
     return new ArrowSource(options, schema, schemaBytes, plans, !isMainThread);
   } finally {

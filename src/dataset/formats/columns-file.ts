@@ -46,6 +46,11 @@ export interface FileColumn {
   readonly shape: readonly number[];
   /** The data is big-endian: bytes of each element are reversed after reading. */
   readonly swap: boolean;
+  /**
+   * The bytes are booleans (NumPy `b1`, safetensors BOOL): any non-zero byte reads as 1, as NumPy
+   * reads it, because `arr.view(bool)` writes whatever bytes the viewed array held (255, 2, 128).
+   */
+  readonly bool: boolean;
   /** Names the data region in messages ("the data", "tensor \"x\""). */
   readonly what: string;
 }
@@ -115,6 +120,7 @@ export function loadColumns(columns: readonly FileColumn[], keys: readonly strin
       const file = openChecked(files, c);
       readInto(file, c.offset, bytes, c.what, new Uint8Array(buffer), 0);
       if (c.swap) swapBytes(new Uint8Array(buffer), elementSize(c.dtype));
+      if (c.bool) normalizeBooleans(new Uint8Array(buffer));
       const length = bytes / elementSize(c.dtype);
       return new Tensor(storageView(c.dtype, buffer, 0, length) as TypedArray, c.shape, c.dtype);
     });
@@ -182,6 +188,7 @@ export class FileColumnsSource implements BatchDataset, Reopenable {
             r = end;
           }
           if (c.swap) swapBytes(bytes, elem);
+          if (c.bool) normalizeBooleans(bytes);
         }
         return trustedTensor(c.dtype, data, [n, ...c.shape.slice(1)]);
       });
@@ -224,4 +231,9 @@ export function swapBytes(bytes: Uint8Array, size: number): void {
       bytes[b] = t;
     }
   }
+}
+
+/** Booleans to 0/1 in place: a non-zero byte is true (NumPy's and safetensors' reading of a bool byte). */
+export function normalizeBooleans(bytes: Uint8Array): void {
+  for (let i = 0; i < bytes.length; i++) if (bytes[i]! > 1) bytes[i] = 1;
 }

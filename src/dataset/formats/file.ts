@@ -13,11 +13,12 @@ export class PositionedFile {
   readonly size: number;
   #fd: number | undefined;
 
-  constructor(path: string) {
+  /** `path` names the file in messages; `openAs` opens it (a Uint8Array of its bytes when its name is not valid UTF-8). */
+  constructor(path: string, openAs: string | Uint8Array = path) {
     this.path = path;
     let fd: number;
     try {
-      fd = openSync(path, 'r');
+      fd = openSync(fsPath(openAs), 'r');
     } catch (cause) {
       throw fileAccess(path, 'open it for reading', cause);
     }
@@ -77,4 +78,9 @@ export function headerInt(path: string, offset: number, field: string, value: un
     throw badFile(path, offset, `${field} is ${typeof value === 'bigint' ? `${value}` : JSON.stringify(value)}; expected an integer in [${min}, ${max}]`);
   }
   return n;
+}
+
+/** A path `node:fs` takes: a string, or a name's bytes (a structured-cloned Buffer arrives as a plain Uint8Array). */
+export function fsPath(p: string | Uint8Array): string | Buffer {
+  return typeof p === 'string' ? p : Buffer.from(p.buffer, p.byteOffset, p.byteLength);
 }

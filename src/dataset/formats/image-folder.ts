@@ -10,7 +10,8 @@
 // (case-insensitive). Unlike torchvision, names that start with "." (`.ipynb_checkpoints`,
 // `.DS_Store`) are skipped, so editor and OS leftovers never become a class. Files directly in
 // `dir` are ignored (they belong to no class). A class folder with no image is refused, as
-// torchvision does, because its label index would silently hold no samples.
+// torchvision does, because its label index would silently hold no samples. Names that are not
+// valid UTF-8 are read by their bytes (NOTE [names as bytes]).
 //
 // Decoding (`decode`): 'processes' sends each file's path to a pool of child processes that read and
 // decode it (decode-pool.ts: libvips decodes contend inside one process, separate processes scale
@@ -25,6 +26,7 @@
 // sources: NOTE [decode processes per copy] and NOTE [decode: 'auto'] in image-decoding.ts.
 
 import { readdirSync, realpathSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
@@ -76,6 +78,8 @@ export interface ImageFolderSpecOptions extends ImageDecodeShare {
   readonly files: readonly string[];
   /** Label of each file (index into `classes`). */
   readonly labels: Int32Array;
+  /** The relative paths, as bytes, of the files whose names are not valid UTF-8, by sample (NOTE [names as bytes]). */
+  readonly rawPaths?: ReadonlyMap<number, Uint8Array> | undefined;
   readonly size: readonly [number, number];
   readonly channels: ImageChannels;
   readonly layout: ImageLayout;
@@ -137,16 +141,33 @@ export class ImageFolder implements Dataset, Reopenable {
     return { module: import.meta.url, export: 'openImageFolder', options: this.#options };
   }
 
+  /**
+   * The absolute path of sample `index`'s file: a string, or a Buffer of its bytes when its name is
+   * not valid UTF-8 (NOTE [names as bytes]); either opens it with `node:fs`.
+   */
+  pathOf(index: number): string | Buffer {
+    this.#check(index);
+    const raw = this.#options.rawPaths?.get(index);
+    return raw === undefined ? join(this.dir, this.files[index]!) : joinBytes(Buffer.from(this.dir), Buffer.from(raw));
+  }
+
   /** Read and decode sample `index`. A file that cannot be read or decoded rejects with its path. */
   async get(index: number, context?: ReadContext): Promise<ImageFolderSample> {
-    if (!Number.isInteger(index) || index < 0 || index >= this.length) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(this.dir)}): index ${show(index)} is out of range [0, ${this.length})`);
-    }
+    this.#check(index);
     const o = this.#options;
     const path = join(o.dir, o.files[index]!);
     const label = new Tensor(Int32Array.of(o.labels[index]!), [], 'int32');
-    const image = await this.#images.decode({ path }, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
+    const raw = o.rawPaths?.get(index);
+    // A name that is not UTF-8 cannot travel to a decode process as JSON: read its bytes here.
+    const input = raw === undefined ? { path } : await readRaw(this.pathOf(index) as Buffer, path, context?.signal);
+    const image = await this.#images.decode(input, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
     return { image, label };
+  }
+
+  #check(index: number): void {
+    if (!Number.isInteger(index) || index < 0 || index >= this.length) {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(this.dir)}): index ${show(index)} is out of range [0, ${this.length})`);
+    }
   }
 
   /**
@@ -173,14 +194,24 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   const extensions = checkExtensions(options.extensions);
   const share = imageDecodeShare(options);
   const root = resolve(dir);
-  const { classes, files, labels } = listImageFolder(root, extensions);
+  const { classes, files, labels, rawPaths } = listImageFolder(root, extensions);
   // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
   loadImageDecoder();
   return new ImageFolder({
-    dir: root, classes, files, labels, size: [size[0], size[1]],
+    dir: root, classes, files, labels, rawPaths, size: [size[0], size[1]],
     channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
     ...share,
   });
+}
+
+/** The bytes of a file opened by its byte path; errors name its shown (U+FFFD) path. */
+async function readRaw(path: Buffer, shown: string, signal: AbortSignal | undefined): Promise<Uint8Array> {
+  try {
+    return await readFile(path, signal === undefined ? undefined : { signal });
+  } catch (cause) {
+    if (signal?.aborted) throw cause;
+    throw fileAccess(shown, 'read the image', cause);
+  }
 }
 
 /** Worker-side factory of `sources.imageFolder` (see ImageFolder[kSourceSpec]): no listing, no checks beyond the constructor. */
@@ -209,25 +240,44 @@ export function compareCodePoints(a: string, b: string): number {
   }
 }
 
-function fastCompare(a: string, b: string): number {
-  // Equal to compareCodePoints unless a surrogate pair is involved.
-  if (/[\ud800-\udfff]/.test(a) || /[\ud800-\udfff]/.test(b)) return compareCodePoints(a, b);
-  return a < b ? -1 : a > b ? 1 : 0;
+// NOTE [names as bytes]: the folder is listed with `{ encoding: 'buffer' }`, so a file or folder
+// name that is not valid UTF-8 (a Latin-1 `caf\xe9.jpg` from an old archive) is kept as the bytes
+// on disk and opened by them, as torchvision opens it; a string listing would turn it into a U+FFFD
+// name that does not exist. Names are sorted by their bytes, which for UTF-8 is code point order
+// (Python's `sorted`); `classes` and `files` show such names decoded with U+FFFD, and the bytes
+// travel to reader workers in the spec (`rawPaths`: Uint8Arrays survive structured clone).
+
+const SLASH = Buffer.from('/');
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const lossy = new TextDecoder('utf-8');
+
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    utf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
-function listImageFolder(root: string, extensions: Set<string>): { classes: string[]; files: string[]; labels: Int32Array } {
+function joinBytes(a: Buffer, b: Buffer): Buffer {
+  return Buffer.concat([a, SLASH, b]);
+}
+
+function listImageFolder(root: string, extensions: Set<string>): { classes: string[]; files: string[]; labels: Int32Array; rawPaths: Map<number, Uint8Array> | undefined } {
+  const rootBytes = Buffer.from(root);
   let top;
   try {
     if (!statSync(root).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
-    top = readdirSync(root, { withFileTypes: true });
+    top = readdirSync(root, { withFileTypes: true, encoding: 'buffer' });
   } catch (cause) {
     throw fileAccess(root, 'list the image folder', cause);
   }
   const looked = [...extensions].join(' ');
   const classes = top
-    .filter((e) => !e.name.startsWith('.') && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(join(root, e.name)))))
+    .filter((e) => e.name[0] !== DOT && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(joinBytes(rootBytes, e.name)))))
     .map((e) => e.name)
-    .sort(fastCompare);
+    .sort(Buffer.compare);
   if (classes.length === 0) {
     throw new LoaderError(
       'ERR_INVALID_DATASET',
@@ -236,24 +286,28 @@ function listImageFolder(root: string, extensions: Set<string>): { classes: stri
   }
   const files: string[] = [];
   const labels: number[] = [];
+  let rawPaths: Map<number, Uint8Array> | undefined;
   classes.forEach((name, label) => {
-    const found: string[] = [];
-    walk(root, name, extensions, found, new Set());
+    const found: Buffer[] = [];
+    walk(rootBytes, name, extensions, found, new Set());
     if (found.length === 0) {
       throw new LoaderError(
         'ERR_INVALID_DATASET',
-        `sources.imageFolder(${show(root)}): class folder ${show(name)} holds no image (extensions looked for: ${looked}). Add images, remove the folder, or pass extensions: [...] to match the files`,
+        `sources.imageFolder(${show(root)}): class folder ${show(lossy.decode(name))} holds no image (extensions looked for: ${looked}). Add images, remove the folder, or pass extensions: [...] to match the files`,
       );
     }
     for (const f of found) {
-      files.push(f);
+      if (!isUtf8(f)) (rawPaths ??= new Map()).set(files.length, Uint8Array.from(f));
+      files.push(lossy.decode(f));
       labels.push(label);
     }
   });
-  return { classes, files, labels: Int32Array.from(labels) };
+  return { classes: classes.map((c) => lossy.decode(c)), files, labels: Int32Array.from(labels), rawPaths };
 }
 
-function isDirectory(path: string): boolean {
+const DOT = 0x2e;
+
+function isDirectory(path: Buffer): boolean {
   try {
     return statSync(path).isDirectory();
   } catch {
@@ -265,44 +319,45 @@ function isDirectory(path: string): boolean {
  * Image files under `root/rel`, as paths relative to root, in torchvision's order: folders sorted by
  * path, files sorted by name within a folder. Follows links, never the same folder twice.
  */
-function walk(root: string, rel: string, extensions: Set<string>, out: string[], seen: Set<string>): void {
-  const folders = new Map<string, string[]>();
+function walk(root: Buffer, rel: Buffer, extensions: Set<string>, out: Buffer[], seen: Set<string>): void {
+  const folders = new Map<string, { rel: Buffer; names: Buffer[] }>();
   collect(root, rel, extensions, folders, seen);
-  for (const folder of [...folders.keys()].sort(fastCompare)) {
-    for (const name of folders.get(folder)!.sort(fastCompare)) out.push(`${folder}/${name}`);
+  for (const folder of [...folders.values()].sort((a, b) => Buffer.compare(a.rel, b.rel))) {
+    for (const name of folder.names.sort(Buffer.compare)) out.push(joinBytes(folder.rel, name));
   }
 }
 
-function collect(root: string, rel: string, extensions: Set<string>, folders: Map<string, string[]>, seen: Set<string>): void {
-  const abs = join(root, rel);
+function collect(root: Buffer, rel: Buffer, extensions: Set<string>, folders: Map<string, { rel: Buffer; names: Buffer[] }>, seen: Set<string>): void {
+  const abs = joinBytes(root, rel);
   let entries;
   try {
-    const real = realpathSync(abs);
+    // realpathSync.native: the JS realpath turns a Buffer path into a string (lossily).
+    const real = realpathSync.native(abs, { encoding: 'buffer' }).toString('latin1');
     if (seen.has(real)) return;
     seen.add(real);
-    entries = readdirSync(abs, { withFileTypes: true });
+    entries = readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
   } catch (cause) {
-    throw fileAccess(abs, 'list the class folder', cause);
+    throw fileAccess(lossy.decode(abs), 'list the class folder', cause);
   }
-  const names: string[] = [];
+  const names: Buffer[] = [];
   for (const e of entries) {
-    if (e.name.startsWith('.')) continue;
+    if (e.name[0] === DOT) continue;
     let isDir = e.isDirectory();
     let isFile = e.isFile();
     if (e.isSymbolicLink()) {
       try {
-        const st = statSync(join(abs, e.name));
+        const st = statSync(joinBytes(abs, e.name));
         isDir = st.isDirectory();
         isFile = st.isFile();
       } catch {
         continue; // a dangling link is not an image
       }
     }
-    if (isDir) collect(root, `${rel}/${e.name}`, extensions, folders, seen);
+    if (isDir) collect(root, joinBytes(rel, e.name), extensions, folders, seen);
     else if (isFile) {
-      const dot = e.name.lastIndexOf('.');
-      if (dot > 0 && extensions.has(e.name.slice(dot).toLowerCase())) names.push(e.name);
+      const dot = e.name.lastIndexOf(DOT);
+      if (dot > 0 && extensions.has(lossy.decode(e.name.subarray(dot)).toLowerCase())) names.push(e.name);
     }
   }
-  if (names.length > 0) folders.set(rel, names);
+  if (names.length > 0) folders.set(rel.toString('latin1'), { rel, names });
 }

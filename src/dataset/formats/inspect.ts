@@ -5,17 +5,22 @@
 // sample: no decode processes), and the source is closed after the probe.
 
 import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { extname, join } from 'node:path';
-import { LoaderError, fileAccess, show } from '../../errors.js';
+import { Type } from 'apache-arrow';
+import { LoaderError, badFile, describeCause, fileAccess, show } from '../../errors.js';
 import { elementSize } from '../../tensor/dtype.js';
 import { type AnyDataset, closeDataset } from '../dataset.js';
 import { SourceReader } from '../source-reader.js';
-import { arrowSource } from './arrow.js';
+import { type ArrowImageDecoder, arrowSource } from './arrow.js';
+import { buildIndex as buildArrowIndex } from './arrow-index.js';
+import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
-import { DEFAULT_IMAGE_EXTENSIONS, imageFolderSource } from './image-folder.js';
+import { imageFolderSource } from './image-folder.js';
 import { npySource } from './npy.js';
 import { safetensorsSource } from './safetensors.js';
-import { tarShardsSource } from './tar-shards.js';
+import { shardIndex } from './tar-index.js';
+import { expandShardPaths, tarShardsSource } from './tar-shards.js';
 
 export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards';
 
@@ -39,9 +44,16 @@ export interface SourceDescription {
 }
 
 export interface InspectOptions {
-  /** Decode images to this [height, width] (default: an image folder's first image's own size; 224 × 224 for tar shards). */
+  /**
+   * Decode images to this [height, width]. Default: the first image's own size, for every image
+   * source (an image folder's first file; a tar shard's first sample's image fields; an Arrow image
+   * column's row 0), as a loader given that size would deliver it.
+   */
   readonly size?: readonly [number, number];
 }
+
+/** Tar fields decoded as images by default (tar-shards.ts DEFAULT_DECODERS). */
+const TAR_IMAGE_FIELDS: readonly string[] = ['jpg', 'jpeg', 'png', 'webp'];
 
 /** Which source a path calls for: by extension, then by magic bytes; a directory by its contents. */
 export function detectFormat(path: string): SourceFormat {
@@ -87,17 +99,29 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
       return { format, dataset: npySource(path), details: {} };
     case 'safetensors':
       return { format, dataset: safetensorsSource(path), details: {} };
-    case 'arrow':
-      return { format, dataset: arrowSource(path), details: {} };
+    case 'arrow': {
+      const images = arrowImageColumns(path);
+      if (images.length === 0) return { format, dataset: arrowSource(path), details: {} };
+      const decoders: Record<string, ArrowImageDecoder> = {};
+      for (const c of images) decoders[c] = { kind: 'image', size: options.size ?? (await firstArrowImageSize(path, c)) };
+      const ds = arrowSource(path, { decoders, decode: 'threads' });
+      return { format, dataset: ds, details: { decodedTo: decodedTo(Object.fromEntries(images.map((c) => [c, decoders[c]!.size]))) } };
+    }
     case 'image-folder': {
-      const size = options.size ?? (await firstImageSize(path));
+      // The listing made for the size is the one decoded: both come from the source itself.
+      const probe = imageFolderSource(path, { size: [1, 1], decode: 'threads' });
+      const size = options.size ?? (await imageSize(await readBytes(probe.pathOf(0)), displayPath(probe.pathOf(0))));
       const ds = imageFolderSource(path, { size, decode: 'threads' });
       return { format, dataset: ds, details: { classes: ds.classes.length, classNames: ds.classes.slice(0, 20), decodedTo: `${size[0]}×${size[1]}` } };
     }
     case 'tar-shards': {
       const isDir = statSync(path).isDirectory();
-      const ds = await tarShardsSource(isDir ? join(path, '*.tar') : path, { image: { size: options.size ?? [224, 224] }, decode: 'threads' });
-      return { format, dataset: ds, details: { shards: ds.shards.length, fields: ds.fields } };
+      const shards = isDir ? join(path, '*.tar') : path;
+      const sizes = options.size === undefined ? await firstTarImageSizes(shards) : undefined;
+      const decoders = sizes === undefined ? undefined : Object.fromEntries(Object.entries(sizes).map(([f, size]) => [f, { image: { size } }]));
+      const ds = await tarShardsSource(shards, { ...(decoders === undefined ? {} : { decoders }), image: { size: options.size ?? [1, 1] }, decode: 'threads' });
+      const shown = sizes ?? Object.fromEntries(ds.fields.filter((f) => TAR_IMAGE_FIELDS.includes(f)).map((f) => [f, options.size!]));
+      return { format, dataset: ds, details: { shards: ds.shards.length, fields: ds.fields, ...(Object.keys(shown).length > 0 ? { decodedTo: decodedTo(shown) } : {}) } };
     }
   }
 }
@@ -120,15 +144,97 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
   return { path, format, length: dataset.length, columns, bytesPerSample: schema.sampleBytes, details };
 }
 
-async function firstImageSize(dir: string): Promise<[number, number]> {
-  const classes = readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
-  for (const c of classes) {
-    const files = readdirSync(join(dir, c)).filter((f) => DEFAULT_IMAGE_EXTENSIONS.includes(extname(f).toLowerCase())).sort();
-    if (files.length === 0) continue;
-    const file = join(dir, c, files[0]!);
-    const meta = await loadImageDecoder()(file).metadata();
-    if (meta.width === undefined || meta.height === undefined) throw new LoaderError('ERR_BAD_FILE', `${file}: at byte 0: cannot read the image size`);
-    return [meta.height, meta.width];
+/** "32×32", or "image 32×32, thumb 8×8" when image columns or fields differ. */
+function decodedTo(sizes: Readonly<Record<string, readonly [number, number]>>): string {
+  const entries = Object.entries(sizes);
+  const text = (s: readonly [number, number]) => `${s[0]}×${s[1]}`;
+  if (entries.every(([, s]) => text(s) === text(entries[0]![1]))) return text(entries[0]![1]);
+  return entries.map(([c, s]) => `${c} ${text(s)}`).join(', ');
+}
+
+/** [height, width] of encoded image bytes, from its header (nothing is decoded). */
+async function imageSize(bytes: Uint8Array, source: string): Promise<[number, number]> {
+  let meta;
+  try {
+    meta = await loadImageDecoder()(bytes).metadata();
+  } catch (cause) {
+    throw badFile(source, 0, `cannot read the image size: ${describeCause(cause)}`, 'Pass the output size with --size, or fix the image');
   }
-  throw new LoaderError('ERR_INVALID_DATASET', `${dir}: no ${DEFAULT_IMAGE_EXTENSIONS.join(' ')} images in its class folders ${show(classes.slice(0, 5))}`);
+  if (meta.width === undefined || meta.height === undefined) throw badFile(source, 0, 'cannot read the image size', 'Pass the output size with --size');
+  return [meta.height, meta.width];
+}
+
+async function readBytes(path: string | Buffer): Promise<Uint8Array> {
+  try {
+    return await readFile(path);
+  } catch (cause) {
+    throw fileAccess(displayPath(path), 'read the first image', cause);
+  }
+}
+
+/** A path for messages: a byte path (a name that is not UTF-8) shown with U+FFFD. */
+function displayPath(path: string | Buffer): string {
+  return typeof path === 'string' ? path : path.toString('utf8');
+}
+
+/**
+ * The own size of each image field of the first sample of the first shard that has one, read from
+ * the shard's index (the one tarShardsSource then reuses from the cache).
+ */
+async function firstTarImageSizes(shards: string): Promise<Record<string, [number, number]>> {
+  for (const { path: shard, raw } of expandShardPaths(shards)) {
+    const ix = shardIndex(shard, 'auto', raw ?? shard);
+    if (ix.keys.length === 0) continue;
+    const out: Record<string, [number, number]> = {};
+    const file = new PositionedFile(shard, raw ?? shard);
+    try {
+      for (const [f, field] of ix.fields.entries()) {
+        const at = ix.table[f * 2]!;
+        if (at === -1 || !TAR_IMAGE_FIELDS.includes(field)) continue;
+        const where = `${shard}: sample ${show(ix.keys[0])} field ${show(field)} (data at byte ${at})`;
+        out[field] = await imageSize(file.read(at, ix.table[f * 2 + 1]!, where), where);
+      }
+    } finally {
+      file.close();
+    }
+    return out;
+  }
+  return {};
+}
+
+/**
+ * Columns inspect decodes as images: Hugging Face's image storage, struct<bytes, path>, unless the
+ * file's Hugging Face features say the column is something else (Audio has the same storage).
+ */
+function arrowImageColumns(path: string): string[] {
+  const file = new PositionedFile(path);
+  let schema;
+  try {
+    schema = buildArrowIndex(file).schema;
+  } finally {
+    file.close();
+  }
+  let features: Record<string, { _type?: unknown }> = {};
+  try {
+    const hf = JSON.parse(schema.metadata.get('huggingface') ?? '{}') as { info?: { features?: typeof features } };
+    features = hf.info?.features ?? {};
+  } catch {
+    // no usable Hugging Face metadata: go by the storage type alone
+  }
+  return schema.fields
+    .filter((f) => f.type.typeId === Type.Struct && (f.type.children as { name: string }[]).some((c) => c.name === 'bytes'))
+    .filter((f) => features[f.name]?._type === undefined || features[f.name]?._type === 'Image')
+    .map((f) => f.name);
+}
+
+/** Row 0's image size in column `column`: its bytes, or the file its path names, as the source reads them. */
+async function firstArrowImageSize(path: string, column: string): Promise<[number, number]> {
+  const ds = arrowSource(path, { columns: [column], decoders: { [column]: { kind: 'module', module: import.meta.url, export: 'imageBytes' } } });
+  const batch = (await ds.getBatch([0])) as Record<string, { data: Uint8Array }>;
+  return imageSize(batch[column]!.data, `${path} column ${show(column)} row 0`);
+}
+
+/** Internal: the module decoder that gives a row's encoded bytes as they are (for the size probe). */
+export function imageBytes(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes);
 }

@@ -16,7 +16,7 @@ import { type DType, type TypedArray, allocStorage, elementSize } from '../../te
 import { Tensor } from '../../tensor/tensor.js';
 import type { ArraySource } from '../arrays-source.js';
 import type { SourceSpec } from '../source-spec.js';
-import { type FileColumn, FileColumnsSource, type LoadOptions, columnsDataset, resolveLoad, swapBytes } from './columns-file.js';
+import { type FileColumn, FileColumnsSource, type LoadOptions, columnsDataset, normalizeBooleans, resolveLoad, swapBytes } from './columns-file.js';
 import { PositionedFile, headerInt } from './file.js';
 
 export type NpyOptions = LoadOptions;
@@ -74,7 +74,7 @@ export function openNpy(spec: { paths: readonly string[]; keys: readonly string[
       if (h.shape.length === 0) {
         throw new LoaderError('ERR_INVALID_DATASET', `${path}: holds a 0-d array (a scalar); a column needs a first dimension, the row count. Save an array with one row per sample (np.save(path, arr.reshape(1)) for a single sample)`);
       }
-      return { path, fileSize: h.fileSize, offset: h.dataOffset, dtype: h.dtype, shape: h.shape, swap: h.bigEndian && h.dtype !== 'uint8' && h.dtype !== 'int8', what: `the ${h.descr} data` };
+      return { path, fileSize: h.fileSize, offset: h.dataOffset, dtype: h.dtype, shape: h.shape, swap: h.bigEndian && h.dtype !== 'uint8' && h.dtype !== 'int8', bool: isBool(h), what: `the ${h.descr} data` };
     } finally {
       file.close();
     }
@@ -316,5 +316,11 @@ export function parseNpyBytes(bytes: Uint8Array, source: string): Tensor {
   const out = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   out.set(bytes.subarray(h.dataOffset, h.dataOffset + out.length));
   if (h.bigEndian) swapBytes(out, elementSize(h.dtype));
+  if (isBool(h)) normalizeBooleans(out);
   return new Tensor(data as TypedArray, h.shape, h.dtype);
+}
+
+/** A boolean array (`|b1`): its bytes are normalized to 0/1 on every read (see FileColumn.bool). */
+function isBool(h: NpyHeader): boolean {
+  return h.descr.slice(1) === 'b1';
 }

@@ -126,7 +126,7 @@ export function openSafetensors(spec: { path: string; options?: SafetensorsOptio
       `${path}: tensors ${show(selected[0]!.name)} (first dimension ${rows}) and ${show(odd.name)} (first dimension ${odd.shape[0]}) differ; every column needs one row per sample. Select tensors that share it, e.g. tensors: ${show(best)}`,
     );
   }
-  const columns = selected.map((e): FileColumn => ({ path, fileSize: header.fileSize, offset: e.begin, dtype: e.dtype!, shape: e.shape, swap: false, what: `tensor ${show(e.name)}` }));
+  const columns = selected.map((e): FileColumn => ({ path, fileSize: header.fileSize, offset: e.begin, dtype: e.dtype!, shape: e.shape, swap: false, bool: e.fileDtype === 'BOOL', what: `tensor ${show(e.name)}` }));
   const workerSpec: SourceSpec = { module: import.meta.url, export: 'openSafetensors', options: { path: resolve(path), options: { tensors: names, load: 'positioned' } } };
   return columnsDataset(columns, names, load, workerSpec);
 }

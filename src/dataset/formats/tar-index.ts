@@ -1,8 +1,9 @@
 // Internal: not exported from the package entry.
 // The index of one WebDataset tar shard: its samples (consecutive entries sharing a key) and, for
 // each sample's fields, the byte range of the field's data in the file — built once by walking the
-// tar headers, then cached beside the shard (or in a temp dir) and invalidated when the shard's
-// size or mtime changes. The rule: an index is only ever built from a shard that is a complete,
+// tar headers, then cached in the user's cache directory (`$XDG_CACHE_HOME/stoker/tar-index`, else
+// `~/.cache/stoker/tar-index`; beside the shard only when asked, never into the user's data folder
+// unbidden) and invalidated when the shard's size or mtime changes. The rule: an index is only ever built from a shard that is a complete,
 // well-formed tar archive; anything node-tar would warn about and skip is refused here, naming the
 // shard, the byte offset and the entry, so a damaged shard never yields silently misgrouped samples.
 //
@@ -18,19 +19,26 @@
 //
 // Strictness beyond node-tar's (which warns and skips): a bad checksum, a size past the end of the
 // file, a missing end-of-archive marker, non-zero bytes after it (a zeroed header mid-archive, or a
-// concatenated archive), a metadata entry over 1 MiB, a sparse file, and any entry that is not a
-// regular file or a directory (links, devices, FIFOs) are all errors. Directories are skipped.
+// concatenated archive), a metadata entry over 1 MiB, a sparse file, any entry that is not a
+// regular file or a directory (links, devices, FIFOs), and a name (or pax / long-name body) that is
+// not valid UTF-8 — which node-tar decodes lossily, so `k\xe9.cls` and `k\xe8.idx` would merge into
+// one sample — are all errors. Directories are skipped.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { Header, Pax } from 'tar';
-import { badFile, describeCause, fileAccess, show } from '../../errors.js';
-import { PositionedFile, headerInt } from './file.js';
+import { type LoaderError, badFile, describeCause, fileAccess, show } from '../../errors.js';
+import { PositionedFile, fsPath, headerInt } from './file.js';
 
-/** Where the index of a shard is cached: beside it when its directory is writable, else a temp dir ('auto'); only there; or nowhere ('off'). */
-export type TarIndexMode = 'auto' | 'beside' | 'temp' | 'off';
+/**
+ * Where the index of a shard is cached. 'auto' (default): the per-user cache directory
+ * (`cacheIndexPath`), else, when that cannot be written, the per-user temp directory; never fails
+ * for want of a cache. 'cache', 'temp', 'beside' (`.<shard>.stoker-idx.json` in the shard's own
+ * folder): only there, failing when it cannot be written. 'off': index every time, write nothing.
+ */
+export type TarIndexMode = 'auto' | 'cache' | 'beside' | 'temp' | 'off';
 
 /** What identifies one version of a shard: an index is valid only for the same size and mtime. */
 export interface ShardStamp {
@@ -73,10 +81,10 @@ export function indexBuilds(): number {
 }
 
 /** The size and mtime of a shard, or ERR_FILE_ACCESS naming it. */
-export function stampOf(path: string): ShardStamp {
+export function stampOf(path: string, openAs: string | Uint8Array = path): ShardStamp {
   let st;
   try {
-    st = statSync(path, { bigint: true });
+    st = statSync(fsPath(openAs), { bigint: true });
   } catch (cause) {
     throw fileAccess(path, 'read the shard', cause);
   }
@@ -89,37 +97,89 @@ export function besideIndexPath(shard: string): string {
   return join(dirname(shard), `.${basename(shard)}.stoker-idx.json`);
 }
 
+/** The name of a cached index: a hash of the shard's absolute path, size and mtime. */
+function cacheName(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  // A byte path is hashed by its bytes: two names that differ only in bytes that are not UTF-8 show alike.
+  const key = typeof openAs === 'string' ? shard : `bytes:${Buffer.from(openAs).toString('hex')}`;
+  return `${createHash('sha256').update(`${key}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32)}.json`;
+}
+
 /**
- * The cache file in the temp dir, named by a hash of the shard's absolute path, size and mtime. The
- * directory is per user and private (0700): an index planted by another user would steer reads.
+ * The per-user cache directory of tar indexes: `$XDG_CACHE_HOME/stoker/tar-index` (an absolute
+ * XDG_CACHE_HOME only, as the XDG spec says), else `~/.cache/stoker/tar-index`. Created 0700.
  */
-export function tempIndexPath(shard: string, stamp: ShardStamp): string {
-  const hash = createHash('sha256').update(`${shard}\0${stamp.size}\0${stamp.mtimeNs}`).digest('hex').slice(0, 32);
-  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, `${hash}.json`);
+export function indexCacheDir(): string {
+  const xdg = process.env.XDG_CACHE_HOME;
+  return join(xdg !== undefined && isAbsolute(xdg) ? xdg : join(homedir(), '.cache'), 'stoker', 'tar-index');
+}
+
+/** The cache file of one shard version in the per-user cache directory. */
+export function cacheIndexPath(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  return join(indexCacheDir(), cacheName(shard, stamp, openAs));
+}
+
+/**
+ * The cache file in the temp dir. The directory is per user and private (0700): an index planted
+ * by another user would steer reads.
+ */
+export function tempIndexPath(shard: string, stamp: ShardStamp, openAs: string | Uint8Array = shard): string {
+  return join(tmpdir(), `stoker-tar-index-${process.getuid?.() ?? 'user'}`, cacheName(shard, stamp, openAs));
+}
+
+/** Where `mode` reads a cached index from, in order, and writes one to (the first that works; 'auto' never fails). */
+function placesOf(shard: string, stamp: ShardStamp, mode: Exclude<TarIndexMode, 'off'>, openAs: string | Uint8Array): { path: string; shared: boolean }[] {
+  const cache = { path: cacheIndexPath(shard, stamp, openAs), shared: false };
+  const temp = { path: tempIndexPath(shard, stamp, openAs), shared: false };
+  // A shard whose name is not UTF-8 gets no index beside it: the index's own name would not be either.
+  if (mode === 'beside' && typeof openAs !== 'string') return [cache];
+  if (mode === 'auto') return [cache, temp];
+  if (mode === 'cache') return [cache];
+  if (mode === 'temp') return [temp];
+  // Beside the shard: a folder the user chose, possibly shared with others, so not held to the
+  // private-directory rule (the index is still checked against the shard before it is used).
+  return [{ path: besideIndexPath(shard), shared: true }];
 }
 
 /**
  * The index of `shard` (an absolute path): from the cache when one matches the shard's current
  * size and mtime and is well-formed, else built from the shard and written to the cache.
  */
-export function shardIndex(shard: string, mode: TarIndexMode): ShardIndex {
-  const stamp = stampOf(shard);
-  if (mode !== 'off') {
-    const places = mode === 'auto' ? [besideIndexPath(shard), tempIndexPath(shard, stamp)] : [mode === 'beside' ? besideIndexPath(shard) : tempIndexPath(shard, stamp)];
-    for (const place of places) {
-      const cached = readCache(place, shard, stamp);
-      if (cached !== undefined) return cached;
-    }
+export function shardIndex(shard: string, mode: TarIndexMode, openAs: string | Uint8Array = shard): ShardIndex {
+  const stamp = stampOf(shard, openAs);
+  if (mode === 'off') return buildIndex(shard, stamp, openAs);
+  const places = placesOf(shard, stamp, mode, openAs);
+  for (const place of places) {
+    if (!place.shared && !isPrivateDir(dirname(place.path))) continue;
+    const cached = readCache(place.path, shard, stamp);
+    if (cached !== undefined) return cached;
   }
-  const index = buildIndex(shard, stamp);
-  if (mode !== 'off') writeCache(index, mode);
+  const index = buildIndex(shard, stamp, openAs);
+  writeCache(index, mode, places);
   return index;
 }
 
+/**
+ * A directory only this user can write to: owned by this user with no group or other write bit,
+ * in a parent that no other user can swap it out of (owned by this user or root, and not writable
+ * by others unless sticky, as /tmp is). Where there are no uids (Windows), any directory is.
+ */
+function isPrivateDir(dir: string): boolean {
+  const uid = process.getuid?.();
+  if (uid === undefined) return true;
+  try {
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) return false;
+    const up = lstatSync(dirname(dir));
+    return up.isDirectory() && (up.uid === uid || up.uid === 0) && ((up.mode & 0o022) === 0 || (up.mode & 0o1000) !== 0);
+  } catch {
+    return false;
+  }
+}
+
 /** Index `shard` from its bytes (no cache). */
-export function buildIndex(shard: string, stamp: ShardStamp = stampOf(shard)): ShardIndex {
+export function buildIndex(shard: string, stamp: ShardStamp = stampOf(shard), openAs: string | Uint8Array = shard): ShardIndex {
   builds++;
-  const file = new PositionedFile(shard);
+  const file = new PositionedFile(shard, openAs);
   try {
     if (file.size !== stamp.size) throw fileAccess(shard, 'index it', new Error('the file changed while it was being indexed'));
     const keys: string[] = [];
@@ -248,6 +308,9 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
     const override = NORMAL_TYPES.has(h.type) ? (ex as { path?: unknown } | undefined)?.path : undefined;
     const name = typeof override === 'string' ? override : (h.path ?? '');
     if (name.length === 0) throw badFile(path, off, 'tar header without a file name', CORRUPT);
+    // node-tar decodes header names as UTF-8, lossily: two different byte names could become one
+    // key and merge two samples. (Pax and long-name bodies were checked when they were read.)
+    if (typeof override !== 'string' && !headerNameIsUtf8(block)) throw notUtf8(path, off, name);
     const what = `tar entry ${show(name)}`;
     const size = headerInt(path, off, `the size of ${what}`, h.size);
     const dataOffset = off + BLOCK;
@@ -256,7 +319,7 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
       case 'ExtendedHeader':
       case 'OldExtendedHeader':
       case 'GlobalExtendedHeader': {
-        const text = metaText(file, dataOffset, size, what);
+        const text = metaText(file, dataOffset, size, what, off);
         if (text.includes('GNU.sparse.')) throw badFile(path, off, `${what} describes a sparse file, which a shard cannot hold`, 'Write the shard without --sparse');
         if (h.type === 'GlobalExtendedHeader') gex = Pax.parse(text, gex as never, true);
         else ex = Pax.parse(text, ex as never, false);
@@ -266,7 +329,7 @@ export function walkEntries(file: PositionedFile, visit: (name: string, headerOf
       case 'OldGnuLongPath':
       case 'NextFileHasLongLinkpath': {
         // As Parser's [EMITMETA]: the name is the body up to its first NUL.
-        const text = metaText(file, dataOffset, size, what).replace(/\0[\s\S]*$/, '');
+        const text = metaText(file, dataOffset, size, what, off).replace(/\0[\s\S]*$/, '');
         ex = Object.assign(Object.create(null) as Record<string, unknown>, ex, { [h.type === 'NextFileHasLongLinkpath' ? 'linkpath' : 'path']: text });
         break;
       }
@@ -303,10 +366,43 @@ function compressed(b: Uint8Array, off: number): string {
   return kind === undefined ? ' (or this is not a tar archive)' : ` (the file is ${kind}-compressed; random access needs a plain .tar: decompress it first)`;
 }
 
-function metaText(file: PositionedFile, offset: number, size: number, what: string): string {
+function metaText(file: PositionedFile, offset: number, size: number, what: string, header: number): string {
   if (size > MAX_META) throw badFile(file.path, offset, `${what} is a metadata entry of ${size} bytes, more than the ${MAX_META} one may hold`, CORRUPT);
   const bytes = file.read(offset, size, `the body of ${what}`);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  if (!isUtf8(bytes)) throw notUtf8(file.path, header, text.replace(/\0[\s\S]*$/, '').slice(0, 200));
+  return text;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    strictUtf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The name field of a header block, and a POSIX ustar header's prefix field (GNU headers keep other data there), are UTF-8. */
+function headerNameIsUtf8(block: Uint8Array): boolean {
+  const field = (at: number, len: number) => {
+    const b = block.subarray(at, at + len);
+    const nul = b.indexOf(0);
+    return nul < 0 ? b : b.subarray(0, nul);
+  };
+  const ustar = block[257] === 0x75 && block[258] === 0x73 && block[259] === 0x74 && block[260] === 0x61 && block[261] === 0x72 && block[262] === 0;
+  return isUtf8(field(0, 100)) && (!ustar || isUtf8(field(345, 155)));
+}
+
+function notUtf8(path: string, at: number, name: string): LoaderError {
+  return badFile(
+    path,
+    at,
+    `tar entry ${show(name)} (shown with U+FFFD for the bad bytes) has a name that is not valid UTF-8: read lossily, two different names could become one sample key`,
+    'Write the shard with UTF-8 file names (convmv -f latin1 -t utf8 --notest -r <dir> renames them before tar)',
+  );
 }
 
 /** After the end-of-archive marker only zero padding may follow. */
@@ -373,7 +469,7 @@ function readCache(place: string, shard: string, stamp: ShardStamp): ShardIndex 
   return { path: shard, size, mtimeNs: stamp.mtimeNs, keys, fields, table: Float64Array.from(table), headers: Float64Array.from(headers) };
 }
 
-function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>): void {
+function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>, places: readonly { path: string; shared: boolean }[]): void {
   const body: CacheFile = {
     format: FORMAT,
     version: VERSION,
@@ -386,31 +482,32 @@ function writeCache(index: ShardIndex, mode: Exclude<TarIndexMode, 'off'>): void
     headers: Array.from(index.headers),
   };
   const text = JSON.stringify(body);
-  const beside = besideIndexPath(index.path);
-  const temp = tempIndexPath(index.path, index);
-  if (mode === 'beside') {
-    writeAtomic(beside, text, "Make the shards' directory writable, or pass index: 'temp' (or 'auto')");
-  } else if (mode === 'temp') {
-    writeAtomic(temp, text, "Free space in the temp dir, or pass index: 'off'");
-  } else {
+  const fix: Record<typeof mode, string> = {
+    beside: "Make the shards' directory writable, or leave `index` at its default 'auto' (the user's cache directory)",
+    cache: `Make ${indexCacheDir()} writable and private (0700) or set XDG_CACHE_HOME, or pass index: 'auto' (falls back to the temp dir)`,
+    temp: "Free space in the temp dir, or pass index: 'off'",
+    auto: '',
+  };
+  for (const place of places) {
     try {
-      writeAtomic(beside, text);
-    } catch {
-      try {
-        writeAtomic(temp, text);
-      } catch {
-        // 'auto' never fails a read for want of a cache: the index in hand is correct.
-      }
+      writeAtomic(place.path, text, place.shared, mode === 'auto' ? undefined : fix[mode]);
+      return;
+    } catch (error) {
+      if (mode !== 'auto') throw error;
+      // 'auto' never fails a read for want of a cache: the index in hand is correct.
     }
   }
 }
 
 /** Write through a temp file and a rename, so that a reader never sees half an index. */
-function writeAtomic(dest: string, text: string, fix?: string): void {
+function writeAtomic(dest: string, text: string, shared: boolean, fix?: string): void {
   const tmp = `${dest}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
   try {
-    mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
-    writeFileSync(tmp, text, { flag: 'wx' });
+    if (!shared) {
+      mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
+      if (!isPrivateDir(dirname(dest))) throw new Error('the directory is not private to this user (owned by another, or writable by group or others); its indexes would not be trusted');
+    }
+    writeFileSync(tmp, text, { flag: 'wx', mode: 0o600 });
     renameSync(tmp, dest);
   } catch (cause) {
     try {

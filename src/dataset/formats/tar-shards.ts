@@ -15,13 +15,13 @@
 
 import { readdirSync, statSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { LoaderError, badFile, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { PositionedFile } from './file.js';
+import { PositionedFile, fsPath } from './file.js';
 import { parseNpyBytes } from './npy.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
@@ -58,11 +58,13 @@ export interface TarShardsOptions {
   /** Image decoding for 'image' fields; required when there is one (the output size cannot be guessed). */
   readonly image?: TarImageOptions;
   /**
-   * Where each shard's index is cached. Default 'auto': beside the shard
-   * (`.<shard name>.stoker-idx.json`, hidden so shard globs skip it) when the directory is
-   * writable, else in `os.tmpdir()/stoker-tar-index-<uid>/` (per user: another user's cache is
-   * never trusted). 'beside' and 'temp' use only that place
-   * (and fail when it cannot be written); 'off' indexes every time and writes nothing.
+   * Where each shard's index is cached (see TarIndexMode). Default 'auto': the per-user cache
+   * directory, `$XDG_CACHE_HOME/stoker/tar-index/` or `~/.cache/stoker/tar-index/` (0700, one file
+   * per shard version, named by a hash of its absolute path, size and mtime), else a private temp
+   * dir; the shards' folder is written to only with 'beside' (`.<shard name>.stoker-idx.json`,
+   * hidden so shard globs skip it), because a data folder is the user's, often shared or read-only.
+   * 'cache', 'temp' and 'beside' use only that place and fail when it cannot be written; 'off'
+   * indexes every time and writes nothing.
    */
   readonly index?: TarIndexMode;
   /**
@@ -89,6 +91,8 @@ type Decoder =
 /** What a reader worker needs to open the same dataset: structured-cloneable, its big arrays shared. */
 export interface TarShardsSpec {
   readonly shards: readonly string[];
+  /** Per shard, its path's bytes when the name is not valid UTF-8 (`shards` shows it with U+FFFD), else null. */
+  readonly rawShards: readonly (Uint8Array | null)[];
   readonly sizes: readonly number[];
   readonly mtimes: readonly string[];
   /** Sample id where each shard starts, plus the total: length shards + 1. */
@@ -109,7 +113,7 @@ const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image' | 'npy'>> = {
   jpg: 'image', jpeg: 'image', png: 'image', webp: 'image',
 };
 const DECODER_NAMES = "'int', 'float', 'json-number', 'raw', 'npy', 'image' or { image: { size: [h, w] } }";
-const INDEX_MODES: readonly string[] = ['auto', 'beside', 'temp', 'off'];
+const INDEX_MODES: readonly string[] = ['auto', 'cache', 'beside', 'temp', 'off'];
 /** Shards open at once per dataset instance (each reader worker has its own). */
 const MAX_OPEN = 32;
 /** Fields closer together than this are read with one read (the headers between them are cheap to skip). */
@@ -124,20 +128,20 @@ const MAX_EXPANSION = 1_000_000;
 export async function tarShardsSource(shards: string | readonly string[], options: TarShardsOptions = {}): Promise<TarShardsSource> {
   if (options === null || typeof options !== 'object') throw invalidOption('options', 'an object', options);
   const mode = options.index ?? 'auto';
-  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'beside', 'temp' or 'off'", mode);
+  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'cache', 'beside', 'temp' or 'off'", mode);
   if (options.fields !== undefined) checkFieldList(options.fields);
   if (options.image !== undefined) checkDecodeOptions(options.image, 'image.size');
   if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
     throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
   }
   const imageDecode = imageDecodeShare(options);
-  const paths = expandShards(shards);
+  const paths = expandShardPaths(shards);
   const indexes: ShardIndex[] = [];
-  for (const path of paths) {
-    indexes.push(shardIndex(path, mode));
+  for (const { path, raw } of paths) {
+    indexes.push(shardIndex(path, mode, raw ?? path));
     await yieldToLoop();
   }
-  const spec = buildSpec(indexes, options, imageDecode);
+  const spec = { ...buildSpec(indexes, options, imageDecode), rawShards: paths.map((p) => (p.raw === undefined ? null : Uint8Array.from(p.raw))) };
   if (spec.decoders.some((d) => d.kind === 'image')) loadImageDecoder();
   return new TarShardsSource(spec);
 }
@@ -285,10 +289,11 @@ export class TarShardsSource implements Dataset, Reopenable {
       return hit;
     }
     const path = this.#spec.shards[s]!;
-    const file = new PositionedFile(path);
+    const openAs = this.#spec.rawShards[s] ?? path;
+    const file = new PositionedFile(path, openAs);
     let mtime: string;
     try {
-      mtime = statSync(path, { bigint: true }).mtimeNs.toString();
+      mtime = statSync(fsPath(openAs), { bigint: true }).mtimeNs.toString();
     } catch (cause) {
       file.close();
       throw fileAccess(path, 'read the shard', cause);
@@ -349,7 +354,7 @@ function checkFieldList(fields: unknown): void {
   }
 }
 
-function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions, imageDecode: ImageDecodeShare): TarShardsSpec {
+function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions, imageDecode: ImageDecodeShare): Omit<TarShardsSpec, 'rawShards'> {
   const n = indexes.reduce((a, ix) => a + ix.keys.length, 0);
   if (n === 0) {
     throw new LoaderError('ERR_EMPTY_DATASET', `sources.tarShards: the shards hold no samples (${indexes.map((ix) => ix.path).join(', ')}). Check the shard paths`);
@@ -480,7 +485,16 @@ function packKeys(keys: readonly string[]): { keyBytes: Uint8Array; keyEnds: Flo
  * brace ranges / alternatives and `*` `?` wildcards in the file name (matches sorted).
  */
 export function expandShards(shards: string | readonly string[]): string[] {
-  let paths: string[];
+  return expandShardPaths(shards).map((p) => p.path);
+}
+
+/**
+ * Internal: `expandShards` with, for a wildcard match whose name is not valid UTF-8, the path's
+ * bytes (`raw`), which open it; `path` shows it with U+FFFD. A string listing would give a
+ * U+FFFD name that does not exist.
+ */
+export function expandShardPaths(shards: string | readonly string[]): { path: string; raw?: Buffer }[] {
+  let paths: { path: string; raw?: Buffer }[];
   if (typeof shards === 'string') {
     if (shards.length === 0) throw invalidOption('shards', 'a shard path, a pattern or a list of paths', shards);
     paths = braceExpand(shards, { count: 0 }).flatMap(globFile);
@@ -488,14 +502,15 @@ export function expandShards(shards: string | readonly string[]): string[] {
     if (shards.length === 0 || !shards.every((p) => typeof p === 'string' && p.length > 0)) {
       throw invalidOption('shards', 'a non-empty list of shard paths', shards);
     }
-    paths = shards.map((p) => resolve(p));
+    paths = shards.map((p) => ({ path: resolve(p) }));
   } else {
     throw invalidOption('shards', 'a shard path, a pattern or a list of paths', shards);
   }
   const seen = new Set<string>();
-  for (const p of paths) {
-    if (seen.has(p)) throw invalidOption('shards', 'distinct shards', p, 'The same shard is named twice: its samples would be read twice per epoch');
-    seen.add(p);
+  for (const { path, raw } of paths) {
+    const key = raw === undefined ? path : `bytes:${raw.toString('hex')}`;
+    if (seen.has(key)) throw invalidOption('shards', 'distinct shards', path, 'The same shard is named twice: its samples would be read twice per epoch');
+    seen.add(key);
   }
   return paths;
 }
@@ -562,20 +577,38 @@ function range(body: string, pattern: string): string[] | undefined {
 }
 
 /** A path whose file name may hold `*` and `?`: the matching files of its directory, sorted. */
-function globFile(pattern: string): string[] {
+function globFile(pattern: string): { path: string; raw?: Buffer }[] {
   const abs = resolve(pattern);
   const dir = dirname(abs);
   const name = basename(abs);
   if (/[*?]/.test(dir)) throw invalidOption('shards', 'a pattern with wildcards in the file name only', pattern, 'List the shards, or put them in one directory');
-  if (!/[*?]/.test(name)) return [abs];
+  if (!/[*?]/.test(name)) return [{ path: abs }];
   const re = new RegExp(`^${name.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 's');
-  let entries: string[];
+  let entries: Buffer[];
   try {
-    entries = readdirSync(dir);
+    entries = readdirSync(dir, { encoding: 'buffer' });
   } catch (cause) {
     throw fileAccess(dir, `list it for the shard pattern ${show(pattern)}`, cause);
   }
-  const hits = entries.filter((e) => re.test(e) && (name.startsWith('.') || !e.startsWith('.'))).sort();
+  // Names are matched as shown (a byte that is not UTF-8 is one U+FFFD: `*` and `?` match it), sorted by their bytes.
+  const hits = entries.filter((e) => {
+    const shown = e.toString('utf8');
+    return re.test(shown) && (name.startsWith('.') || !shown.startsWith('.'));
+  }).sort(Buffer.compare);
   if (hits.length === 0) throw invalidOption('shards', 'a pattern that matches at least one shard', pattern, `No file in ${dir} matches ${show(name)}`);
-  return hits.map((e) => join(dir, e));
+  return hits.map((e) => {
+    const path = join(dir, e.toString('utf8'));
+    return isUtf8(e) ? { path } : { path, raw: Buffer.concat([Buffer.from(dir), Buffer.from(sep), e]) };
+  });
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+function isUtf8(bytes: Uint8Array): boolean {
+  try {
+    strictUtf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
 }
