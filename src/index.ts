@@ -36,7 +36,7 @@ export type { World, Launcher } from './distributed/launch.js';
 export type { ShardMode } from './distributed/shard.js';
 export { LoaderError, BatchError } from './errors.js';
 export { toTfDataset } from './adapters/tfjs.js';
-export type { TfDatasetOptions, TfElement, TfLoader, TfNamespace, StokerTfDataset } from './adapters/tfjs.js';
+export type { TfDatasetOptions, TfElement, TfLoader, TfNamespace, TfTensorLike, TfContainer, StokerTfDataset } from './adapters/tfjs.js';
 export { epochFigures } from './report/figures.js';
 export type { EpochFigures } from './report/figures.js';
 export type { LoaderErrorCode } from './errors.js';

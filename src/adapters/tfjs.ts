@@ -20,20 +20,65 @@
 // So an iterator claims a loader epoch only on its first `next()`, and a new iterator that starts
 // while an older one is still mid-epoch ends the older one first (its loader epoch is cancelled).
 
-import type * as tfjs from '@tensorflow/tfjs';
 import type { Batch } from '../batch.js';
 import { DeviceTensor, type AnyTensor } from '../device/device-tensor.js';
 import { LoaderError, show } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fromBFloat16Bits, fromFloat16Bits } from '../transforms/half.js';
 
-/** The parts of the `@tensorflow/tfjs` namespace the adapter calls. Pass the one your model uses. */
-export type TfNamespace = Pick<typeof tfjs, 'tensor' | 'tidy' | 'oneHot' | 'data' | 'backend' | 'getBackend'>;
+// NOTE [structural tfjs types]
+// Stoker's published types never import '@tensorflow/tfjs' (an optional peer: a dependent without
+// it must still type-check with skipLibCheck off). The adapter is typed by what it calls — the
+// structural `TfNamespace` and `TfTensorLike` below — and generic over the namespace you pass, so
+// with real tfjs the fields `map` receives, the `tf` it is handed and the dataset you get back are
+// tfjs's own types, read off `typeof tf` (`TensorOf`, `DatasetOf`). tfjs's `Dataset<T>` cannot be
+// re-instantiated with Stoker's element type from outside, so the dataset is typed as what your
+// `tf.data.generator` returns (`Dataset<TensorContainer>`): cast an element to read its fields.
+
+/** The part of a tfjs tensor the adapter uses. A real `tf.Tensor` is one. */
+export interface TfTensorLike {
+  readonly dataId: object;
+  readonly dtype: string;
+  reshape(shape: number[]): TfTensorLike;
+  toInt(): TfTensorLike;
+  toFloat(): TfTensorLike;
+}
+
+/** What `tf.tidy` and a dataset element may hold: tfjs's `TensorContainer`, over tensors of type `X`. */
+export type TfContainer<X = TfTensorLike> = void | X | string | number | boolean | Float32Array | Int32Array | Uint8Array | { [key: string]: TfContainer<X> } | TfContainer<X>[];
+
+/**
+ * The parts of the `@tensorflow/tfjs` namespace the adapter calls. Pass the one your model uses
+ * (`import * as tf from '@tensorflow/tfjs'`). `tidy`, `oneHot` and `data.generator` take `never`:
+ * tfjs's own take its `TensorContainer` and `TensorLike`, which cannot be named without importing
+ * tfjs, so any such function is accepted here and the adapter calls it as `TfCalls` says.
+ */
+export interface TfNamespace {
+  tensor(values: Float32Array | Int32Array, shape: number[], dtype: 'float32' | 'int32'): TfTensorLike;
+  tidy(fn: never): unknown;
+  oneHot(indices: never, depth: number): TfTensorLike;
+  backend(): { refCount(dataId: object): number };
+  getBackend(): string;
+  readonly data: { generator(make: never): object };
+}
+
+/** How the adapter calls a `TfNamespace`, as tfjs's own signatures allow (tidy returns what its function returns). */
+type TfCalls = Omit<TfNamespace, 'tidy' | 'oneHot' | 'data'> & {
+  tidy(fn: () => TfContainer): TfContainer;
+  oneHot(indices: TfTensorLike, depth: number): TfTensorLike;
+  readonly data: { generator(make: () => AsyncIterator<TfContainer>): object };
+};
+
+/** The tensor type of a namespace: `tf.Tensor` for real tfjs. */
+export type TensorOf<TF extends TfNamespace> = ReturnType<TF['tensor']>;
+
+/** The dataset type of a namespace: what its `tf.data.generator` returns (`tf.data.Dataset<TensorContainer>` for real tfjs). */
+export type DatasetOf<TF extends TfNamespace> = ReturnType<TF['data']['generator']>;
 
 /** The element of a dataset made without `map`: inputs and targets, a tensor or a record of tensors by name. */
-export type TfElement = {
-  xs: tfjs.Tensor | Record<string, tfjs.Tensor>;
-  ys: tfjs.Tensor | Record<string, tfjs.Tensor>;
+export type TfElement<X = TfTensorLike> = {
+  xs: X | Record<string, X>;
+  ys: X | Record<string, X>;
 };
 
 /** What the adapter needs of a loader (a `DataLoader` on any device). */
@@ -43,9 +88,9 @@ export interface TfLoader {
   readonly names: readonly string[];
 }
 
-export interface TfDatasetOptions<T extends tfjs.TensorContainer = TfElement> {
+export interface TfDatasetOptions<TF extends TfNamespace = TfNamespace> {
   /** The tfjs namespace (`import * as tf from '@tensorflow/tfjs'`): tensors must come from the engine the model uses. */
-  tf: TfNamespace;
+  tf: TF;
   /** Field(s) that become `xs`. A list makes `xs` a record keyed by field name (multi-input models name their inputs alike). Default: the first field. */
   x?: string | readonly string[];
   /** Field(s) that become `ys`. Default: the second field. */
@@ -58,11 +103,11 @@ export interface TfDatasetOptions<T extends tfjs.TensorContainer = TfElement> {
    * Build the element yourself from every field of the batch (as tf tensors, by name): runs inside
    * `tf.tidy`, so intermediate tensors are freed and the input tensors too unless returned. Replaces `x`, `y`, `oneHot`.
    */
-  map?: (fields: Record<string, tfjs.Tensor>, tf: TfNamespace) => T;
+  map?: (fields: Record<string, TensorOf<TF>>, tf: TF) => TfContainer<TensorOf<TF>>;
 }
 
 /** A `tf.data.Dataset` over a loader, with what the adapter holds. */
-export type StokerTfDataset<T extends tfjs.TensorContainer = TfElement> = tfjs.data.Dataset<T> & {
+export type StokerTfDataset<TF extends TfNamespace = TfNamespace> = DatasetOf<TF> & {
   /** The loader epoch the next iteration will run. */
   readonly nextEpoch: number;
   /** Stoker batches still held because a live tf tensor reads their memory (0 after a fitDataset epoch). */
@@ -88,8 +133,9 @@ interface Held {
  * await model.fitDataset(train, { epochs: 5 });
  * ```
  */
-export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: TfLoader, options: TfDatasetOptions<T>): StokerTfDataset<T> {
-  const { tf } = options;
+export function toTfDataset<TF extends TfNamespace>(loader: TfLoader, options: TfDatasetOptions<TF>): StokerTfDataset<TF> {
+  // Typed structurally inside (NOTE [structural tfjs types]); the caller sees its own tfjs types.
+  const tf = options.tf as TfNamespace as TfCalls;
   if (tf === null || typeof tf !== 'object' || typeof tf.tensor !== 'function' || typeof tf.data?.generator !== 'function') {
     throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`tf\` must be the @tensorflow/tfjs namespace, got ${show(tf)}. Pass { tf } with tf from \`import * as tf from '@tensorflow/tfjs'\``);
   }
@@ -102,7 +148,7 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
     }
     return list;
   };
-  const map = options.map;
+  const map = options.map as ((fields: Record<string, TfTensorLike>, tf: TfCalls) => TfContainer) | undefined;
   if (map !== undefined && typeof map !== 'function') throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`map\` must be a function, got ${show(map)}`);
   const xs = map === undefined ? fieldList('x', options.x, 0) : [];
   const ys = map === undefined ? fieldList('y', options.y, 1) : [];
@@ -130,7 +176,7 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
     }
   };
 
-  const element = (fields: Record<string, tfjs.Tensor>): T => {
+  const element = (fields: Record<string, TfTensorLike>): TfContainer => {
     if (map !== undefined) return map(fields, tf);
     const pick = (list: readonly string[], asRecord: boolean) => (asRecord ? Object.fromEntries(list.map((n) => [n, fields[n]!])) : fields[list[0]!]!);
     let y = pick(ys, Array.isArray(options.y));
@@ -141,11 +187,11 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
       // into a float32 output when asked for float32 ones.
       y = tf.oneHot(labels.reshape([-1]), oneHot).toFloat();
     }
-    return { xs: pick(xs, Array.isArray(options.x)), ys: y } as unknown as T;
+    return { xs: pick(xs, Array.isArray(options.x)), ys: y } satisfies TfElement;
   };
 
   /** One batch → one element; the batch is held while tf tensors borrow its memory. */
-  const convert = async (batch: Batch<AnyTensor>): Promise<T> => {
+  const convert = async (batch: Batch<AnyTensor>): Promise<TfContainer> => {
     const host: { name: string; tensor: Tensor; fromBatch: boolean }[] = [];
     for (const name of needed) {
       const t = batch.get(name);
@@ -154,7 +200,7 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
     const eagerCopy = tf.getBackend() === 'wasm';
     const borrowed: object[] = [];
     const out = tf.tidy(() => {
-      const fields: Record<string, tfjs.Tensor> = {};
+      const fields: Record<string, TfTensorLike> = {};
       for (const { name, tensor, fromBatch } of host) {
         const { values, dtype, shared } = tfValues(tensor, name);
         const t = tf.tensor(values, [...tensor.shape], dtype);
@@ -168,19 +214,19 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
     return out;
   };
 
-  class Iteration implements AsyncIterator<T> {
+  class Iteration implements AsyncIterator<TfContainer> {
     #it: AsyncIterator<Batch<AnyTensor>> | undefined;
     #done = false;
     #queue: Promise<unknown> = Promise.resolve();
 
     /** Served one at a time in call order: tf.data's prefetch() calls next() again before a call settles. */
-    next(): Promise<IteratorResult<T>> {
+    next(): Promise<IteratorResult<TfContainer>> {
       const step = this.#queue.then(() => this.#step());
       this.#queue = step.then(noop, noop);
       return step;
     }
 
-    async #step(): Promise<IteratorResult<T>> {
+    async #step(): Promise<IteratorResult<TfContainer>> {
       if (this.#done) return { done: true, value: undefined };
       if (this.#it === undefined) {
         if (active !== undefined && active !== this) await active.end();
@@ -222,9 +268,9 @@ export function toTfDataset<T extends tfjs.TensorContainer = TfElement>(loader: 
 
   // A fresh Iteration per `iterator()`: a generator function would start running only on the first
   // `next()` too, but could not be ended from outside when fitDataset abandons it.
-  const dataset = tf.data.generator(() => new Iteration() as AsyncIterator<T>) as StokerTfDataset<T>;
+  const dataset = tf.data.generator(() => new Iteration()) as StokerTfDataset<TF>;
   // fitDataset reads `size` for its steps per epoch (progress callbacks); the element count is the batch count.
-  (dataset as { size: number }).size = loader.numBatches;
+  (dataset as object as { size: number }).size = loader.numBatches;
   Object.defineProperties(dataset, {
     nextEpoch: { get: () => nextEpoch, enumerable: true },
     heldBatches: { get: () => held.length, enumerable: true },

@@ -1,0 +1,181 @@
+// The package as a dependent gets it: `npm pack` (which builds dist/ through prepack), a fresh
+// project that installs the tarball, then what a dependent does with it — import it, require it,
+// type-check against it without tfjs, run an epoch, run the `stoker` command, find the PTX kernels —
+// and publint and arethetypeswrong on the tarball. The rule: this needs npm and the registry, or a
+// warm npm cache (npm ci leaves one), for the package's own dependencies; it takes a minute or two.
+
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { list } from 'tar';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const requireHere = createRequire(import.meta.url);
+const TSC = requireHere.resolve('typescript/bin/tsc');
+const PUBLINT = join(ROOT, 'node_modules', '.bin', 'publint');
+const ATTW = join(ROOT, 'node_modules', '.bin', 'attw');
+/** The @types/node this checkout type-checks with: already in the npm cache after npm ci. */
+const TYPES_NODE = (JSON.parse(readFileSync(join(ROOT, 'node_modules', '@types', 'node', 'package.json'), 'utf8')) as { version: string }).version;
+const MINUTE = 60_000;
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * The environment for a child npm: without the npm_* variables of an enclosing `npm test` (its
+ * npm_config_local_prefix would make `npm install` in the temp project install into this checkout),
+ * keeping the ones that say where the cache, the registry and the config files are.
+ */
+function childEnv(): NodeJS.ProcessEnv {
+  const keep = /^npm_config_(cache|registry|userconfig|globalconfig|cafile|proxy|https_proxy|noproxy|strict_ssl)$/i;
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^npm_/i.test(k) || keep.test(k)));
+}
+
+/** Run a command with a hard time limit; a hang is a failure that says which command hung. */
+function run(file: string, args: readonly string[], cwd: string, timeoutMs: number): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { cwd, timeout: timeoutMs, maxBuffer: 64 << 20, env: { ...childEnv(), CI: '1', NO_COLOR: '1' } }, (error, stdout, stderr) => {
+      if (error !== null && (error as { killed?: boolean }).killed) reject(new Error(`${file} ${args.join(' ')} did not finish within ${timeoutMs} ms (in ${cwd})\n${stderr}`));
+      else resolve({ code: error === null ? 0 : Number((error as { code?: unknown }).code), stdout, stderr });
+    });
+  });
+}
+
+/** As `run`, and the command must succeed. */
+async function ok(file: string, args: readonly string[], cwd: string, timeoutMs: number): Promise<Run> {
+  const r = await run(file, args, cwd, timeoutMs);
+  assert.equal(r.code, 0, `${file} ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+/** A float32 [rows, cols] .npy file (NPY format 1.0). */
+function npy(rows: number, cols: number): Buffer {
+  let header = `{'descr': '<f4', 'fortran_order': False, 'shape': (${rows}, ${cols}), }`;
+  header = header.padEnd(Math.ceil((10 + header.length + 1) / 64) * 64 - 10 - 1, ' ') + '\n';
+  const preamble = Buffer.from([0x93, ...Buffer.from('NUMPY'), 1, 0, header.length & 0xff, header.length >> 8]);
+  return Buffer.concat([preamble, Buffer.from(header, 'latin1'), Buffer.from(new Float32Array(rows * cols).buffer)]);
+}
+
+describe('the packed package, installed in a fresh project', () => {
+  let work: string;
+  let tarball: string;
+  let app: string;
+  let installed: string;
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'stoker-package-'));
+    const packs = join(work, 'pack');
+    mkdirSync(packs);
+    await ok('npm', ['pack', '--pack-destination', packs, '--silent'], ROOT, 10 * MINUTE);
+    const tgz = readdirSync(packs).filter((f) => f.endsWith('.tgz'));
+    assert.equal(tgz.length, 1, `npm pack wrote one tarball, got [${tgz.join(', ')}]`);
+    tarball = join(packs, tgz[0]!);
+    app = join(work, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'stoker-consumer', private: true, type: 'module' }));
+    await ok('npm', ['install', tarball, `@types/node@${TYPES_NODE}`, '--prefer-offline', '--no-audit', '--no-fund'], app, 10 * MINUTE);
+    installed = join(app, 'node_modules', 'stoker');
+  }, { timeout: 20 * MINUTE });
+
+  after(() => {
+    if (work !== undefined) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('the tarball carries dist/ with its types, the PTX kernels, the launcher and the license, and no sources or source maps', async () => {
+    const paths: string[] = [];
+    await list({ file: tarball, onReadEntry: (entry) => void paths.push(entry.path) });
+    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/pipeline/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json']) {
+      assert.ok(paths.includes(`package/${p}`), `the tarball has ${p}`);
+    }
+    assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
+  });
+
+  it('an ES module imports it and runs one epoch of sources.arrays: every sample once', async () => {
+    writeFileSync(join(app, 'epoch.mjs'), [
+      "import { DataLoader, sources, tensor } from 'stoker';",
+      "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: Int32Array.from({ length: 10 }, (_, i) => i) }), { batchSize: 5, shuffle: true, seed: 7 });",
+      'const ys = [];',
+      "for await (const batch of loader.epoch(0)) { ys.push(...batch.get('y').data); batch.release(); }",
+      'await loader.close();',
+      'console.log(JSON.stringify(ys));',
+    ].join('\n'));
+    const r = await ok(process.execPath, ['epoch.mjs'], app, 2 * MINUTE);
+    const ys = JSON.parse(r.stdout) as number[];
+    assert.deepEqual([...ys].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('a CommonJS file requires it (Node loads ES modules through require from 20.19)', { skip: (process.features as { require_module?: boolean }).require_module !== true && 'this Node cannot require ES modules' }, async () => {
+    writeFileSync(join(app, 'require.cjs'), "const { DataLoader, toTfDataset } = require('stoker');\nconsole.log(typeof DataLoader, typeof toTfDataset);\n");
+    const r = await ok(process.execPath, ['require.cjs'], app, 2 * MINUTE);
+    assert.equal(r.stdout.trim(), 'function function');
+  });
+
+  it('a TypeScript consumer type-checks against the published types with skipLibCheck off and no tfjs installed', async () => {
+    assert.equal(existsSync(join(app, 'node_modules', '@tensorflow')), false, 'the optional tfjs peer is not installed');
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
+      compilerOptions: { strict: true, module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', skipLibCheck: false, noEmit: true, types: ['node'] },
+      files: ['consumer.ts'],
+    }));
+    writeFileSync(join(app, 'consumer.ts'), [
+      "import { DataLoader, sources, tensor, toTfDataset, type AnyTensor, type Batch, type LoaderOptions, type TfNamespace } from 'stoker';",
+      'const options: LoaderOptions = { batchSize: 5 };',
+      "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: new Int32Array(10) }), options);",
+      'for await (const batch of loader.epoch(0)) {',
+      '  const b: Batch<AnyTensor> = batch;',
+      '  b.release();',
+      '}',
+      'declare const tf: TfNamespace;',
+      "const ds = toTfDataset(loader, { tf, x: 'x', y: 'y', oneHot: 2 });",
+      'const held: number = ds.heldBatches;',
+      'await ds.stop();',
+      'await loader.close();',
+      'export { held };',
+    ].join('\n'));
+    await ok(process.execPath, [TSC, '-p', '.'], app, 5 * MINUTE);
+  });
+
+  it('every PTX kernel the CUDA backend loads resolves to a file inside the installed package', () => {
+    const dir = join(installed, 'dist', 'device', 'cuda');
+    const found: string[] = [];
+    for (const file of readdirSync(dir).filter((f) => f.endsWith('.js'))) {
+      const source = readFileSync(join(dir, file), 'utf8');
+      for (const [, relative] of source.matchAll(/new URL\('([^']+\.ptx)', import\.meta\.url\)/g)) {
+        const path = fileURLToPath(new URL(relative!, new URL(`file://${join(dir, file)}`)));
+        assert.ok(path.startsWith(installed), `${file}: ${relative} stays inside the package`);
+        assert.ok(existsSync(path), `${file}: ${relative} → ${path} exists`);
+        found.push(relative!);
+      }
+    }
+    assert.ok(found.length >= 4, `the CUDA backend's kernels were found (${found.join(', ')})`);
+  });
+
+  it('the stoker command runs from the installed package without tsx: --help and inspect of an .npy file', async () => {
+    assert.equal(existsSync(join(installed, 'src')), false, 'no sources: the launcher runs dist/');
+    assert.equal(existsSync(join(app, 'node_modules', 'tsx')), false, 'tsx is not installed');
+    writeFileSync(join(app, 'x.npy'), npy(5, 3));
+    const help = await ok('npx', ['--no', '--', 'stoker', '--help'], app, 2 * MINUTE);
+    assert.match(help.stdout, /^Usage: stoker /m);
+    for (const c of ['demo', 'bench', 'inspect']) assert.match(help.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
+    const inspect = await ok('npx', ['--no', '--', 'stoker', 'inspect', 'x.npy'], app, 2 * MINUTE);
+    assert.match(inspect.stdout, /format\s+npy/);
+    assert.match(inspect.stdout, /samples\s+5/);
+    assert.match(inspect.stdout, /^0\s+float32\s+\[3\]\s+12$/m);
+  });
+
+  // attw's esm-only profile: Stoker is an ES module package. It skips the node10 and node16-from-CJS
+  // resolutions: the latter models TypeScript before require(esm) (attw 0.18 ships TypeScript 5.6),
+  // so it calls every ES module "dynamic import only", which Node ≥ 20.19 no longer is (tested above).
+  it('publint and arethetypeswrong (esm-only profile) find no problem in the tarball', async () => {
+    const lint = await ok(PUBLINT, ['run', tarball, '--strict'], work, 3 * MINUTE);
+    assert.doesNotMatch(lint.stdout, /warning|error/i, lint.stdout);
+    await ok(ATTW, [tarball, '--profile', 'esm-only', '--no-definitely-typed', '--format', 'ascii', '--no-color'], work, 3 * MINUTE);
+  });
+});
