@@ -108,6 +108,8 @@ export async function epochIds(iterable: AsyncIterable<Batch>): Promise<number[]
 export const HANG_MS = 60_000;
 /** A spawned `node --import tsx` process from start to exit (tsx compiles on start: seconds when loaded). */
 export const CHILD_MS = 180_000;
+/** One test of many steps (a fuzz run of thousands of cases, several epochs through workers). */
+export const TEST_MS = 300_000;
 /** A whole describe block: node:test cancels every test still to run once a suite's budget is spent. */
 export const SUITE_MS = 900_000;
 
