@@ -17,6 +17,7 @@ import { newEpochStats } from '../src/pipeline/stats.js';
 import { epochFigures, int } from '../src/report/figures.js';
 import { type BenchReport, compact, renderBenchReport } from '../src/report/html.js';
 import { niceTicks } from '../src/report/svg.js';
+import { CHILD_MS } from './fixtures.js';
 
 const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -28,7 +29,7 @@ interface Run {
 }
 
 /** Run `stoker …args` in a child process (no TTY, CI set), with a hard time limit. */
-function stoker(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
+function stoker(args: readonly string[], timeoutMs = CHILD_MS): Promise<Run> {
   return new Promise((resolve, reject) => {
     execFile(process.execPath, [BIN, ...args], { timeout: timeoutMs, maxBuffer: 16 << 20, env: { ...process.env, CI: '1', NODE_ENV: 'test' } }, (error, stdout, stderr) => {
       if (error !== null && (error as { killed?: boolean }).killed) reject(new Error(`stoker ${args.join(' ')} did not finish within ${timeoutMs} ms (hang)\n${stderr}`));

@@ -13,7 +13,7 @@ import sharp from 'sharp';
 import { openConcat } from '../src/dataset/concat-source.js';
 import { kSourceSpec } from '../src/dataset/source-spec.js';
 import { type Batch, type BatchDataset, type Dataset, DataLoader, type Tensor, sources, tensor } from '../src/index.js';
-import { MODES, collect, range, sorted, within, ys } from './fixtures.js';
+import { HANG_MS, MODES, SUITE_MS, collect, range, sorted, within, ys } from './fixtures.js';
 
 const FIXTURE = new URL('./fixtures/scripted-source.ts', import.meta.url);
 const ctx = { signal: new AbortController().signal };
@@ -33,7 +33,7 @@ async function batches(ds: Parameters<typeof DataLoader.create>[0], mode: (typeo
   const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: true, seed: 11, dropLast: false, mode, ...extra });
   const out: { ids: number[]; rows: number[][] }[][] = [];
   for (let e = 0; e < 2; e++) {
-    const got = await within(10_000, `epoch ${e}`, collect(loader.epoch(e)));
+    const got = await within(HANG_MS, `epoch ${e}`, collect(loader.epoch(e)));
     out.push(got.map((b) => ({ ids: [...b.sampleIds], rows: rows(b) })));
     for (const b of got) b.release();
   }
@@ -55,7 +55,7 @@ function perSample(start: number, n: number): Dataset & { closed: number } {
   return ds;
 }
 
-describe('sources.concat', { timeout: 30_000 }, () => {
+describe('sources.concat', { timeout: SUITE_MS }, () => {
   const dir = mkdtempSync(join(tmpdir(), 'stoker-concat-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -125,7 +125,7 @@ describe('sources.concat', { timeout: 30_000 }, () => {
     const loader = await DataLoader.create(concat, { batchSize: 4, shuffle: true, seed: 5, dropLast: false, mode: 'streaming', workers: 2 });
     assert.equal(loader.stats().workers, 2);
     for (let e = 0; e < 2; e++) {
-      const got = await within(20_000, `epoch ${e}`, collect(loader.epoch(e)));
+      const got = await within(HANG_MS, `epoch ${e}`, collect(loader.epoch(e)));
       const ids = got.flatMap((b) => [...b.sampleIds]);
       assert.deepEqual(sorted(ids), range(15));
       for (const b of got) {

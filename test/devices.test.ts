@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
-import { arraysDataset, range, scriptedDataset, sorted, within } from './fixtures.js';
+import { HANG_MS, SUITE_MS, arraysDataset, range, scriptedDataset, sorted, within } from './fixtures.js';
 
 const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];
 
@@ -25,7 +25,7 @@ function create(device: string, ds: Parameters<typeof DataLoader.create>[0], opt
 
 for (const device of DEVICES) {
   for (const mode of ['resident', 'streaming'] as const) {
-    describe(`on ${device}, ${mode} mode`, { timeout: 60_000 }, () => {
+    describe(`on ${device}, ${mode} mode`, { timeout: SUITE_MS }, () => {
       it('delivers every sample exactly once per epoch with its own content', async () => {
         const loader = await create(device, arraysDataset(37), { batchSize: 8, mode, dropLast: false });
         assert.equal(loader.device, device === 'cuda' ? 'cuda:0' : device);
@@ -72,7 +72,7 @@ for (const device of DEVICES) {
 }
 
 for (const device of DEVICES.filter((d) => d !== 'cpu')) {
-  describe(`device policies on ${device}`, { timeout: 60_000 }, () => {
+  describe(`device policies on ${device}`, { timeout: SUITE_MS }, () => {
     it('hands out device tensors with pointer, byte length, shape, strides, device and ready event', async () => {
       const loader = await create(device, arraysDataset(8), { batchSize: 4, mode: 'streaming' });
       for await (const b of loader.epoch(0)) {
@@ -158,7 +158,7 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       let failing = false;
       const loader = await create(device, arraysDataset(8), { batchSize: 4, mode: 'streaming', shuffle: false, prefetch: 1, sim: { failAllocation: () => failing } });
       failing = true;
-      const error = await within(5_000, 'persistent OOM', (async () => {
+      const error = await within(HANG_MS, 'persistent OOM', (async () => {
         try {
           for await (const _ of loader.epoch(0));
         } catch (e) {

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { detectLaunch, rankDevice, resolveWorld } from '../src/distributed/launch.js';
 import { consumedPicks, shardPicks } from '../src/distributed/shard.js';
-import { range, sorted } from './fixtures.js';
+import { CHILD_MS, SUITE_MS, range, sorted } from './fixtures.js';
 
 function labelled(n: number) {
   return sources.arrays({ label: Int32Array.from(range(n)) });
@@ -264,7 +264,7 @@ const EXAMPLE = new URL('../examples/ranks.ts', import.meta.url).pathname;
 async function launch(np: number, args: string[]): Promise<{ ids: number[][][]; lines: { rank: number; worldSize: number; launcher: string }[] }> {
   const out = mkdtempSync(join(tmpdir(), 'stoker-mpi-'));
   try {
-    const { stdout } = await run(mpirun!, ['--allow-run-as-root', '--oversubscribe', '-np', String(np), process.execPath, '--import', 'tsx', EXAMPLE, '--out', out, ...args], { timeout: 60_000 });
+    const { stdout } = await run(mpirun!, ['--allow-run-as-root', '--oversubscribe', '-np', String(np), process.execPath, '--import', 'tsx', EXAMPLE, '--out', out, ...args], { timeout: CHILD_MS });
     const lines = stdout.trim().split('\n').map((l) => JSON.parse(l));
     const ids = range(np).map((r) => JSON.parse(readFileSync(join(out, `rank-${r}.json`), 'utf8')).epochs as number[][]);
     return { ids, lines };
@@ -273,7 +273,7 @@ async function launch(np: number, args: string[]): Promise<{ ids: number[][][]; 
   }
 }
 
-describe('under mpirun', { skip: mpirun === undefined ? 'mpirun not installed (apt-get install openmpi-bin)' : false, timeout: 120_000 }, () => {
+describe('under mpirun', { skip: mpirun === undefined ? 'mpirun not installed (apt-get install openmpi-bin)' : false, timeout: SUITE_MS }, () => {
   it("3 ranks, 'drop': the delivered ids of all ranks partition each epoch (minus n mod 3)", async () => {
     const { ids, lines } = await launch(3, ['--samples', '1000', '--batch', '32', '--shards', 'drop', '--epochs', '2']);
     assert.deepEqual(sorted(lines.map((l) => l.rank)), [0, 1, 2]);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchError, DataLoader, LoaderError, tensor } from '../src/index.js';
-import { MODES, arraysDataset, collect, epochIds, range, scriptedDataset, sorted, within, ys } from './fixtures.js';
+import { HANG_MS, MODES, arraysDataset, collect, epochIds, range, scriptedDataset, sorted, waitFor, within, ys } from './fixtures.js';
 
 describe('a dataset that fails (streaming)', () => {
   for (const reject of [false, true]) {
@@ -15,7 +15,7 @@ describe('a dataset that fails (streaming)', () => {
       const ds = scriptedDataset(20, { throwAt: [7], reject });
       const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming' });
       const seen: number[] = [];
-      const error = await within(5000, 'failing epoch', (async () => {
+      const error = await within(HANG_MS, 'failing epoch', (async () => {
         try {
           for await (const b of loader.epoch(0)) seen.push(...ys(b));
         } catch (e) {
@@ -32,7 +32,7 @@ describe('a dataset that fails (streaming)', () => {
       assert.equal((error.cause as Error).message, 'sample 7 is unreadable');
       assert.deepEqual(seen, [0, 1, 2, 3]);
       // The loader is usable: the next epoch runs to the failing batch again and nothing wedged.
-      const again = await within(5000, 'next epoch', collect(loader.epoch(1)).catch((e: unknown) => e));
+      const again = await within(HANG_MS, 'next epoch', collect(loader.epoch(1)).catch((e: unknown) => e));
       assert.ok(again instanceof BatchError);
     });
   }
@@ -40,7 +40,7 @@ describe('a dataset that fails (streaming)', () => {
   it("skips failed batches with errors: 'skip' and counts them", async () => {
     const ds = scriptedDataset(20, { throwAt: [7, 13], async: true });
     const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming', errors: 'skip' });
-    const ids = await within(5000, 'skipping epoch', epochIds(loader.epoch(0)));
+    const ids = await within(HANG_MS, 'skipping epoch', epochIds(loader.epoch(0)));
     assert.deepEqual(ids, [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19]);
     const s = loader.stats().epochs[0]!;
     assert.equal(s.failedBatches, 2);
@@ -69,7 +69,7 @@ describe('a dataset that fails (streaming)', () => {
   it('delivers in plan order when reads finish out of order', async () => {
     const ds = scriptedDataset(40, { async: true });
     const loader = await DataLoader.create(ds, { batchSize: 3, mode: 'streaming', prefetch: 6, dropLast: false });
-    const batches = await within(5000, 'epoch', collect(loader.epoch(0)));
+    const batches = await within(HANG_MS, 'epoch', collect(loader.epoch(0)));
     assert.deepEqual(batches.map((b) => b.index), range(batches.length));
     assert.deepEqual(sorted(batches.flatMap(ys)), range(40));
   });
@@ -185,28 +185,31 @@ describe('cancellation (streaming)', () => {
     // Batch 0 reads fine; every later read hangs until aborted.
     const ds = scriptedDataset(40, { hangAt: range(40).slice(4) });
     const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming', prefetch: 3 });
-    await within(5000, 'break out', (async () => {
+    await within(HANG_MS, 'break out', (async () => {
       for await (const b of loader.epoch(0)) {
         assert.deepEqual(ys(b), [0, 1, 2, 3]);
-        await sleep(20); // the read-ahead starts the next reads (which hang) while the loop works
+        // The read-ahead starts the next reads (which hang) while the loop works.
+        await waitFor(() => ds.started.some((i) => i >= 4), { what: 'the read-ahead starting a hanging read' });
         break;
       }
     })());
     const startedAtBreak = ds.started.length;
     assert.ok(ds.aborted > 0);
     assert.equal(ds.aborted, ds.started.filter((i) => i >= 4).length, 'every hanging read saw the abort');
-    await sleep(20);
+    // Absence has no event to wait on: a bound, not a budget (load can only make it pass, never fail).
+    await sleep(50);
     assert.equal(ds.started.length, startedAtBreak, 'no read starts after the loop ended');
   });
 
   it('close() returns promptly while the consumer waits on a read that never settles, and the wait ends', async () => {
-    const ds = { length: 8, get: (i: number) => (i === 0 ? { y: Int32Array.of(0) } : new Promise<never>(() => {})) };
+    const started: number[] = [];
+    const ds = { length: 8, get: (i: number) => (started.push(i), i === 0 ? { y: Int32Array.of(0) } : new Promise<never>(() => {})) };
     const loader = await DataLoader.create(ds, { batchSize: 2, shuffle: false, mode: 'streaming' });
     const it0 = loader.epoch(0)[Symbol.asyncIterator]();
     const waiting = it0.next();
-    await sleep(10);
-    await within(1000, 'close()', loader.close());
-    assert.deepEqual(await within(1000, 'the pending next()', waiting), { done: true, value: undefined });
+    await waitFor(() => started.includes(1), { what: 'the read that never settles starting' });
+    await within(HANG_MS, 'close()', loader.close());
+    assert.deepEqual(await within(HANG_MS, 'the pending next()', waiting), { done: true, value: undefined });
   });
 
   it('honours the in-flight window: never more than prefetch batches read ahead', async () => {

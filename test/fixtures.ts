@@ -1,6 +1,11 @@
 // Test doubles for the loader: datasets that count their reads, throw at a chosen sample, hang,
 // or answer out of order. Each sample i carries its own id so delivered content can be checked.
+// Also the suite's waiting rule: wait on events (waitFor) under the budgets below, never on time.
 
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Batch, BatchDataset, Dataset, ReadContext } from '../src/index.js';
 import { sources, tensor } from '../src/index.js';
@@ -92,17 +97,73 @@ export async function epochIds(iterable: AsyncIterable<Batch>): Promise<number[]
   return out;
 }
 
-/** Reject if `promise` takes longer than `ms`: a hang is a failure with a message. */
-export async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+/**
+ * Budgets for a loaded 2-core machine (CI, or several suites at once): hang detectors, never
+ * performance checks. Each is ≥ 10× what its step takes under a CPU hog, so a failure means a hang.
+ * NOTE [ Waiting in tests ]: never sleep a fixed time and then assert; wait for the event (waitFor)
+ * under one of these bounds. Where a test asserts that something does NOT happen, anchor it to a
+ * later positive event (the next epoch ending, close() resolving) rather than to elapsed time.
+ */
+/** One awaited step: an epoch, a close(), a worker or child process starting or ending. */
+export const HANG_MS = 60_000;
+/** A spawned `node --import tsx` process from start to exit (tsx compiles on start: seconds when loaded). */
+export const CHILD_MS = 180_000;
+/** One test of many steps (a fuzz run of thousands of cases, several epochs through workers). */
+export const TEST_MS = 300_000;
+/** A whole describe block: node:test cancels every test still to run once a suite's budget is spent. */
+export const SUITE_MS = 900_000;
+
+export interface WaitOptions {
+  /** What is awaited, for the failure message ("the replacement worker"); a function is read at the deadline. */
+  what: string | (() => string);
+  /** Default HANG_MS. */
+  timeoutMs?: number;
+  /** How often a predicate is polled. Default 10 ms. */
+  intervalMs?: number;
+}
+
+/**
+ * Wait for `condition` — a promise, or a predicate polled until it returns a truthy value (returned)
+ * — failing with a message naming `what` if it has not happened within `timeoutMs`. A predicate that
+ * throws fails the wait at once.
+ */
+export async function waitFor<T>(condition: Promise<T> | (() => T | Promise<T>), options: WaitOptions): Promise<T> {
+  const { what, timeoutMs = HANG_MS, intervalMs = 10 } = options;
   let timer: NodeJS.Timeout | undefined;
+  let expired = false;
   const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms (hang)`)), ms);
+    timer = setTimeout(() => {
+      expired = true;
+      reject(new Error(`${typeof what === 'function' ? what() : what} did not happen within ${timeoutMs} ms (a hang, or a budget too small for this machine)`));
+    }, timeoutMs);
   });
+  const poll = async (predicate: () => T | Promise<T>): Promise<T> => {
+    for (;;) {
+      const value = await predicate();
+      if (value || expired) return value;
+      await sleep(intervalMs);
+    }
+  };
   try {
-    return await Promise.race([promise, limit]);
+    return await Promise.race([typeof condition === 'function' ? poll(condition) : condition, limit]);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Reject if `promise` takes longer than `ms`: a hang is a failure with a message. Size `ms` from HANG_MS. */
+export function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  return waitFor(promise, { what, timeoutMs: ms });
+}
+
+/**
+ * A fresh directory under the temp dir that only this test uses (mkdtemp), removed when the test
+ * ends, pass or fail. Scan this, never tmpdir() itself: other processes' files come and go there.
+ */
+export function tempDir(t: TestContext, prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `stoker-${prefix}-`));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 export const MODES = ['resident', 'streaming'] as const;

@@ -9,7 +9,7 @@ import '@tensorflow/tfjs-backend-wasm';
 import { type AnyTensor, type Batch, DataLoader, LoaderError, type Tensor, sources, tensor } from '../src/index.js';
 import { tfValues, toTfDataset, type TfLoader } from '../src/adapters/tfjs.js';
 import { toBFloat16Bits, toFloat16Bits } from '../src/transforms/half.js';
-import { within } from './fixtures.js';
+import { HANG_MS, within } from './fixtures.js';
 
 const FEATURES = 8;
 
@@ -78,7 +78,7 @@ describe('toTfDataset with model.fitDataset', () => {
     const validation = toTfDataset(val, { tf, x: 'x', y: 'y', oneHot: 2 });
     const m = model();
     const counts: number[] = [];
-    const history = await within(20_000, 'fitDataset', m.fitDataset(train, {
+    const history = await within(HANG_MS, 'fitDataset', m.fitDataset(train, {
       epochs: 2,
       validationData: validation,
       verbose: 0,
@@ -105,7 +105,7 @@ describe('toTfDataset with model.fitDataset', () => {
     const train = toTfDataset(rec, { tf, x: 'x', y: 'y', oneHot: 2 });
     const m = model();
     const counts: number[] = [];
-    await within(20_000, 'fitDataset', m.fitDataset(train.repeat(), {
+    await within(HANG_MS, 'fitDataset', m.fitDataset(train.repeat(), {
       epochs: 3,
       batchesPerEpoch: 5,
       verbose: 0,

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import { type AnyTensor, DataLoader, DeviceTensor, PickKey, Tensor, sources, tensor, transforms } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../src/transforms/half.js';
+import { SUITE_MS } from './fixtures.js';
 
 const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];
 
@@ -120,7 +121,7 @@ describe('transforms.image on the CPU', () => {
   });
 });
 
-describe('transforms.image gives the same bits on every device', { timeout: 60_000 }, () => {
+describe('transforms.image gives the same bits on every device', { timeout: SUITE_MS }, () => {
   for (const output of ['uint8', 'float32', 'float16', 'bfloat16'] as const) {
     it(`agrees across ${DEVICES.join(', ')} (${output})`, async () => {
       const n = 40;

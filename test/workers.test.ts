@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync, writeFileSync, readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { BatchError, DataLoader, type LoaderOptions, sources } from '../src/index.js';
 import type { ScriptedOptions } from './fixtures/scripted-source.js';
-import { collect, epochIds, range, sorted, within, ys } from './fixtures.js';
+import { CHILD_MS, HANG_MS, SUITE_MS, collect, epochIds, range, sorted, tempDir, waitFor, within, ys } from './fixtures.js';
 
 const FIXTURE = new URL('./fixtures/scripted-source.ts', import.meta.url);
 
@@ -28,13 +27,13 @@ function threads(): number {
   return readdirSync('/proc/self/task').length;
 }
 
-describe('reader workers', { timeout: 60_000 }, () => {
+describe('reader workers', { timeout: SUITE_MS }, () => {
   for (const workers of [1, 2, 3]) {
     it(`deliver every sample exactly once per epoch, in plan order (${workers} worker${workers > 1 ? 's' : ''})`, async () => {
       const pooled = await make({ n: 103, latencyMs: workers === 2 ? 1 : 0 }, { batchSize: 8, workers, dropLast: false, seed: 3 });
       const plain = await DataLoader.create({ length: 103, get: (i: number) => ({ x: new Float32Array([i, i + 0.5]), y: Int32Array.of(i) }) }, { batchSize: 8, dropLast: false, seed: 3, mode: 'streaming' });
       for (let e = 0; e < 2; e++) {
-        const batches = await within(20_000, 'epoch', collect(pooled.epoch(e)));
+        const batches = await within(HANG_MS, 'epoch', collect(pooled.epoch(e)));
         assert.deepEqual(batches.map((b) => b.index), range(batches.length));
         const ids = batches.flatMap(ys);
         assert.deepEqual(sorted(ids), range(103));
@@ -74,7 +73,7 @@ describe('reader workers', { timeout: 60_000 }, () => {
     assert.equal(error.batchIndex, 4);
     assert.deepEqual(error.sampleIds, [16, 17, 18, 19]);
     assert.match(error.message, /sample 17 is unreadable/);
-    assert.deepEqual(await within(10_000, 'next epoch', epochIds(loader.epoch(1))), range(40));
+    assert.deepEqual(await within(HANG_MS, 'next epoch', epochIds(loader.epoch(1))), range(40));
     assert.equal(loader.stats().workers, 2);
     await loader.close();
   });
@@ -83,7 +82,7 @@ describe('reader workers', { timeout: 60_000 }, () => {
     it(`a worker that ${fault} fails only the batches it held and is replaced`, async () => {
       const once = new Int32Array(new SharedArrayBuffer(4));
       const loader = await make({ n: 48, [key]: [21], once, latencyMs: 0 }, { batchSize: 4, workers: 2, shuffle: false, errors: 'skip', sampleCache: false });
-      const ids = await within(20_000, 'faulty epoch', epochIds(loader.epoch(0)));
+      const ids = await within(HANG_MS, 'faulty epoch', epochIds(loader.epoch(0)));
       const s = loader.stats().epochs[0]!;
       assert.ok(s.failedBatches >= 1 && s.failedBatches <= 2, `failed ${s.failedBatches}`);
       // Every delivered sample once; the missing ones are exactly the failed batches' rows, and 21 is among them.
@@ -95,10 +94,8 @@ describe('reader workers', { timeout: 60_000 }, () => {
         const got = rows.filter((r) => ids.includes(r)).length;
         assert.ok(got === 0 || got === 4, `batch ${b} delivered whole or not at all`);
       }
-      assert.deepEqual(await within(20_000, 'next epoch', epochIds(loader.epoch(1))), range(48));
-      await within(5_000, 'the replacement worker', (async () => {
-        while (loader.stats().workers < 2) await sleep(10);
-      })());
+      assert.deepEqual(await within(HANG_MS, 'next epoch', epochIds(loader.epoch(1))), range(48));
+      await waitFor(() => loader.stats().workers === 2, { what: 'the replacement worker' });
       await loader.close();
     });
   }
@@ -106,28 +103,30 @@ describe('reader workers', { timeout: 60_000 }, () => {
   it('a worker that fails while starting stops the respawning with an error that says why', async () => {
     // Warm up once: the first start also brings up the process's shared thread pools.
     await make({ n: 10, failOpenInWorker: true }, { batchSize: 2, workers: 2 }).catch(() => {});
-    await sleep(50);
     const before = threads();
-    await assert.rejects(within(20_000, 'create', make({ n: 10, failOpenInWorker: true }, { batchSize: 2, workers: 2 })), (e: Error & { code?: string }) => {
+    await assert.rejects(within(HANG_MS, 'create', make({ n: 10, failOpenInWorker: true }, { batchSize: 2, workers: 2 })), (e: Error & { code?: string }) => {
       assert.equal(e.code, 'ERR_WORKER_START');
       assert.match(e.message, /a reader worker failed to start: .*cannot open the scripted source in a worker.*Respawning stopped/);
       return true;
     });
-    await sleep(50);
-    assert.ok(threads() <= before, 'no worker thread left behind');
+    // A terminated worker's thread leaves the task list a moment after terminate() settles.
+    await waitFor(() => threads() <= before, { what: () => `the failed workers' threads ending (${threads()} > ${before})` });
   });
 
   it('abandoning an epoch cancels queued reads and frees their slots', async () => {
     const reads = counter(200);
     const loader = await make({ n: 200, reads, latencyMs: 2 }, { batchSize: 10, workers: 2, shuffle: false, prefetch: 4, sampleCache: false });
     for await (const _ of loader.epoch(0)) break;
-    await sleep(100);
     const after = Atomics.load(reads, 0);
     assert.ok(after < 1 + 200, `reads stopped early (${after})`);
-    await sleep(100);
-    assert.equal(Atomics.load(reads, 0), after, 'no read starts after the loop ended');
     const s = loader.stats();
-    assert.deepEqual(sorted(await epochIds(loader.epoch(1))), range(200));
+    assert.deepEqual(sorted(await within(HANG_MS, 'epoch 1', epochIds(loader.epoch(1)))), range(200));
+    // "No read starts after the loop ended", anchored to epoch 1 ending rather than to a sleep: had
+    // epoch 0 kept reading, samples past its window (prefetch 4: 5 batches, 50 samples) would have
+    // been read twice by now. Epoch 1 (shuffle: false) reads each sample exactly once.
+    const twice = range(200).filter((i) => Atomics.load(reads, 1 + i) > 1);
+    assert.ok(twice.every((i) => i < 100), `samples read again after the loop ended: ${twice.filter((i) => i >= 100)}`);
+    assert.equal(Atomics.load(reads, 1 + 199), 1);
     assert.ok(loader.stats().epochs[1]!.ringSlots <= 5, `slots were reused (${s.epochs[0]!.ringSlots} → ${loader.stats().epochs[1]!.ringSlots})`);
     await loader.close();
   });
@@ -159,23 +158,27 @@ describe('reader workers', { timeout: 60_000 }, () => {
     for await (const _ of loader.epoch(0));
     assert.deepEqual([...closes], [0, 0]);
     await loader.close();
-    await within(5_000, 'worker closes', (async () => { while (Atomics.load(closes, 0) < 2) await sleep(10); })());
+    await waitFor(() => Atomics.load(closes, 0) >= 2, { what: 'both worker copies closing' });
     assert.deepEqual([...closes], [2, 1], 'two worker copies and the main-thread copy (the probe) closed once each');
   });
 
   it('close() never hangs on a worker stuck in synchronous code, and leaves no thread, timer or handle', async () => {
     const baseline = threads();
     const resources = process.getActiveResourcesInfo().length;
-    const loader = await make({ n: 20, spinAt: [5] }, { batchSize: 5, workers: 2, shuffle: false });
+    // The wait below polls on timers of its own: it counts the other handles; timers are checked after it.
+    const handles = () => process.getActiveResourcesInfo().filter((r) => r !== 'Timeout');
+    const baseHandles = handles().length;
+    const reads = counter(20);
+    const loader = await make({ n: 20, reads, spinAt: [5] }, { batchSize: 5, workers: 2, shuffle: false });
     assert.ok(threads() >= baseline + 2);
     const it0 = loader.epoch(0)[Symbol.asyncIterator]();
     await it0.next();
     const pending = it0.next();
-    await sleep(20);
-    await within(5_000, 'close()', loader.close());
-    assert.deepEqual(await within(1_000, 'pending next()', pending), { done: true, value: undefined });
-    await sleep(50);
-    assert.ok(threads() <= baseline, `threads ${threads()} > ${baseline}`);
+    await waitFor(() => Atomics.load(reads, 1 + 5) > 0, { what: 'a worker reaching the spinning sample 5' });
+    await within(HANG_MS, 'close()', loader.close());
+    assert.deepEqual(await within(HANG_MS, 'pending next()', pending), { done: true, value: undefined });
+    // Terminated threads and their ports go a moment after close() settles (more so when loaded).
+    await waitFor(() => threads() <= baseline && handles().length <= baseHandles, { what: () => `the worker threads ending (${threads()} > ${baseline}) and their handles closing (${handles()})` });
     assert.ok(process.getActiveResourcesInfo().length <= resources, `handles left: ${process.getActiveResourcesInfo()}`);
   });
 
@@ -191,7 +194,7 @@ describe('reader workers', { timeout: 60_000 }, () => {
   });
 });
 
-describe('the RAM sample cache', { timeout: 60_000 }, () => {
+describe('the RAM sample cache', { timeout: SUITE_MS }, () => {
   for (const workers of [0, 2]) {
     it(`serves later epochs without source reads (${workers} workers)`, async () => {
       const reads = counter(30);
@@ -257,14 +260,15 @@ describe('the RAM sample cache', { timeout: 60_000 }, () => {
   });
 });
 
-describe('the disk stage through the loader', { timeout: 60_000 }, () => {
+describe('the disk stage through the loader', { timeout: SUITE_MS }, () => {
   for (const workers of [0, 2]) {
-    it(`stages samples below a full RAM cache, serves them next epoch, and is removed on close (${workers} workers)`, async () => {
+    it(`stages samples below a full RAM cache, serves them next epoch, and is removed on close (${workers} workers)`, async (t) => {
       const reads = counter(20);
       const warnings: string[] = [];
       const onWarning = (w: Error) => warnings.push(w.message);
       process.on('warning', onWarning);
-      const loader = await make({ n: 20, reads }, { batchSize: 5, workers, ramMaxUsage: 0, diskStage: { gigabytes: 0.001 } });
+      const base = tempDir(t, 'workers-stage');
+      const loader = await make({ n: 20, reads }, { batchSize: 5, workers, ramMaxUsage: 0, diskStage: { gigabytes: 0.001, dir: base } });
       await epochIds(loader.epoch(0));
       const afterFirst = Atomics.load(reads, 0);
       const s0 = loader.stats().epochs[0]!;
@@ -280,9 +284,10 @@ describe('the disk stage through the loader', { timeout: 60_000 }, () => {
     });
   }
 
-  it('treats corrupt pack records as misses, counts them, and still delivers the right content', async () => {
+  it('treats corrupt pack records as misses, counts them, and still delivers the right content', async (t) => {
     const reads = counter(12);
-    const loader = await make({ n: 12, reads }, { batchSize: 4, workers: 0, ramMaxUsage: 0, diskStage: { gigabytes: 0.001 } });
+    const base = tempDir(t, 'workers-stage');
+    const loader = await make({ n: 12, reads }, { batchSize: 4, workers: 0, ramMaxUsage: 0, diskStage: { gigabytes: 0.001, dir: base } });
     await epochIds(loader.epoch(0));
     const file = packFiles()[0]!;
     const bytes = readFileSync(file);
@@ -322,5 +327,5 @@ function packFiles(): string[] {
 
 import { spawnSync } from 'node:child_process';
 function spawnNode(code: string) {
-  return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 30_000 });
+  return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: CHILD_MS });
 }

@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
+import { CHILD_MS } from '../../test/fixtures.js';
 import { payloadFor, type WorkerJob } from '../../test/fixtures/disk-stage-worker.js';
 import { DiskStage, HEADER_BYTES, RECORD_MAGIC, mountOf, type DiskStageShared } from './disk-stage.js';
 
@@ -451,7 +452,7 @@ describe('disk stage: sharing', () => {
     });
   });
 
-  test('two worker threads racing to admit the same ids write each id exactly once, and the main thread reads them', { timeout: 10_000 }, async () => {
+  test('two worker threads racing to admit the same ids write each id exactly once, and the main thread reads them', { timeout: CHILD_MS }, async () => {
     const length = 1024;
     const stage = makeStage({ length });
     try {
@@ -501,7 +502,7 @@ describe('disk stage: cleanup on exit and signals where the name is kept (no /de
       then,
     ].join('\n');
     return new Promise((resolve, reject) => {
-      const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 8_000 });
+      const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'], timeout: CHILD_MS });
       let stdout = '';
       let stderr = '';
       proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -516,40 +517,42 @@ describe('disk stage: cleanup on exit and signals where the name is kept (no /de
     assert.equal(fs.existsSync(dir), false, `${dir} was removed`);
   }
 
-  const keepAlive = `setTimeout(() => {}, 5000);`;
+  // Keeps the child's loop alive until the signal it sends itself is handled (the next turn); long,
+  // so that a child starved of CPU by a loaded machine cannot exit normally before the signal.
+  const keepAlive = `setTimeout(() => {}, ${CHILD_MS});`;
 
-  test('a normal exit removes the stage directory', { timeout: 10_000 }, async () => {
+  test('a normal exit removes the stage directory', { timeout: CHILD_MS }, async () => {
     const r = await child('');
     assertGone(r.dir, r.stderr);
     assert.equal(r.status, 0);
   });
 
-  test('an uncaught exception still removes the stage directory', { timeout: 10_000 }, async () => {
+  test('an uncaught exception still removes the stage directory', { timeout: CHILD_MS }, async () => {
     const r = await child(`throw new Error('boom');`);
     assertGone(r.dir, r.stderr);
     assert.equal(r.status, 1);
   });
 
-  test('SIGTERM removes the stage directory and the process still dies of SIGTERM', { timeout: 10_000 }, async () => {
+  test('SIGTERM removes the stage directory and the process still dies of SIGTERM', { timeout: CHILD_MS }, async () => {
     const r = await child(`${keepAlive} process.kill(process.pid, 'SIGTERM');`);
     assertGone(r.dir, r.stderr);
     assert.equal(r.signal, 'SIGTERM');
     assert.equal(r.status, null);
   });
 
-  test('SIGINT removes the stage directory and the process still dies of SIGINT', { timeout: 10_000 }, async () => {
+  test('SIGINT removes the stage directory and the process still dies of SIGINT', { timeout: CHILD_MS }, async () => {
     const r = await child(`${keepAlive} process.kill(process.pid, 'SIGINT');`);
     assertGone(r.dir, r.stderr);
     assert.equal(r.signal, 'SIGINT');
   });
 
-  test('SIGHUP removes the stage directory and the process still dies of SIGHUP', { timeout: 10_000 }, async () => {
+  test('SIGHUP removes the stage directory and the process still dies of SIGHUP', { timeout: CHILD_MS }, async () => {
     const r = await child(`${keepAlive} process.kill(process.pid, 'SIGHUP');`);
     assertGone(r.dir, r.stderr);
     assert.equal(r.signal, 'SIGHUP');
   });
 
-  test('with a user SIGINT listener the directory is removed and the user decides how the process ends', { timeout: 10_000 }, async () => {
+  test('with a user SIGINT listener the directory is removed and the user decides how the process ends', { timeout: CHILD_MS }, async () => {
     const r = await child(`process.on('SIGINT', () => { writeSync(1, 'user handler\\n'); process.exit(7); }); ${keepAlive} process.kill(process.pid, 'SIGINT');`);
     assertGone(r.dir, r.stderr);
     assert.match(r.stdout, /user handler/);

@@ -15,7 +15,7 @@ import { GATHER_PTX, gatherPlan, gatherRows } from '../../src/device/cuda/gather
 import { CudaModule } from '../../src/device/cuda/module.js';
 import { PAGE_BYTES, RegisteredHost } from '../../src/device/cuda/registered-host.js';
 import { CudaStream } from '../../src/device/cuda/stream.js';
-import { within } from '../fixtures.js';
+import { HANG_MS, SUITE_MS, within } from '../fixtures.js';
 
 const MiB = 1024 * 1024;
 const skip = cudaAvailable() ? false : 'no CUDA GPU here (libcuda.so.1 missing or no device): these tests run on a GPU machine';
@@ -47,7 +47,7 @@ function firstDifference(a: Uint8Array, b: Uint8Array): number {
   return a.length === b.length ? -1 : n;
 }
 
-describe('CUDA driver binding on a GPU', { skip, timeout: 120_000 }, () => {
+describe('CUDA driver binding on a GPU', { skip, timeout: SUITE_MS }, () => {
   let ctx: CudaContext;
   let stream: CudaStream;
   let baselineUsed = 0;
@@ -160,7 +160,7 @@ describe('CUDA driver binding on a GPU', { skip, timeout: 120_000 }, () => {
       mem.copyToHostAsync(dst, other);
       downloaded.record(other);
       // The host was not blocked: a 64 MiB round trip takes milliseconds, these calls microseconds.
-      await within(30_000, 'event synchronizeAsync', downloaded.synchronizeAsync());
+      await within(HANG_MS, 'event synchronizeAsync', downloaded.synchronizeAsync());
       assert.equal(downloaded.query(), true);
       assert.equal(uploaded.query(), true);
       assert.equal(other.query(), true);
@@ -186,7 +186,7 @@ describe('CUDA driver binding on a GPU', { skip, timeout: 120_000 }, () => {
       ev.record(stream);
       const waiting = ev.synchronizeAsync();
       ev.dispose();
-      await within(30_000, 'wait on a disposed event', waiting);
+      await within(HANG_MS, 'wait on a disposed event', waiting);
       assert.equal(ev.disposed, true);
     } finally {
       mem.dispose();

@@ -10,6 +10,7 @@ import { BatchError, DataLoader, DeviceTensor, sources, tensor } from '../../src
 import { CudaContext } from '../../src/device/cuda/context.js';
 import { DeviceMemory } from '../../src/device/cuda/device-memory.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
+import { SUITE_MS } from '../fixtures.js';
 
 const skip = cudaAvailable() ? false : 'no CUDA driver or device here';
 const GiB = 2 ** 30;
@@ -36,7 +37,7 @@ function hog(context: CudaContext, leaveBytes: number): () => void {
   return () => blocks.forEach((b) => b.dispose());
 }
 
-describe('the loader on CUDA', { skip, timeout: 120_000 }, () => {
+describe('the loader on CUDA', { skip, timeout: SUITE_MS }, () => {
   it('launches a user kernel on each batch, after its data and before its reuse', async () => {
     const loader = await DataLoader.create(bytesDataset(64, 256), { batchSize: 8, device: 'cuda', mode: 'streaming' });
     const kernel = loader.kernel(readFileSync(new URL('../fixtures/add-one.ptx', import.meta.url), 'utf8'), 'add_one');

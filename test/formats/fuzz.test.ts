@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { assertFuzzClean, fuzz } from './fuzz.js';
+import { TEST_MS } from '../fixtures.js';
 
 const TARGETS = new URL('./fuzz-targets.ts', import.meta.url).href;
 const valid = new TextEncoder().encode('MAGIC:0016:abcdefghijklmnop');
@@ -20,6 +21,6 @@ test('fuzz: an untyped error (a huge allocation from a header field) is reported
   assert.throws(() => assertFuzzClean(report), /not handled cleanly/);
 });
 
-test('fuzz: a parser that hangs is caught and named by its case', { timeout: 20_000 }, async () => {
+test('fuzz: a parser that hangs is caught and named by its case', { timeout: TEST_MS }, async () => {
   await assert.rejects(fuzz({ valid, ext: '.bin', module: TARGETS, target: 'hanging', cases: 50, seed: 1, stallMs: 500 }), /case \d+ .* hung/);
 });

@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { HANG_MS } from '../fixtures.js';
 
 export interface FuzzOptions {
   /** The valid file to mutate. */
@@ -25,7 +26,7 @@ export interface FuzzOptions {
   readonly target: string;
   readonly cases: number;
   readonly seed: number;
-  /** A case that takes longer than this is a hang (default 5 s). */
+  /** A case that takes longer than this is a hang (default 30 s: a case takes milliseconds, but a loaded machine can starve the thread for seconds). */
   readonly stallMs?: number;
   /** Extra allowed error codes besides ERR_BAD_FILE (e.g. ERR_SAMPLE_MISMATCH for a loader-level target). */
   readonly allowCodes?: readonly string[];
@@ -50,7 +51,9 @@ export interface FuzzReport {
 export async function fuzz(options: FuzzOptions): Promise<FuzzReport> {
   const dir = mkdtempSync(join(tmpdir(), 'stoker-fuzz-'));
   const started = performance.now();
-  const stallMs = options.stallMs ?? 5000;
+  const stallMs = options.stallMs ?? 30_000;
+  // The worker boots tsx and imports the target first: seconds on a loaded machine, whatever stallMs.
+  const startMs = Math.max(4 * stallMs, HANG_MS);
   let tsx: string | undefined;
   try {
     tsx = import.meta.resolve('tsx/esm/api');
@@ -68,10 +71,10 @@ export async function fuzz(options: FuzzOptions): Promise<FuzzReport> {
   try {
     return await new Promise<FuzzReport>((resolve, reject) => {
       let current = { case: -1, mutation: 'start-up' };
-      let timer = setTimeout(onStall, stallMs * 4);
+      let timer = setTimeout(onStall, startMs);
       function onStall() {
         void worker.terminate();
-        reject(new Error(`fuzz: case ${current.case} (${current.mutation}) hung for more than ${stallMs} ms`));
+        reject(new Error(`fuzz: case ${current.case} (${current.mutation}) hung for more than ${current.case < 0 ? startMs : stallMs} ms`));
       }
       worker.on('message', (m: { t: 'case'; case: number; mutation: string } | { t: 'done'; report: Omit<FuzzReport, 'ms'> }) => {
         if (m.t === 'case') {

@@ -15,7 +15,7 @@ import sharp from 'sharp';
 import { type Batch, BatchError, DataLoader } from '../../src/index.js';
 import { decodeImage, hwcToChw } from '../../src/dataset/formats/image-decode.js';
 import { type ImageFolder, compareCodePoints, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
-import { collect, range, sorted, within } from '../fixtures.js';
+import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 
 type RGB = readonly [number, number, number];
@@ -147,7 +147,7 @@ describe('sources.imageFolder: listing', () => {
       const all = await Promise.all(Array.from({ length: ds.length }, (_, i) => ds.get(i)));
       console.log('read', all.length);`;
     // 300 concurrent opens would exceed 160 descriptors; 64 in flight plus Node's own fit.
-    const run = spawnSync('bash', ['-c', 'ulimit -n 160 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8', timeout: 30_000 });
+    const run = spawnSync('bash', ['-c', 'ulimit -n 160 && exec "$0" --import tsx --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8', timeout: CHILD_MS });
     assert.equal(run.status, 0, run.stderr);
     assert.match(run.stdout, /read 300/);
   });
@@ -262,7 +262,7 @@ describe('sources.imageFolder: decoded samples', () => {
   });
 });
 
-describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
+describe('sources.imageFolder through the loader', { timeout: SUITE_MS }, () => {
   let big: string;
   let n: number;
   before(async () => {
@@ -303,7 +303,7 @@ describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
     assert.equal(loader.stats().workers, 2);
     assert.deepEqual(loader.names, ['image', 'label']);
     for (let e = 0; e < 2; e++) {
-      const batches = await within(30_000, `epoch ${e}`, collect(loader.epoch(e)));
+      const batches = await within(HANG_MS, `epoch ${e}`, collect(loader.epoch(e)));
       const ids = batches.flatMap((b) => [...b.sampleIds]);
       assert.deepEqual(sorted(ids), range(n));
       for (const b of batches) checkRows(ds, b);
@@ -358,7 +358,7 @@ describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
 
     const loader = await DataLoader.create(ds, { batchSize: 4, workers: 2, mode: 'streaming', shuffle: false });
     const seen: number[] = [];
-    const error = await within(20_000, 'epoch', (async () => {
+    const error = await within(HANG_MS, 'epoch', (async () => {
       for await (const b of loader.epoch(0)) seen.push(...b.sampleIds);
     })()).catch((e: unknown) => e);
     assert.ok(error instanceof BatchError, String(error));
@@ -371,7 +371,7 @@ describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
 
     const skipping = await DataLoader.create(ds, { batchSize: 4, workers: 2, mode: 'streaming', shuffle: false, errors: 'skip' });
     for (let e = 0; e < 2; e++) {
-      const batches = await within(20_000, 'skipping epoch', collect(skipping.epoch(e)));
+      const batches = await within(HANG_MS, 'skipping epoch', collect(skipping.epoch(e)));
       assert.deepEqual(batches.flatMap((b) => [...b.sampleIds]), [0, 1, 2, 3, 8, 9, 10, 11]);
       for (const b of batches) checkRows(ds, b);
       assert.equal(skipping.stats().epochs[e]!.failedBatches, 1);
@@ -380,10 +380,10 @@ describe('sources.imageFolder through the loader', { timeout: 60_000 }, () => {
   });
 });
 
-describe('decodeImage under fuzzing', { timeout: 60_000 }, () => {
+describe('decodeImage under fuzzing', { timeout: SUITE_MS }, () => {
   const TARGETS = new URL('./image-targets.ts', import.meta.url).href;
   for (const [format, ext, target] of [['JPEG', '.jpg', 'decodeJpeg'], ['PNG', '.png', 'decodePng']] as const) {
-    it(`1000 mutants of a small ${format} decode or fail with ERR_BAD_FILE naming the file`, async () => {
+    it(`1000 mutants of a small ${format} decode or fail with ERR_BAD_FILE naming the file`, async (t) => {
       // Gradients, so that the entropy-coded data is not trivially short.
       const px = Buffer.alloc(24 * 16 * 3);
       for (let i = 0; i < px.length; i++) px[i] = (i * 37) % 251;
@@ -392,7 +392,8 @@ describe('decodeImage under fuzzing', { timeout: 60_000 }, () => {
       const report = await fuzz({ valid, ext, module: TARGETS, target, cases: 1000, seed: 6 });
       assertFuzzClean(report);
       assert.ok(report.ok > 0 && (report.refused.ERR_BAD_FILE ?? 0) > 0, JSON.stringify({ ...report, failures: undefined }));
-      assert.ok(report.ms < 15_000, `took ${Math.round(report.ms)} ms (the budget is ~10 s)`);
+      // How long it took is a figure to read, not an assertion: it depends on the machine's load.
+      t.diagnostic(`${format}: 1000 mutants in ${Math.round(report.ms)} ms`);
     });
   }
 });

@@ -13,7 +13,7 @@ import { npySource, openNpy, parseNpyBytes } from '../../src/dataset/formats/npy
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor } from '../../src/index.js';
 import type { DType } from '../../src/tensor/dtype.js';
-import { collect, range, sorted, within } from '../fixtures.js';
+import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 import { compareAll } from './npy-targets.js';
 
@@ -217,7 +217,7 @@ describe('sources.npy', () => {
   });
 
   for (const load of ['memory', 'positioned'] as const) {
-    it(`delivers every sample exactly once per epoch with correct content through 2 reader workers (${load})`, { timeout: 60_000 }, async () => {
+    it(`delivers every sample exactly once per epoch with correct content through 2 reader workers (${load})`, { timeout: TEST_MS }, async () => {
       const n = 37;
       const x = content('float32', n * 5, 11);
       const y = Int32Array.from(range(n), (i) => i * 3 + 1);
@@ -226,7 +226,7 @@ describe('sources.npy', () => {
       try {
         assert.equal(loader.stats().workers, 2);
         for (let epoch = 0; epoch < 2; epoch++) {
-          const batches = await within(20_000, `epoch ${epoch}`, collect(loader.epoch(epoch)));
+          const batches = await within(HANG_MS, `epoch ${epoch}`, collect(loader.epoch(epoch)));
           const ids = batches.flatMap((b) => Array.from(b.sampleIds));
           assert.deepEqual(sorted(ids), range(n));
           for (const b of batches) {
@@ -329,7 +329,7 @@ describe('sources.npy', () => {
     });
   });
 
-  it('survives 2500 mutants: every one read in both modes or refused with ERR_BAD_FILE', { timeout: 60_000 }, async () => {
+  it('survives 2500 mutants: every one read in both modes or refused with ERR_BAD_FILE', { timeout: TEST_MS }, async () => {
     const valid = npyBytes('<f4', [6, 5], bytesOf(content('float32', 30, 13)));
     const report = await fuzz({ valid, ext: '.npy', module: new URL('./npy-targets.ts', import.meta.url).href, target: 'readBothModes', cases: 2500, seed: 7, allowCodes: ['ERR_INVALID_DATASET'] });
     assertFuzzClean(report);

@@ -2,6 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
+import { HANG_MS, waitFor } from '../fixtures.js';
 
 /** Whether `pid` is alive: kill(pid, 0) succeeds, or fails with ESRCH once it is gone (any other error fails the test). */
 export function alive(pid: number): boolean {
@@ -14,17 +15,18 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Whether `pid` is gone within `graceMs` (an orphan is reaped by init a moment after it is killed). */
-export async function gone(pid: number, graceMs = 3000): Promise<boolean> {
-  const deadline = Date.now() + graceMs;
-  while (alive(pid)) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return true;
+/**
+ * Whether `pid` is gone within `graceMs` (an orphan is reaped by init a moment after it is killed:
+ * a moment that a loaded machine stretches to seconds).
+ */
+export async function gone(pid: number, graceMs = HANG_MS): Promise<boolean> {
+  return waitFor(() => !alive(pid), { what: `process ${pid} ending`, timeoutMs: graceMs, intervalMs: 20 }).catch(() => false);
 }
 
-/** Decode child processes of this process (Linux: /proc), whichever thread started them. */
+/**
+ * Decode child processes of this process (Linux: /proc), whichever thread started them: children of
+ * this pid only, never a scan by command line, which would count other suites' and other processes'.
+ */
 export function decodeChildren(): number[] {
   if (process.platform !== 'linux') return [];
   const out: number[] = [];

@@ -12,7 +12,7 @@ import { FileColumnsSource } from '../../src/dataset/formats/columns-file.js';
 import { openSafetensors, safetensorsSource } from '../../src/dataset/formats/safetensors.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor } from '../../src/index.js';
-import { collect, range, sorted, within } from '../fixtures.js';
+import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 import { compareAll } from './npy-targets.js';
 
@@ -146,7 +146,7 @@ describe('sources.safetensors', () => {
   });
 
   for (const load of ['memory', 'positioned'] as const) {
-    it(`delivers every sample exactly once per epoch with correct content through 2 reader workers (${load})`, { timeout: 60_000 }, async () => {
+    it(`delivers every sample exactly once per epoch with correct content through 2 reader workers (${load})`, { timeout: TEST_MS }, async () => {
       const n = 43;
       const image = Uint8Array.from({ length: n * 12 }, (_, k) => v(k, 3));
       const label = Int32Array.from(range(n), (i) => 1000 - i);
@@ -155,7 +155,7 @@ describe('sources.safetensors', () => {
       try {
         assert.equal(loader.stats().workers, 2);
         for (let epoch = 0; epoch < 2; epoch++) {
-          const batches = await within(20_000, `epoch ${epoch}`, collect(loader.epoch(epoch)));
+          const batches = await within(HANG_MS, `epoch ${epoch}`, collect(loader.epoch(epoch)));
           assert.deepEqual(sorted(batches.flatMap((b) => Array.from(b.sampleIds))), range(n));
           for (const b of batches) {
             const im = b.get('image');
@@ -262,7 +262,7 @@ describe('sources.safetensors', () => {
     });
   });
 
-  it('survives 2500 mutants: every one read in both modes or refused with a typed error naming it', { timeout: 60_000 }, async () => {
+  it('survives 2500 mutants: every one read in both modes or refused with a typed error naming it', { timeout: TEST_MS }, async () => {
     const valid = stBytes([
       { name: 'image', dtype: 'U8', shape: [4, 2, 3], data: Uint8Array.from({ length: 24 }, (_, k) => k * 9) },
       { name: 'label', dtype: 'I64', shape: [4], data: bytesOf(BigInt64Array.of(3n, 1n, 4n, 1n)) },

@@ -15,7 +15,7 @@ import { decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { besideIndexPath, cacheIndexPath, indexBuilds, stampOf, tempIndexPath } from '../../src/dataset/formats/tar-index.js';
 import { type TarShardsOptions, type TarShardsSource, braceExpand, tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { collect, range, sorted, within } from '../fixtures.js';
+import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 import { referenceEntries } from './tar-targets.js';
 import { alive, decodeChildren, gone } from './processes.js';
@@ -450,7 +450,7 @@ describe('tar shards: the index cache', () => {
   });
 });
 
-describe('tar shards: through the loader', { timeout: 60_000 }, () => {
+describe('tar shards: through the loader', { timeout: SUITE_MS }, () => {
   it('two reader workers deliver every sample exactly once per epoch, with its own content', async () => {
     const d = dir('loader');
     const counts = [9, 4, 11];
@@ -464,7 +464,7 @@ describe('tar shards: through the loader', { timeout: 60_000 }, () => {
     try {
       assert.equal(loader.stats().workers, 2);
       for (let e = 0; e < 2; e++) {
-        const batches = await within(20_000, 'epoch', collect(loader.epoch(e)));
+        const batches = await within(HANG_MS, 'epoch', collect(loader.epoch(e)));
         const ids: number[] = [];
         for (const b of batches) {
           const cls = b.get('cls').data as Int32Array;
@@ -546,7 +546,7 @@ describe('tar shards: refused with a typed error', () => {
     });
     const loader = await DataLoader.create(ds, { batchSize: 2, workers: 1, mode: 'streaming', shuffle: false, errors: 'skip' });
     try {
-      const batches = await within(20_000, 'epoch', collect(loader.epoch(0)));
+      const batches = await within(HANG_MS, 'epoch', collect(loader.epoch(0)));
       assert.deepEqual(batches.flatMap((b) => [...b.sampleIds]), [0, 1]);
     } finally {
       await loader.close();
@@ -609,7 +609,7 @@ describe('tar shards: refused with a typed error', () => {
   });
 });
 
-describe('tar shards: fuzz', { timeout: 60_000 }, () => {
+describe('tar shards: fuzz', { timeout: SUITE_MS }, () => {
   it('3000 mutants of a shard are read cleanly or refused with ERR_BAD_FILE, never misread', async () => {
     // The long key comes first, so that its pax header lies where most mutations land.
     const shard = writeShard(join(dir('fuzz'), 'f.tar'), [...samples(0, 1, { long: 0 }), ...samples(1, 4)]);
@@ -625,7 +625,7 @@ function hasGnuTar(): boolean {
   return r.status === 0 && /GNU tar/.test(r.stdout);
 }
 
-describe("tar shards: decode: 'processes'", { timeout: 60_000 }, () => {
+describe("tar shards: decode: 'processes'", { timeout: SUITE_MS }, () => {
   const N = 14;
   let pattern: string;
   before(async () => {
@@ -699,7 +699,7 @@ describe("tar shards: decode: 'processes'", { timeout: 60_000 }, () => {
       assert.equal(loader.stats().workers, 2);
       for (let e = 0; e < 2; e++) {
         const ids: number[] = [];
-        for (const b of await within(30_000, `epoch ${e}`, collect(loader.epoch(e)))) {
+        for (const b of await within(HANG_MS, `epoch ${e}`, collect(loader.epoch(e)))) {
           const img = b.get('jpg');
           assert.deepEqual(img.shape, [b.sampleIds.length, 3, 16, 16]);
           b.sampleIds.forEach((id, r) => {
@@ -714,7 +714,7 @@ describe("tar shards: decode: 'processes'", { timeout: 60_000 }, () => {
       during = decodeChildren().filter((pid) => !before.includes(pid));
       if (process.platform === 'linux') assert.ok(during.length >= 2, `the worker copies decode in children (got ${during})`);
     } finally {
-      await within(10_000, 'close', loader.close());
+      await within(HANG_MS, 'close', loader.close());
       await ds.close();
     }
     for (const pid of during) assert.ok(await gone(pid), `decode child ${pid} is alive after the loader and the source closed`);
