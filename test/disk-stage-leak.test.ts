@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
+import { CHILD_MS, TEST_MS } from './fixtures.js';
 
 const index = new URL('../src/index.ts', import.meta.url).href;
 const scripted = new URL('./fixtures/scripted-source.ts', import.meta.url).href;
@@ -31,7 +32,7 @@ function stagingChild(dir: string): Promise<{ report: Staged; kill: (signal: Nod
     `console.log(JSON.stringify({ staged: s[1].diskStagedBytes, fromDisk: s[1].rowsFromDisk, workers: loader.stats().workers }));`,
     `setInterval(() => {}, 1000);`,
   ].join('\n');
-  const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+  const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'], timeout: CHILD_MS });
   const ended = new Promise<NodeJS.Signals | null>((resolve) => proc.once('close', (_status, signal) => resolve(signal)));
   let stdout = '';
   let stderr = '';
@@ -52,7 +53,7 @@ function stagingChild(dir: string): Promise<{ report: Staged; kill: (signal: Nod
 
 describe('disk stage leaks nothing when its process dies', { concurrency: true }, () => {
   for (const signal of ['SIGKILL', 'SIGHUP'] as const) {
-    test(`a loader with a disk stage killed by ${signal} leaves its diskStage.dir empty`, { timeout: 90_000 }, async () => {
+    test(`a loader with a disk stage killed by ${signal} leaves its diskStage.dir empty`, { timeout: TEST_MS }, async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stoker-leak-test-'));
       try {
         const child = await stagingChild(dir);

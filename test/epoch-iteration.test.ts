@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type Batch, DataLoader, type ReadContext, type Sample } from '../src/index.js';
-import { MODES, arraysDataset, epochIds, range, sorted, within } from './fixtures.js';
+import { HANG_MS, MODES, SUITE_MS, arraysDataset, epochIds, range, sorted, within } from './fixtures.js';
 
 /**
  * 16 samples; while `gate.shut`, reads of samples 4–15 wait (a slow source) until the gate opens
@@ -44,25 +44,25 @@ function slowDataset() {
 
 const ids = (b: Batch) => Array.from(b.get('y').data as Int32Array);
 
-describe('epoch(e, { signal })', { timeout: 30_000 }, () => {
+describe('epoch(e, { signal })', { timeout: SUITE_MS }, () => {
   it("aborting the signal rejects the pending next() with the signal's reason, cancels in-flight reads, and leaves the loader usable", async () => {
     const ds = slowDataset();
     const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming', workers: 0 });
     try {
       const controller = new AbortController();
       const it = loader.epoch(0, { signal: controller.signal })[Symbol.asyncIterator]();
-      const first = await within(5_000, 'batch 0', it.next());
+      const first = await within(HANG_MS, 'batch 0', it.next());
       assert.deepEqual(ids(first.value!), [0, 1, 2, 3]);
       const pending = it.next(); // batch 1 waits on the slow source
-      await within(5_000, 'a read of batch 1 starting', ds.blocked);
+      await within(HANG_MS, 'a read of batch 1 starting', ds.blocked);
       const reason = new Error('the user stopped the epoch');
       controller.abort(reason);
-      await assert.rejects(within(5_000, 'the pending next() after abort', pending), (e) => e === reason);
+      await assert.rejects(within(HANG_MS, 'the pending next() after abort', pending), (e) => e === reason);
       assert.ok(ds.aborted > 0, 'reads in flight saw the abort');
       await assert.rejects(it.next(), (e) => e === reason, 'later calls reject too');
       assert.equal(loader.stats().epochs[0]!.complete, false);
       ds.open();
-      assert.deepEqual(sorted(await within(5_000, 'the next epoch', epochIds(loader.epoch(1)))), range(16));
+      assert.deepEqual(sorted(await within(HANG_MS, 'the next epoch', epochIds(loader.epoch(1)))), range(16));
     } finally {
       await loader.close();
     }
@@ -79,7 +79,7 @@ describe('epoch(e, { signal })', { timeout: 30_000 }, () => {
         await assert.rejects(iterator.next(), (e) => e === reason);
         assert.equal(gets, afterCreate, 'nothing was read for the aborted epoch');
         assert.equal(loader.stats().epochs.length, 0, 'no epoch ran');
-        assert.deepEqual(sorted(await within(5_000, 'epoch 0', epochIds(loader.epoch(0)))), range(12));
+        assert.deepEqual(sorted(await within(HANG_MS, 'epoch 0', epochIds(loader.epoch(0)))), range(12));
       } finally {
         await loader.close();
       }
@@ -90,7 +90,7 @@ describe('epoch(e, { signal })', { timeout: 30_000 }, () => {
       try {
         const controller = new AbortController();
         const seen: number[] = [];
-        const error = await within(5_000, 'aborted epoch', (async () => {
+        const error = await within(HANG_MS, 'aborted epoch', (async () => {
           for await (const b of loader.epoch(0, { signal: controller.signal })) {
             seen.push(...ids(b));
             controller.abort();
@@ -99,7 +99,7 @@ describe('epoch(e, { signal })', { timeout: 30_000 }, () => {
         assert.equal(error, controller.signal.reason);
         assert.equal((error as DOMException).name, 'AbortError');
         assert.equal(seen.length, 4);
-        assert.deepEqual(sorted(await within(5_000, 'epoch 1', epochIds(loader.epoch(1)))), range(12));
+        assert.deepEqual(sorted(await within(HANG_MS, 'epoch 1', epochIds(loader.epoch(1)))), range(12));
       } finally {
         await loader.close();
       }
@@ -119,7 +119,7 @@ describe('epoch(e, { signal })', { timeout: 30_000 }, () => {
   });
 });
 
-describe('for await over the loader', { timeout: 30_000 }, () => {
+describe('for await over the loader', { timeout: SUITE_MS }, () => {
   /** Each epoch's sample ids, in delivery order, and the epoch each batch said it belonged to. */
   async function loop(iterable: AsyncIterable<Batch>): Promise<{ epochs: number[]; order: number[] }> {
     const epochs = new Set<number>();
@@ -137,8 +137,8 @@ describe('for await over the loader', { timeout: 30_000 }, () => {
       const loader = await DataLoader.create(arraysDataset(24), options);
       const twin = await DataLoader.create(arraysDataset(24), options);
       try {
-        const first = await within(5_000, 'loop 1', loop(loader));
-        const second = await within(5_000, 'loop 2', loop(loader));
+        const first = await within(HANG_MS, 'loop 1', loop(loader));
+        const second = await within(HANG_MS, 'loop 2', loop(loader));
         assert.deepEqual(first.epochs, [0]);
         assert.deepEqual(second.epochs, [1]);
         assert.notDeepEqual(first.order, second.order, 'each epoch has its own shuffle');
@@ -161,11 +161,11 @@ describe('for await over the loader', { timeout: 30_000 }, () => {
     const resumed = await DataLoader.create(arraysDataset(16), { ...options, resume: state });
     const twin = await DataLoader.create(arraysDataset(16), options);
     try {
-      const a = await within(5_000, 'resumed loop', loop(resumed));
+      const a = await within(HANG_MS, 'resumed loop', loop(resumed));
       assert.deepEqual(a.epochs, [1]);
       assert.deepEqual(a.order, (await loop(twin.epoch(1))).order);
       await epochIds(resumed.epoch(5));
-      assert.deepEqual((await within(5_000, 'loop after epoch 5', loop(resumed))).epochs, [6]);
+      assert.deepEqual((await within(HANG_MS, 'loop after epoch 5', loop(resumed))).epochs, [6]);
     } finally {
       await resumed.close();
       await twin.close();

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { BatchError, DataLoader, sources } from '../src/index.js';
-import { collect, range, within } from './fixtures.js';
+import { HANG_MS, SUITE_MS, collect, range, within } from './fixtures.js';
 
 const COLOURS: Record<string, [number, number, number]> = { ant: [200, 30, 30], bee: [30, 200, 30], cat: [30, 30, 200] };
 
@@ -41,7 +41,7 @@ const base = { batchSize: 4, shuffle: false, workers: 0 } as const;
 /** The sample ids each epoch delivered, and the error that ended it (if any). */
 async function run(loader: DataLoader, epoch: number): Promise<{ ids: number[]; error: unknown }> {
   const ids: number[] = [];
-  const error = await within(30_000, `epoch ${epoch}`, (async () => {
+  const error = await within(HANG_MS, `epoch ${epoch}`, (async () => {
     for await (const b of loader.epoch(epoch)) ids.push(...b.sampleIds);
   })()).then(() => undefined, (e: unknown) => e);
   return { ids, error };
@@ -56,7 +56,7 @@ function assertFailedBatch(error: unknown, epoch: number): void {
   assert.ok(error.message.includes(bad), error.message);
 }
 
-describe("mode: 'auto' chooses resident only for samples already in memory", { timeout: 60_000 }, () => {
+describe("mode: 'auto' chooses resident only for samples already in memory", { timeout: SUITE_MS }, () => {
   for (const errors of ['throw', 'skip'] as const) {
     it(`an image folder with a corrupt file streams under 'auto', so create() succeeds and only its batch fails (errors: '${errors}')`, async () => {
       const loader = await DataLoader.create(open(), { ...base, errors });
@@ -96,7 +96,7 @@ describe("mode: 'auto' chooses resident only for samples already in memory", { t
   });
 });
 
-describe("explicit mode: 'resident' over files honours errors as streaming does", { timeout: 60_000 }, () => {
+describe("explicit mode: 'resident' over files honours errors as streaming does", { timeout: SUITE_MS }, () => {
   it("errors: 'throw' builds the store, then each epoch fails at the batch holding the corrupt sample with a BatchError naming it", async () => {
     const loader = await DataLoader.create(open(), { ...base, mode: 'resident' });
     try {

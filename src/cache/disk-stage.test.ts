@@ -196,7 +196,7 @@ describe('disk stage: files', () => {
     }
   });
 
-  test('a diskStage.dir on procfs fails at once with ERR_DISK_STAGE naming diskStage.dir', { skip: fs.existsSync('/proc/self') ? false : 'needs procfs (Linux)', timeout: 20_000 }, async () => {
+  test('a diskStage.dir on procfs fails at once with ERR_DISK_STAGE naming diskStage.dir', { skip: fs.existsSync('/proc/self') ? false : 'needs procfs (Linux)', timeout: CHILD_MS }, async () => {
     // In a child under a time limit: the old bug was a synchronous spin in mkdir that no in-process timeout can interrupt.
     const stageModule = new URL('./disk-stage.ts', import.meta.url).href;
     const code = [
@@ -207,7 +207,7 @@ describe('disk stage: files', () => {
       `}`,
     ].join('\n');
     const r = await new Promise<{ stdout: string; signal: NodeJS.Signals | null }>((resolve, reject) => {
-      const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'], timeout: 15_000 });
+      const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'], timeout: CHILD_MS });
       let stdout = '';
       proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       proc.once('error', reject);

@@ -333,7 +333,7 @@ describe('sources.imageFolder through the loader', { timeout: SUITE_MS }, () => 
     const procs = imageFolderSource(odd, { size: 2, decode: 'processes', decodeProcesses: 1 });
     const loader = await DataLoader.create(procs, { batchSize: 3, workers: 1, mode: 'streaming', dropLast: false, shuffle: false });
     try {
-      const [batch] = await within(30_000, 'epoch 0', collect(loader.epoch(0)));
+      const [batch] = await within(HANG_MS, 'epoch 0', collect(loader.epoch(0)));
       const images = batch!.get('image').data as Uint8Array;
       for (let i = 0; i < 3; i++) near(pixelChw(images.subarray(i * 12, (i + 1) * 12), 3, 2, 2, 0, 0), want[i]!, 2, `worker sample ${i}`);
     } finally {

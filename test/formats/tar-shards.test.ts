@@ -327,7 +327,7 @@ describe('tar shards: the index cache', () => {
     assert.ok(existsSync(cacheIndexPath(ds.shards[0]!, stampOf(ds.shards[0]!, odd), odd)), 'its index is cached under its bytes');
     const loader = await DataLoader.create(ds, { batchSize: 5, workers: 1, mode: 'streaming', shuffle: false, dropLast: false });
     try {
-      const [batch] = await within(30_000, 'epoch 0', collect(loader.epoch(0)));
+      const [batch] = await within(HANG_MS, 'epoch 0', collect(loader.epoch(0)));
       assert.deepEqual(Array.from(batch!.get('cls').data as Int32Array), [0, 1, 2, 3, 4]);
     } finally {
       await loader.close();
