@@ -431,7 +431,7 @@ export class DataLoader<T extends AnyTensor = Tensor> {
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
     this.#device.close();
-    if (!this.#customSampler && this.#sampler instanceof RandomSampler) this.#sampler.close();
+    if (!this.#customSampler && this.#sampler instanceof RandomSampler) await this.#sampler.close();
     await closeDataset(this.#owned);
   }
 

@@ -2,16 +2,20 @@
 // every allocation of a short run (resident and streaming, with and without the VRAM pool, reads on
 // the main thread and in workers), a persistent one at a resident epoch's start, and loaders closed
 // in a tight loop. Fault injection needs the simulated device (`sim: { failAllocation }`); the
-// lifecycle checks run on every device here.
+// lifecycle checks run on every device here (image folders decoding in child processes: cpu, sim).
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
+import sharp from 'sharp';
 import { range, within } from './fixtures.js';
+import { decodeChildren } from './formats/processes.js';
 
 const SCRIPTED = new URL('./fixtures/scripted-source.ts', import.meta.url);
 
@@ -167,7 +171,7 @@ const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];
 
 describe('loaders closed in a tight loop', { timeout: 120_000 }, () => {
   for (const device of DEVICES) {
-    for (const workers of [0, 2]) {
+    for (const workers of [0, 1]) {
       it(`on ${device} with ${workers} reader workers, a closed loader gives back everything it took, at once, even while it is still referenced`, async () => {
         const listeners = () => ['exit', 'SIGINT', 'SIGTERM'].map((e) => process.listenerCount(e));
         const cycle = async () => {
@@ -184,7 +188,7 @@ describe('loaders closed in a tight loop', { timeout: 120_000 }, () => {
         gc();
         const before = { buffers: process.memoryUsage().arrayBuffers, listeners: listeners(), threads: threads() };
         const closed: DataLoader<AnyTensor>[] = [];
-        const cycles = workers > 0 ? 4 : 12;
+        const cycles = workers > 0 ? 3 : 12;
         // No turn of the event loop between cycles: a closed loader must not need one to let go.
         for (let c = 0; c < cycles; c++) closed.push(await cycle());
         gc();
@@ -196,6 +200,44 @@ describe('loaders closed in a tight loop', { timeout: 120_000 }, () => {
         if (now !== undefined && before.threads !== undefined) assert.ok(now <= before.threads, `threads ${before.threads} → ${now}`);
       });
     }
+  }
+});
+
+describe('image-folder loaders decoding in processes, closed in a tight loop', { timeout: 120_000 }, () => {
+  let dir: string;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'stoker-faults-'));
+    for (const cls of ['a', 'b']) {
+      mkdirSync(join(dir, cls));
+      for (let k = 0; k < 4; k++) {
+        const png = await sharp({ create: { width: 6 + k, height: 6, channels: 3, background: { r: 40 * k, g: cls === 'a' ? 0 : 200, b: 9 } } }).png().toBuffer();
+        writeFileSync(join(dir, cls, `${k}.png`), png);
+      }
+    }
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  for (const [device, workers] of [['cpu', 0], ['sim', 1]] as const) {
+    it(`on ${device} with ${workers} reader workers, each closed loader leaves no listener, thread or child process behind`, async () => {
+      const listeners = () => ['exit', 'SIGINT', 'SIGTERM'].map((e) => process.listenerCount(e));
+      const cycle = async () => {
+        const ds = sources.imageFolder(dir, { size: 6, decode: 'processes', decodeProcesses: 1 });
+        const loader = await DataLoader.create(ds, { batchSize: 4, device, workers, mode: 'streaming', dropLast: false });
+        const seen: number[] = [];
+        for await (const b of loader.epoch(0)) seen.push(...b.sampleIds);
+        assert.deepEqual([...seen].sort((p, q) => p - q), range(8));
+        await loader.close();
+        await ds.close();
+        assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+      };
+      await cycle();
+      const before = { listeners: listeners(), threads: threads() };
+      for (let c = 0; c < (workers > 0 ? 2 : 4); c++) await cycle();
+      assert.deepEqual(listeners(), before.listeners, 'process listeners (exit, SIGINT, SIGTERM) left by closed loaders');
+      assert.deepEqual(decodeChildren(), [], 'decode processes alive after close');
+      const now = threads();
+      if (now !== undefined && before.threads !== undefined) assert.ok(now <= before.threads, `threads ${before.threads} → ${now}`);
+    });
   }
 });
 
