@@ -48,8 +48,12 @@ export class LoaderError extends Error {
   }
 }
 
+/** Where a batch failed: reading it (the dataset), on the device (out of memory past the retries), or in the transform. */
+export type BatchStage = 'dataset' | 'device' | 'transform';
+
 /**
- * One batch could not be produced: the dataset threw or rejected, or the transform failed.
+ * One batch could not be produced: the dataset threw or rejected, the device stayed out of memory
+ * past the retries, or the transform failed.
  * The epoch that raised it can be abandoned; the loader stays usable for the next epoch.
  */
 export class BatchError extends LoaderError {
@@ -60,10 +64,10 @@ export class BatchError extends LoaderError {
   /** Dataset sample ids the batch was made of, in batch order. */
   readonly sampleIds: readonly number[];
 
-  constructor(epoch: number, batchIndex: number, sampleIds: readonly number[], stage: 'dataset' | 'transform', cause: unknown) {
+  constructor(epoch: number, batchIndex: number, sampleIds: readonly number[], stage: BatchStage, cause: unknown) {
     super(
       'ERR_BATCH_FAILED',
-      `batch ${batchIndex} of epoch ${epoch} failed in the ${stage} (samples ${formatIds(sampleIds)}): ` +
+      `batch ${batchIndex} of epoch ${epoch} failed ${stage === 'device' ? 'on the device' : `in the ${stage}`} (samples ${formatIds(sampleIds)}): ` +
         `${describeCause(cause)}. The loader stays usable: start the next epoch, or pass errors: 'skip' to skip failed batches`,
       { cause },
     );

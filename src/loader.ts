@@ -435,13 +435,22 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       workers: this.#streaming?.readers?.workers ?? 0,
       world: this.#opts.world,
       memory: this.#device.live(),
-      epochs: this.#history.map((s) => ({ ...s })),
+      epochs: this.#history.map((s) => ({ ...s, skipped: s.skipped.slice() })),
     };
   }
 
-  /** Stop the active epoch, free memory and readers. Idempotent; never waits on a hanging read. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /**
+   * Stop the active epoch, free memory and readers. Idempotent: every call returns the same promise,
+   * which resolves once the loader is closed; never waits on a hanging read.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  #closing: Promise<void> | undefined;
+
+  async #close(): Promise<void> {
     this.#closed = true;
     this.#active?.end();
     this.#resident?.dispose();
@@ -452,7 +461,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
     this.#streaming?.disk?.close();
     this.#device.close();
-    if (!this.#customSampler && this.#sampler instanceof RandomSampler) this.#sampler.close();
+    if (!this.#customSampler && this.#sampler instanceof RandomSampler) await this.#sampler.close();
     await closeDataset(this.#owned);
   }
 

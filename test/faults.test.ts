@@ -49,6 +49,20 @@ describe('a dataset that fails (streaming)', () => {
     assert.equal(s.complete, true);
   });
 
+  it("reports which samples each skipped batch held, and why, in stats (errors: 'skip')", async () => {
+    const ds = scriptedDataset(20, { throwAt: [7, 13] });
+    const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming', errors: 'skip' });
+    await within(5000, 'skipping epoch', epochIds(loader.epoch(0)));
+    const s = loader.stats().epochs[0]!;
+    assert.deepEqual(s.skipped, [
+      { index: 1, sampleIds: [4, 5, 6, 7], stage: 'dataset', reason: 'sample 7 is unreadable' },
+      { index: 3, sampleIds: [12, 13, 14, 15], stage: 'dataset', reason: 'sample 13 is unreadable' },
+    ]);
+    // A copy: the caller cannot change the loader's record.
+    (s.skipped as unknown[]).length = 0;
+    assert.equal(loader.stats().epochs[0]!.skipped.length, 2);
+  });
+
   it('fails a batch whose sample changes shape, naming the sample', async () => {
     const ds = { length: 8, get: (i: number) => ({ x: new Float32Array(i === 5 ? 3 : 2), y: Int32Array.of(i) }) };
     const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming' });
@@ -105,6 +119,43 @@ for (const mode of MODES) {
       assert.match(error.message, /failed in the transform.*bad augmentation/);
       assert.equal((await collect(loader.epoch(1))).length, 3);
     });
+
+    for (const errors of ['throw', 'skip'] as const) {
+      it(`a transform that returns the wrong row count fails only its batch (errors: '${errors}')`, async () => {
+        // In epoch 0, batch 1 (samples 4…7) comes back with half its rows.
+        let broken = true;
+        const loader = await DataLoader.create(arraysDataset(12), { batchSize: 4, mode, shuffle: false, errors, transform: (rows) => {
+          if (!broken || (rows[1]!.data as Int32Array)[0] !== 4) return rows;
+          return rows.map((t) => tensor(t.data.slice(0, t.data.length / 2) as Float32Array, [2, ...t.shape.slice(1)]));
+        } });
+        const seen: number[] = [];
+        const error = await within(5000, 'epoch', (async () => {
+          try {
+            for await (const b of loader.epoch(0)) seen.push(...ys(b));
+          } catch (e) {
+            return e;
+          }
+          return undefined;
+        })());
+        const s = loader.stats().epochs[0]!;
+        assert.equal(s.failedBatches, 1);
+        if (errors === 'throw') {
+          assert.ok(error instanceof BatchError, `expected a BatchError, got ${error}`);
+          assert.equal(error.batchIndex, 1);
+          assert.equal((error.cause as LoaderError).code, 'ERR_TRANSFORM_OUTPUT');
+          assert.match(error.message, /failed in the transform.*has shape \[2, 4\] but the batch has 4 rows/);
+          assert.deepEqual(seen, [0, 1, 2, 3]);
+        } else {
+          assert.equal(error, undefined);
+          assert.deepEqual(seen, [0, 1, 2, 3, 8, 9, 10, 11]);
+          assert.deepEqual(s.skipped.map((k) => [k.index, k.stage]), [[1, 'transform']]);
+          assert.equal(s.complete, true);
+        }
+        broken = false;
+        assert.equal((await collect(loader.epoch(1))).length, 3, 'the next epoch works');
+        await loader.close();
+      });
+    }
 
     it('a consumer that throws inside the loop leaves the loader usable', async () => {
       const loader = await DataLoader.create(arraysDataset(12), { batchSize: 4, mode });

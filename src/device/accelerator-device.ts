@@ -56,6 +56,9 @@ export const ROW_DMA_MIN_BYTES = 64 * 1024;
  */
 export const DEVICE_COLUMN_MAX_BYTES = 16 * 2 ** 20;
 
+/** Bytes per row of an address table: a destination and a source address, 8 bytes each. */
+const TABLE_ROW_BYTES = 16;
+
 /** How a mapped column's rows are addressed: rows [lo, hi) in place, the others in `edge` (device). */
 interface MappedField {
   readonly rowBytes: number;
@@ -163,16 +166,23 @@ export class AcceleratorDevice implements Device {
     // With a planned split, staging holds only the miss rows (hits were never read on the host).
     const fields = route?.fields ?? staging.map((t) => ({ dtype: t.dtype, shape: t.shape.slice(1), rowBytes: rowBytesOf(t) }));
     const rows = route?.ids.length ?? staging[0]?.shape[0] ?? 0;
-    const buffers: DeviceBuffer[] = [];
-    let missBuffers: DeviceBuffer[] = [];
     const mixed = split !== undefined && split.hits.length > 0;
-    try {
-      for (const f of fields) buffers.push(this.#acquire(rows * f.rowBytes));
-      if (mixed && split.misses.length > 0) missBuffers = fields.map((f) => this.#acquire(split.misses.length * f.rowBytes));
-    } catch (error) {
-      for (const b of [...buffers, ...missBuffers]) this.#recycle(b);
-      throw error;
-    }
+    const misses = mixed ? split.misses.length : 0;
+    // Positions whose rows may be captured into the pool (fresh rows that cross the bus).
+    const captures = pool?.admitting === true ? (mixed ? split.misses : range(rows)) : [];
+    // NOTE [Upload commits last]: every buffer is acquired before anything is admitted to the pool
+    // or queued, so an out-of-memory leaves nothing behind and the caller may simply retry.
+    const F = fields.length;
+    const held = this.#acquireAll([
+      ...fields.map((f) => rows * f.rowBytes),
+      ...(misses > 0 ? fields.map((f) => misses * f.rowBytes) : []),
+      ...(mixed ? fields.map(() => rows * TABLE_ROW_BYTES) : []),
+      ...(captures.length > 0 ? fields.map(() => captures.length * TABLE_ROW_BYTES) : []),
+    ]);
+    const buffers = held.slice(0, F);
+    const missBuffers = misses > 0 ? held.slice(F, 2 * F) : [];
+    const stitchTables = mixed ? held.slice(F + missBuffers.length, 2 * F + missBuffers.length) : [];
+    const captureTables = held.slice(F + missBuffers.length + stitchTables.length);
     const followUps: (() => void)[] = [];
     if (!mixed) {
       // Every row crosses the bus: one copy per field, then fresh rows are captured into the pool.
@@ -180,8 +190,8 @@ export class AcceleratorDevice implements Device {
         this.backend.copyToDevice(buffers[i]!, 0, t.bytes(), 'copy');
         this.h2dBytes += t.byteLength;
       });
-      if (pool?.active) {
-        this.#capture(pool, route!.ids, range(rows), fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
+      if (captures.length > 0) {
+        this.#capture(pool!, route!.ids, captures, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps, captureTables);
       }
     } else {
       // Pooled rows are gathered on the device; the misses cross compactly and are stitched in.
@@ -195,14 +205,14 @@ export class AcceleratorDevice implements Device {
         const rb = field.rowBytes;
         const out = Number(buffers[f]!.ptr);
         const miss = missBuffers.length > 0 ? Number(missBuffers[f]!.ptr) : 0;
-        const table = this.#table(rows, (r) => out + r * rb, (r) => {
+        const table = this.#table(stitchTables[f]!, rows, (r) => out + r * rb, (r) => {
           const k = missSlot[r]!;
           return k < 0 ? pool!.address(f, route!.ids[r]!) : miss + k * rb;
         }, followUps);
         this.backend.copyRows(table, rb, rows, 'copy');
       });
-      if (split.misses.length > 0) {
-        this.#capture(pool!, route!.ids, split.misses, fields, (f, position) => Number(missBuffers[f]!.ptr) + missSlot[position]! * fields[f]!.rowBytes, followUps);
+      if (captures.length > 0) {
+        this.#capture(pool!, route!.ids, captures, fields, (f, position) => Number(missBuffers[f]!.ptr) + missSlot[position]! * fields[f]!.rowBytes, followUps, captureTables);
       }
     }
     const ready = this.backend.record('copy');
@@ -226,23 +236,46 @@ export class AcceleratorDevice implements Device {
     return (r) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
   }
 
-  /** Admit the fresh rows among `positions` to the pool and enqueue their capture copies. */
-  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => number, followUps: (() => void)[]): void {
+  /**
+   * Admit the fresh rows among `positions` to the pool and enqueue their capture copies. `tables`:
+   * one device buffer per field for an address table of `positions.length` rows, acquired by the
+   * caller before anything was committed (NOTE [Upload commits last]); they are recycled here when
+   * nothing is admitted, else once the copies are done.
+   */
+  #capture(pool: VramPool, ids: ArrayLike<number>, positions: readonly number[], fields: readonly UploadField[], source: (f: number, position: number) => number, followUps: (() => void)[], tables: readonly DeviceBuffer[]): void {
     const admitted = pool.admit(ids, positions);
-    if (admitted.length === 0) return;
+    if (admitted.length === 0) {
+      // Never handed to queued work: reusable at once.
+      for (const t of tables) this.#recycle(t);
+      return;
+    }
     fields.forEach((field, f) => {
-      const table = this.#table(admitted.length, (k) => pool.address(f, admitted[k]!.id), (k) => source(f, admitted[k]!.position), followUps);
+      const table = this.#table(tables[f]!, admitted.length, (k) => pool.address(f, admitted[k]!.id), (k) => source(f, admitted[k]!.position), followUps);
       this.backend.copyRows(table, field.rowBytes, admitted.length, 'copy');
     });
   }
 
   /**
-   * Upload a [dst…, src…] address table of `rows` rows; its memory returns after the copy stream
-   * passes it.
+   * Device buffers of these sizes, all or none: on a failure the ones acquired go back and the error
+   * is rethrown. Nothing queued may use them before the call returns, so a failure leaves no trace.
    */
-  #table(rows: number, dst: (r: number) => number, src: (r: number) => number, followUps: (() => void)[]): DeviceBuffer {
+  #acquireAll(sizes: readonly number[]): DeviceBuffer[] {
+    const out: DeviceBuffer[] = [];
+    try {
+      for (const bytes of sizes) out.push(this.#acquire(bytes));
+    } catch (error) {
+      for (const b of out) this.#recycle(b);
+      throw error;
+    }
+    return out;
+  }
+
+  /**
+   * Fill `device` (at least TABLE_ROW_BYTES × rows bytes, acquired by the caller) with a [dst…, src…]
+   * address table of `rows` rows; its memory returns after the copy stream passes it.
+   */
+  #table(device: DeviceBuffer, rows: number, dst: (r: number) => number, src: (r: number) => number, followUps: (() => void)[]): DeviceBuffer {
     const host = this.#hostTable(rows, dst, src);
-    const device = this.#acquire(host.byteLength);
     this.backend.copyToDevice(device, 0, new Uint8Array(host.buffer, host.byteOffset, host.byteLength), 'copy');
     followUps.push(() => {
       this.#hostPool.recycle('int64', host);
@@ -365,63 +398,72 @@ export class AcceleratorDevice implements Device {
   uploadRows(ids: Uint32Array, mapped: MappedColumns, fields: readonly UploadField[], pool: VramPool | undefined): DeviceBatch {
     this.#retire();
     const rows = ids.length;
-    const buffers: DeviceBuffer[] = [];
-    try {
-      for (const f of fields) buffers.push(this.#acquire(rows * f.rowBytes));
-    } catch (error) {
-      for (const b of buffers) this.#recycle(b);
-      throw error;
-    }
-    const split = pool?.active ? pool.partition(ids) : undefined;
+    // Counted only once the batch is made: a retried batch must not count its hits twice.
+    const split = pool?.active ? pool.partition(ids, false) : undefined;
     let hit: Uint8Array | undefined;
     if (split !== undefined && split.hits.length > 0) {
       hit = new Uint8Array(rows);
       for (const position of split.hits) hit[position] = 1;
     }
-    const followUps: (() => void)[] = [];
     let sampleBytes = 0;
     // Fields the row-copy kernel assembles; when no row of the batch is pooled or an edge row, they
     // are gathered straight from the mapped columns by their ids instead: one small upload and one
     // launch for all of them, no address tables.
     const kernelFields: number[] = [];
     for (let f = 0; f < fields.length; f++) {
-      const rb = fields[f]!.rowBytes;
-      sampleBytes += rb;
-      if (rb >= ROW_DMA_MIN_BYTES && this.backend.rowDma) {
-        const out = Number(buffers[f]!.ptr);
-        const host = this.#hostTable(rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool));
-        this.backend.copyRowsDma(host, rb, rows, 'copy');
-        // The driver read the table during the call.
-        this.#hostPool.recycle('int64', host);
-      } else kernelFields.push(f);
+      sampleBytes += fields[f]!.rowBytes;
+      if (!(fields[f]!.rowBytes >= ROW_DMA_MIN_BYTES && this.backend.rowDma)) kernelFields.push(f);
     }
-    if (kernelFields.length > 0) {
-      if (hit === undefined && gatherable(ids, mapped, kernelFields)) {
-        const hostIds = this.#hostPool.acquire('uint32', rows);
-        hostIds.set(ids);
-        const deviceIds = this.#acquire(rows * 4);
-        this.backend.copyToDevice(deviceIds, 0, new Uint8Array(hostIds.buffer, hostIds.byteOffset, rows * 4), 'copy');
-        const spans = kernelFields.map((f) => {
-          const m = mapped.fields[f]!;
-          return { dst: buffers[f]!, src: { ptr: BigInt(m.base), bytes: Math.max(m.hi, 1) * m.rowBytes }, rowBytes: m.rowBytes };
-        });
-        this.backend.gatherColumns(spans, deviceIds, 0, rows, 'copy');
-        followUps.push(() => {
-          this.#hostPool.recycle('uint32', hostIds);
-          this.#recycle(deviceIds);
-        });
-      } else {
-        for (const f of kernelFields) {
-          const rb = fields[f]!.rowBytes;
-          const out = Number(buffers[f]!.ptr);
-          const table = this.#table(rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool), followUps);
-          this.backend.copyRows(table, rb, rows, 'copy', mapped.fields[f]!.align);
-        }
-      }
+    const byIds = kernelFields.length > 0 && hit === undefined && gatherable(ids, mapped, kernelFields);
+    const captures = pool?.admitting === true ? (hit === undefined ? range(rows) : split!.misses) : [];
+    // NOTE [Upload commits last] (upload): every device buffer first, then the commits.
+    const F = fields.length;
+    const tableFields = byIds ? 0 : kernelFields.length;
+    const held = this.#acquireAll([
+      ...fields.map((f) => rows * f.rowBytes),
+      ...(byIds ? [rows * 4] : []),
+      ...kernelFields.slice(0, tableFields).map(() => rows * TABLE_ROW_BYTES),
+      ...(captures.length > 0 ? fields.map(() => captures.length * TABLE_ROW_BYTES) : []),
+    ]);
+    const buffers = held.slice(0, F);
+    const deviceIds = byIds ? held[F]! : undefined;
+    const rowTables = held.slice(F + (byIds ? 1 : 0), F + (byIds ? 1 : 0) + tableFields);
+    const captureTables = held.slice(F + (byIds ? 1 : 0) + tableFields);
+    if (split !== undefined) pool!.tally(split);
+    const followUps: (() => void)[] = [];
+    for (let f = 0; f < fields.length; f++) {
+      const rb = fields[f]!.rowBytes;
+      if (kernelFields.includes(f)) continue;
+      const out = Number(buffers[f]!.ptr);
+      const host = this.#hostTable(rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool));
+      this.backend.copyRowsDma(host, rb, rows, 'copy');
+      // The driver read the table during the call.
+      this.#hostPool.recycle('int64', host);
+    }
+    if (deviceIds !== undefined) {
+      const hostIds = this.#hostPool.acquire('uint32', rows);
+      hostIds.set(ids);
+      this.backend.copyToDevice(deviceIds, 0, new Uint8Array(hostIds.buffer, hostIds.byteOffset, rows * 4), 'copy');
+      const spans = kernelFields.map((f) => {
+        const m = mapped.fields[f]!;
+        return { dst: buffers[f]!, src: { ptr: BigInt(m.base), bytes: Math.max(m.hi, 1) * m.rowBytes }, rowBytes: m.rowBytes };
+      });
+      this.backend.gatherColumns(spans, deviceIds, 0, rows, 'copy');
+      followUps.push(() => {
+        this.#hostPool.recycle('uint32', hostIds);
+        this.#recycle(deviceIds);
+      });
+    } else {
+      kernelFields.forEach((f, k) => {
+        const rb = fields[f]!.rowBytes;
+        const out = Number(buffers[f]!.ptr);
+        const table = this.#table(rowTables[k]!, rows, (r) => out + r * rb, this.#rowSource(f, ids, mapped, hit, pool), followUps);
+        this.backend.copyRows(table, rb, rows, 'copy', mapped.fields[f]!.align);
+      });
     }
     this.h2dBytes += (hit === undefined ? rows : split!.misses.length) * sampleBytes;
-    if (pool?.active) {
-      this.#capture(pool, ids, hit === undefined ? range(rows) : split!.misses, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps);
+    if (captures.length > 0) {
+      this.#capture(pool!, ids, captures, fields, (f, position) => Number(buffers[f]!.ptr) + position * fields[f]!.rowBytes, followUps, captureTables);
     }
     const ready = this.backend.record('copy');
     if (followUps.length > 0) {
@@ -462,24 +504,28 @@ export class AcceleratorDevice implements Device {
   promotePool(pool: VramPool, length: number, fields: readonly UploadField[]): ResidentStore | undefined {
     if (!pool.complete) return undefined;
     const backend = this.backend;
+    // Address tables in chunks, so that a large dataset never needs one huge host table.
+    const CHUNK = 1 << 18;
+    const chunks: { start: number; rows: number }[] = [];
+    for (let start = 0; start < length; start += CHUNK) chunks.push({ start, rows: Math.min(CHUNK, length - start) });
+    // Every buffer before any copy (NOTE [Upload commits last]): a refusal leaves the pool as it was.
     const held: DeviceBuffer[] = [];
+    let tables: DeviceBuffer[] = [];
     try {
       for (const f of fields) held.push(backend.alloc(Math.max(length * f.rowBytes, 1)));
+      tables = this.#acquireAll(fields.flatMap(() => chunks.map((c) => c.rows * TABLE_ROW_BYTES)));
     } catch (error) {
       for (const b of held) backend.free(b);
       if (isDeviceOutOfMemory(error)) return undefined;
       throw error;
     }
     const followUps: (() => void)[] = [];
-    // Address tables in chunks, so that a large dataset never needs one huge host table.
-    const CHUNK = 1 << 18;
     fields.forEach((f, i) => {
       const base = Number(held[i]!.ptr);
-      for (let start = 0; start < length; start += CHUNK) {
-        const rows = Math.min(CHUNK, length - start);
-        const table = this.#table(rows, (r) => base + (start + r) * f.rowBytes, (r) => pool.address(i, start + r), followUps);
+      chunks.forEach(({ start, rows }, c) => {
+        const table = this.#table(tables[i * chunks.length + c]!, rows, (r) => base + (start + r) * f.rowBytes, (r) => pool.address(i, start + r), followUps);
         backend.copyRows(table, f.rowBytes, rows, 'copy');
-      }
+      });
     });
     const copied = backend.record('copy');
     backend.synchronize(copied);
@@ -505,20 +551,25 @@ export class AcceleratorDevice implements Device {
     return {
       bytes: held.reduce((s, b) => s + b.bytes, 0),
       prepare(samples: Uint32Array): void {
+        const next = current ^ 1;
+        const old = idBuffers[next];
+        // The one step that can fail comes first, before any state changes: a retry starts clean.
+        const fresh = old === undefined || old.bytes < samples.byteLength ? device.#allocOrTrim(Math.max(samples.byteLength, 4)) : undefined;
         if (ids !== undefined) {
           // The ending epoch's gathers are all queued: this event passes once they ran.
           if (readBy[current] !== undefined) backend.recycle(readBy[current]!);
           readBy[current] = backend.record('consumer');
         }
-        current ^= 1;
+        current = next;
         const last = readBy[current];
         // SAFETY: cuStreamWaitEvent captures the event's state now; the event may be re-recorded later.
         if (last !== undefined) backend.wait('copy', last);
-        let buffer = idBuffers[current];
-        if (buffer === undefined || buffer.bytes < samples.byteLength) {
-          if (buffer !== undefined) device.#freeAfterCopies(buffer);
-          buffer = idBuffers[current] = backend.alloc(Math.max(samples.byteLength, 4));
+        if (fresh !== undefined) {
+          // SAFETY: freed on the copy stream after the wait above, so after the gathers that read it.
+          if (old !== undefined) device.#freeAfterCopies(old);
+          idBuffers[current] = fresh;
         }
+        const buffer = idBuffers[current]!;
         ids = buffer;
         // SAFETY: `samples` is the epoch plan's array, alive for the whole epoch; the gathers that
         // read `ids` run on the consumer stream, which waits for this copy.
@@ -616,12 +667,17 @@ export class AcceleratorDevice implements Device {
       this.#keptBytes -= hit.bytes;
       return hit;
     }
+    return this.#allocOrTrim(size);
+  }
+
+  /** A new buffer; under out-of-memory the kept released buffers are given back first, then once more. */
+  #allocOrTrim(bytes: number): DeviceBuffer {
     try {
-      return this.backend.alloc(size);
+      return this.backend.alloc(bytes);
     } catch (error) {
       if (!isDeviceOutOfMemory(error) || this.#keptBytes === 0) throw error;
       this.#trim();
-      return this.backend.alloc(size);
+      return this.backend.alloc(bytes);
     }
   }
 

@@ -72,6 +72,11 @@ export class VramPool {
     return this.#budget > 0;
   }
 
+  /** Active and not yet full: `admit` may take rows. */
+  get admitting(): boolean {
+    return this.active && !this.#full;
+  }
+
   get decided(): boolean {
     return this.#decided;
   }
@@ -129,8 +134,12 @@ export class VramPool {
   /** Bumped by every eviction: a batch planned under an older generation may name freed rows. */
   generation = 0;
 
-  /** Split batch positions into pooled (hits) and not (misses), both in caller order. */
-  partition(ids: ArrayLike<number>): { hits: number[]; misses: number[] } {
+  /**
+   * Split batch positions into pooled (hits) and not (misses), both in caller order. Counted in
+   * `figures` unless `count` is false; the caller then counts the split with `tally` once the batch
+   * is made (a batch retried after an out-of-memory is counted once).
+   */
+  partition(ids: ArrayLike<number>, count = true): { hits: number[]; misses: number[] } {
     const hits: number[] = [];
     const misses: number[] = [];
     if (!this.active || this.#slabs.length === 0) {
@@ -138,12 +147,17 @@ export class VramPool {
     } else {
       for (let r = 0; r < ids.length; r++) (this.#where[ids[r]!]! > 0 ? hits : misses).push(r);
     }
-    if (this.active) {
-      this.figures.rowsSeen += ids.length;
-      this.figures.rowsServed += hits.length;
-      this.figures.bytesSaved += hits.length * this.#sampleBytes;
-    }
+    if (count) this.tally({ hits, misses });
     return { hits, misses };
+  }
+
+  /** Count a split made with `partition(ids, false)` in `figures`. */
+  tally(split: { readonly hits: readonly number[]; readonly misses: readonly number[] }): void {
+    if (!this.active) return;
+    const rows = split.hits.length + split.misses.length;
+    this.figures.rowsSeen += rows;
+    this.figures.rowsServed += split.hits.length;
+    this.figures.bytesSaved += split.hits.length * this.#sampleBytes;
   }
 
   /** Device address of field `f` of pooled sample `id` (which must be pooled), as an exact number (< 2^53). */

@@ -67,7 +67,8 @@ async function transformed(config: DeliveryConfig, plan: EpochPlan, index: numbe
     tensors = checkTransformOutput(out, config.names.length, picks.length);
   } catch (error) {
     memory.free();
-    throw error;
+    // A wrong output fails this batch (under `errors`), as a throwing transform does: not the epoch.
+    throw new TransformFailure(error);
   }
   return makeBatch(config, plan, index, picks, sampleIds, memory, tensors);
 }

@@ -8,11 +8,12 @@
 import { setMaxListeners } from 'node:events';
 import type { Batch } from '../batch.js';
 import type { AnyTensor } from '../device/device-tensor.js';
-import { BatchError } from '../errors.js';
+import { isDeviceOutOfMemory } from '../device/backend.js';
+import { BatchError, type BatchStage, describeCause } from '../errors.js';
 import { type DeliveryConfig, TransformFailure, deliver } from './delivery.js';
 import type { DeviceBatch } from '../device/device.js';
 import type { EpochPlan } from './epoch-plan.js';
-import { type EpochStats, newEpochStats } from './stats.js';
+import { type EpochStats, SKIPPED_KEPT, newEpochStats } from './stats.js';
 
 export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefined> {
   readonly plan: EpochPlan;
@@ -142,14 +143,17 @@ export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefi
     this.#onEnd(this);
   }
 
-  #fail(index: number, stage: 'dataset' | 'transform', cause: unknown): void {
+  #fail(index: number, where: 'dataset' | 'transform', cause: unknown): void {
     this.stats.failedBatches++;
+    const p = this.plan;
+    const sampleIds = Array.from(p.samples.subarray(p.start(index), p.end(index)));
+    const stage: BatchStage = where === 'dataset' && isDeviceOutOfMemory(cause) ? 'device' : where;
     if (this.#errors === 'skip') {
       this.stats.skippedBatches++;
+      if (this.stats.skipped.length < SKIPPED_KEPT) this.stats.skipped.push(Object.freeze({ index, sampleIds: Object.freeze(sampleIds), stage, reason: describeCause(cause) }));
       return;
     }
-    const p = this.plan;
-    throw new BatchError(p.epoch, index, Array.from(p.samples.subarray(p.start(index), p.end(index))), stage, cause);
+    throw new BatchError(p.epoch, index, sampleIds, stage, cause);
   }
 }
 

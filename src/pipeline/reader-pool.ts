@@ -163,8 +163,15 @@ export class ReaderPool implements Fetcher {
     for (const m of this.#members) if (m) this.#post(m, { t: 'chunks', chunks });
   }
 
-  async close(): Promise<void> {
-    if (this.#closing) return;
+  /** Idempotent: every call returns the same promise, which resolves once every worker has exited. */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  #closed: Promise<void> | undefined;
+
+  async #close(): Promise<void> {
     this.#closing = true;
     const error = new LoaderError('ERR_LOADER_CLOSED', 'the loader closed while this batch was being read');
     for (const job of this.#jobs.values()) this.#finish(job, error);

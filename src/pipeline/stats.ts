@@ -2,6 +2,22 @@
 // milliseconds measured on the main thread; `waitMs` is the time the consumer spent inside the
 // loader waiting for its next batch (the stall a training loop feels).
 
+import type { BatchStage } from '../errors.js';
+
+/** Skipped batches listed per epoch; `skippedBatches` counts them all. */
+export const SKIPPED_KEPT = 1000;
+
+/** A batch skipped under `errors: 'skip'`. */
+export interface SkippedBatch {
+  /** Position of the batch in its epoch. */
+  readonly index: number;
+  /** Its sample ids, in batch order: the samples this epoch did not deliver. */
+  readonly sampleIds: readonly number[];
+  readonly stage: BatchStage;
+  /** The cause's message. */
+  readonly reason: string;
+}
+
 export interface EpochStats {
   readonly epoch: number;
   readonly mode: 'resident' | 'streaming';
@@ -20,6 +36,8 @@ export interface EpochStats {
   failedBatches: number;
   /** Failed batches skipped under `errors: 'skip'`. */
   skippedBatches: number;
+  /** The skipped batches (the first SKIPPED_KEPT of the epoch): which samples were lost, and why. */
+  skipped: SkippedBatch[];
   /** From the first request for a batch to the end of the epoch (or now, while it runs). */
   wallMs: number;
   /** The consumer received every batch of the epoch. */
@@ -57,7 +75,7 @@ export interface EpochStats {
 export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): EpochStats {
   return {
     epoch, mode, batches: 0, rowsDelivered: 0, rowsFetched: 0, fetchMs: 0, waitMs: 0, transformMs: 0,
-    failedBatches: 0, skippedBatches: 0, wallMs: 0, complete: false,
+    failedBatches: 0, skippedBatches: 0, skipped: [], wallMs: 0, complete: false,
     rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
     sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0,
     h2dBytes: 0, rowsServedOnDevice: 0, h2dBytesSaved: 0, capturedRows: 0, pooledRows: 0, pooledBytes: 0,

@@ -4,13 +4,11 @@
 // The rule: at most `governor.window` batches are in flight (launched, not yet taken); the window is
 // re-read before every launch, so a resize takes effect at once. See NOTE [Epoch lifecycle].
 
-import { setTimeout as sleep } from 'node:timers/promises';
-import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, DeviceBatch } from '../device/device.js';
 import type { StagedBatch } from '../dataset/source-reader.js';
 import type { VramPool } from '../device/vram-pool.js';
 import type { UploadField } from '../device/accelerator-device.js';
-import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from './budget.js';
+import { oomPause, retriesOom } from './oom-retry.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { EpochRun } from './epoch-run.js';
 import type { Fetcher } from './fetcher.js';
@@ -176,11 +174,11 @@ export class StreamingRun extends EpochRun {
    * anything else, and the last failure.
    */
   async #backOff(error: unknown, attempt: number): Promise<void> {
-    if (!isDeviceOutOfMemory(error) || attempt >= OOM_RETRY_ATTEMPTS || this.signal.aborted) throw error;
+    if (!retriesOom(error, attempt, this.signal)) throw error;
     this.stats.oomRetries++;
     const atFloor = this.#governor.target <= 1;
     this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
-    await sleep(OOM_RETRY_SLEEP_MS);
+    await oomPause(this.signal);
     if (atFloor && this.#pool !== undefined) this.#onEvict?.(this.#pool);
   }
 

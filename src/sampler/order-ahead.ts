@@ -55,14 +55,16 @@ export class OrderAhead {
     return order;
   }
 
-  close(): void {
+  /** Stop the helper; resolves once its thread has exited. */
+  async close(): Promise<void> {
     this.#failed = true;
     if (this.#words !== undefined) {
       Atomics.store(this.#words, 0, -1);
       Atomics.notify(this.#words, 0);
     }
-    void this.#worker?.terminate();
+    const worker = this.#worker;
     this.#worker = undefined;
+    await worker?.terminate();
   }
 
   #ask(epoch: number): void {

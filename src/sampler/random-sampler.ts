@@ -32,8 +32,10 @@ export class RandomSampler implements Sampler {
     return this.#ahead !== undefined ? this.#ahead.take(epoch) : epochPermutation(this.#seed, epoch, this.length);
   }
 
-  close(): void {
-    this.#ahead?.close();
+  /** Stop the helper thread; resolves once it has exited. */
+  async close(): Promise<void> {
+    const ahead = this.#ahead;
     this.#ahead = undefined;
+    await ahead?.close();
   }
 }

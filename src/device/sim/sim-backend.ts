@@ -157,7 +157,30 @@ export class SimBackend implements Backend {
   }
 
   free(buffer: DeviceBuffer): void {
-    if (this.#buffers.delete(buffer.ptr)) this.#allocated -= buffer.bytes;
+    if (this.#forget(buffer.ptr)) this.#allocated -= buffer.bytes;
+  }
+
+  /**
+   * Drop every reference to the buffer at `ptr`: its bytes are host memory, which must go back to
+   * the garbage collector when the simulated memory is freed, not when a later search compacts.
+   */
+  #forget(ptr: bigint): boolean {
+    if (!this.#buffers.delete(ptr)) return false;
+    if (this.#lastResolved?.ptr === ptr) this.#lastResolved = undefined;
+    const list = this.#byAddress;
+    let lo = 0;
+    let hi = list.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const at = list[mid]!.ptr;
+      if (at === ptr) {
+        list.splice(mid, 1);
+        break;
+      }
+      if (at < ptr) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return true;
   }
 
   pageOffset(_memory: ArrayBufferLike): number {
@@ -198,7 +221,7 @@ export class SimBackend implements Backend {
       release: () => {
         if (!mapped) return;
         mapped = false;
-        this.#buffers.delete(buffer.ptr);
+        this.#forget(buffer.ptr);
         this.#pinned -= bytes;
       },
     };
@@ -270,7 +293,6 @@ export class SimBackend implements Backend {
       const off = Number(ptr - last.ptr);
       return last.data.subarray(off, off + bytes);
     }
-    if (this.#byAddress.length > 2 * this.#buffers.size + 64) this.#byAddress = this.#byAddress.filter((b) => this.#buffers.has(b.ptr));
     // Addresses are handed out in increasing order, so #byAddress is sorted: find the last start ≤ ptr.
     const list = this.#byAddress;
     let lo = 0;
@@ -292,8 +314,8 @@ export class SimBackend implements Backend {
     throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
   }
 
-  /** Every buffer handed out, in address order (freed ones are dropped lazily). */
-  #byAddress: SimBuffer[] = [];
+  /** Every live buffer (mapped host memory included), in address order. */
+  readonly #byAddress: SimBuffer[] = [];
 
   image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, _tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void {
     const s = this.#data(src);
@@ -339,10 +361,16 @@ export class SimBackend implements Backend {
     return this.#closed;
   }
 
-  /** Finish queued work. Buffers still allocated stay counted in `live()`: a leak shows. */
+  /**
+   * Finish queued work and let go of every buffer's bytes. Buffers still allocated stay counted in
+   * `live()`: a leak shows, but holds no memory.
+   */
   close(): void {
     for (const s of Object.values(this.#streams)) s.runUntil(s.enqueued);
     this.#closed = true;
+    this.#buffers.clear();
+    this.#byAddress.length = 0;
+    this.#lastResolved = undefined;
   }
 
   #data(buffer: DeviceBuffer): Uint8Array {
