@@ -14,7 +14,7 @@ import vm from 'node:vm';
 import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import sharp from 'sharp';
-import { range, within } from './fixtures.js';
+import { HANG_MS, SUITE_MS, range, within } from './fixtures.js';
 import { decodeChildren } from './formats/processes.js';
 
 const SCRIPTED = new URL('./fixtures/scripted-source.ts', import.meta.url);
@@ -80,7 +80,7 @@ async function run(sweep: Sweep, failAt: number, count?: (ordinal: number) => vo
   return { bad, error, epochs, memory: loader.stats().memory };
 }
 
-describe('a transient device out-of-memory at any allocation (sim)', { timeout: 120_000 }, () => {
+describe('a transient device out-of-memory at any allocation (sim)', { timeout: SUITE_MS }, () => {
   for (const sweep of SWEEPS) {
     it(`${sweep.name}: every row delivered is right, no batch fails, and no device memory is left after close`, async () => {
       let allocations = 0;
@@ -92,7 +92,7 @@ describe('a transient device out-of-memory at any allocation (sim)', { timeout: 
       // A few indices past the clean run's count: an injected fault may shift the later ones.
       const indices = range(allocations + 4);
       for (let i = 0; i < indices.length; i += parallel) {
-        await within(60_000, `${sweep.name}: runs ${i}…`, Promise.all(indices.slice(i, i + parallel).map(async (k) => {
+        await within(HANG_MS, `${sweep.name}: runs ${i}…`, Promise.all(indices.slice(i, i + parallel).map(async (k) => {
           const r = await run(sweep, k);
           const at = `${sweep.name}, allocation ${k} fails`;
           assert.equal(r.error, undefined, `${at}: ${r.error}`);
@@ -111,7 +111,7 @@ describe('a transient device out-of-memory at any allocation (sim)', { timeout: 
   }
 });
 
-describe('a persistent device out-of-memory at a resident epoch\'s start (sim)', { timeout: 30_000 }, () => {
+describe('a persistent device out-of-memory at a resident epoch\'s start (sim)', { timeout: SUITE_MS }, () => {
   for (const errors of ['throw', 'skip'] as const) {
     it(`is retried 10 times, then fails its batch under errors: '${errors}', and the loader recovers`, async () => {
       // The first attempt and its 10 retries fail; the next batch's allocations succeed.
@@ -120,7 +120,7 @@ describe('a persistent device out-of-memory at a resident epoch\'s start (sim)',
       assert.equal(loader.isResident, true);
       failures = 11;
       const seen: number[] = [];
-      const outcome = await within(10_000, 'the failing epoch', (async () => {
+      const outcome = await within(HANG_MS, 'the failing epoch', (async () => {
         try {
           for await (const b of loader.epoch(0)) seen.push(...b.sampleIds);
         } catch (e) {
@@ -169,7 +169,7 @@ const gc = vm.runInNewContext('gc') as () => void;
 
 const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];
 
-describe('loaders closed in a tight loop', { timeout: 120_000 }, () => {
+describe('loaders closed in a tight loop', { timeout: SUITE_MS }, () => {
   for (const device of DEVICES) {
     for (const workers of [0, 1]) {
       it(`on ${device} with ${workers} reader workers, a closed loader gives back everything it took, at once, even while it is still referenced`, async () => {
@@ -203,7 +203,7 @@ describe('loaders closed in a tight loop', { timeout: 120_000 }, () => {
   }
 });
 
-describe('image-folder loaders decoding in processes, closed in a tight loop', { timeout: 120_000 }, () => {
+describe('image-folder loaders decoding in processes, closed in a tight loop', { timeout: SUITE_MS }, () => {
   let dir: string;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'stoker-faults-'));
@@ -241,7 +241,7 @@ describe('image-folder loaders decoding in processes, closed in a tight loop', {
   }
 });
 
-describe('close() called twice', { timeout: 30_000 }, () => {
+describe('close() called twice', { timeout: SUITE_MS }, () => {
   for (const device of DEVICES) {
     it(`on ${device}, every close() resolves only once the loader is closed (the same promise)`, async () => {
       const loader = await DataLoader.create(sources.module(SCRIPTED, 'openScripted', { n: 16 }), { batchSize: 4, device, workers: 2, mode: 'streaming' });
@@ -250,7 +250,7 @@ describe('close() called twice', { timeout: 30_000 }, () => {
       const first = loader.close();
       const second = loader.close();
       assert.equal(second, first);
-      await within(10_000, 'the second close()', second);
+      await within(HANG_MS, 'the second close()', second);
       assert.equal(loader.stats().workers, 0, 'the workers were stopped when the second close() resolved');
       await first;
     });

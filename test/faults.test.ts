@@ -52,7 +52,7 @@ describe('a dataset that fails (streaming)', () => {
   it("reports which samples each skipped batch held, and why, in stats (errors: 'skip')", async () => {
     const ds = scriptedDataset(20, { throwAt: [7, 13] });
     const loader = await DataLoader.create(ds, { batchSize: 4, shuffle: false, mode: 'streaming', errors: 'skip' });
-    await within(5000, 'skipping epoch', epochIds(loader.epoch(0)));
+    await within(HANG_MS, 'skipping epoch', epochIds(loader.epoch(0)));
     const s = loader.stats().epochs[0]!;
     assert.deepEqual(s.skipped, [
       { index: 1, sampleIds: [4, 5, 6, 7], stage: 'dataset', reason: 'sample 7 is unreadable' },
@@ -94,7 +94,7 @@ describe('a resident build over a failing dataset', () => {
     const loader = await DataLoader.create(scriptedDataset(10, { throwAt: [6] }), { batchSize: 2, mode: 'resident', shuffle: false });
     assert.equal(loader.isResident, true);
     const seen: number[] = [];
-    const error = await within(5000, 'epoch', (async () => {
+    const error = await within(HANG_MS, 'epoch', (async () => {
       for await (const b of loader.epoch(0)) seen.push(...ys(b));
     })()).catch((e: unknown) => e);
     assert.ok(error instanceof BatchError, String(error));
@@ -129,7 +129,7 @@ for (const mode of MODES) {
           return rows.map((t) => tensor(t.data.slice(0, t.data.length / 2) as Float32Array, [2, ...t.shape.slice(1)]));
         } });
         const seen: number[] = [];
-        const error = await within(5000, 'epoch', (async () => {
+        const error = await within(HANG_MS, 'epoch', (async () => {
           try {
             for await (const b of loader.epoch(0)) seen.push(...ys(b));
           } catch (e) {
