@@ -47,6 +47,7 @@ import { create as tarCreate } from 'tar';
 import { type ImageFixture, writeImageFixture } from './fixtures/images.js';
 import type { Column } from './util.js';
 import { collectGarbage, fmtFixed, fmtInt, hardware, hardwareLine, median, now, parseFlags, sink, table } from './util.js';
+import { coverPlan } from '../src/dataset/formats/image-reference.js';
 
 const BATCH = 64;
 const SEED = 42;
@@ -316,9 +317,12 @@ function sharpLoop(fixture: ImageFixture, inFlight: number): Contender {
   const sampler = new RandomSampler(fixture.n, SEED);
   const usable = Math.floor(fixture.n / BATCH) * BATCH;
   const centre = (SIDE >> 1) * SIDE + (SIDE >> 1);
+  // torchvision's Resize(SIDE) + CenterCrop(SIDE) geometry, as the loader's decode uses; every fixture
+  // image has the same size, so the loop plans it once (the loader reads each image's header).
+  const plan = coverPlan(fixture.height, fixture.width, SIDE, SIDE);
   const one = async (id: number): Promise<number> => {
     const bytes = readFileSync(join(fixture.dir, fixture.files[id]!));
-    const px = await sharp(bytes).resize(SIDE, SIDE, { fit: 'cover', position: 'centre' }).removeAlpha().toColourspace('srgb').raw().toBuffer();
+    const px = await sharp(bytes).resize(plan.rw, plan.rh, { fit: 'fill' }).extract({ left: plan.left, top: plan.top, width: SIDE, height: SIDE }).removeAlpha().toColourspace('srgb').raw().toBuffer();
     let acc = fixture.labels[id]!;
     for (let c = 0; c < 3; c++) acc += px[c]! + px[centre * 3 + c]!;
     return acc;
@@ -368,7 +372,7 @@ async function sharpProcesses(fixture: ImageFixture, count: number): Promise<Con
   const ask = (child: ChildProcess, ids: ArrayLike<number>): Promise<number> =>
     new Promise((resolve, reject) => {
       child.once('message', (m: { checksum: number }) => resolve(m.checksum));
-      child.send({ files: Array.from(ids, (id) => join(fixture.dir, fixture.files[id]!)), labels: Array.from(ids, (id) => fixture.labels[id]!), side: SIDE }, (e) => e && reject(e));
+      child.send({ files: Array.from(ids, (id) => join(fixture.dir, fixture.files[id]!)), labels: Array.from(ids, (id) => fixture.labels[id]!), side: SIDE, plan: coverPlan(fixture.height, fixture.width, SIDE, SIDE) }, (e) => e && reject(e));
     });
   return {
     key: 'processes',
