@@ -25,6 +25,7 @@
 // copy (image-decoding.ts). Pool sizing per copy and 'auto' are shared with the other image
 // sources: NOTE [decode processes per copy] and NOTE [decode: 'auto'] in image-decoding.ts.
 
+import { isUtf8 } from 'node:buffer';
 import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -248,17 +249,7 @@ export function compareCodePoints(a: string, b: string): number {
 // travel to reader workers in the spec (`rawPaths`: Uint8Arrays survive structured clone).
 
 const SLASH = Buffer.from('/');
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 const lossy = new TextDecoder('utf-8');
-
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    utf8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function joinBytes(a: Buffer, b: Buffer): Buffer {
   return Buffer.concat([a, SLASH, b]);

@@ -24,6 +24,7 @@
 // not valid UTF-8 — which node-tar decodes lossily, so `k\xe9.cls` and `k\xe8.idx` would merge into
 // one sample — are all errors. Directories are skipped.
 
+import { isUtf8 } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -374,16 +375,6 @@ function metaText(file: PositionedFile, offset: number, size: number, what: stri
   return text;
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    strictUtf8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The name field of a header block, and a POSIX ustar header's prefix field (GNU headers keep other data there), are UTF-8. */
 function headerNameIsUtf8(block: Uint8Array): boolean {

@@ -13,6 +13,7 @@
 // Image fields are decoded in this thread or in child processes (`decode`; image-decoding.ts): each
 // dataset copy sends the field's bytes to its own lazily started pool, closed by `close()`.
 
+import { isUtf8 } from 'node:buffer';
 import { readdirSync, statSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
 import { basename, dirname, join, resolve, sep } from 'node:path';
@@ -602,13 +603,3 @@ function globFile(pattern: string): { path: string; raw?: Buffer }[] {
   });
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
-
-function isUtf8(bytes: Uint8Array): boolean {
-  try {
-    strictUtf8.decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
-}
