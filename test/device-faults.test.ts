@@ -1,8 +1,10 @@
 // Device faults that must neither corrupt, leak nor escape: a transient out-of-memory injected at
 // every allocation of a short run (resident and streaming, with and without the VRAM pool, reads on
 // the main thread and in workers), a persistent one at a resident epoch's start, and loaders closed
-// in a tight loop. Fault injection needs the simulated device (`sim: { failAllocation }`); the
-// lifecycle checks run on every device here (image folders decoding in child processes: cpu, sim).
+// in a tight loop. Faults are injected through `sim: { failAllocation }` on the simulated device and
+// through the backend's test hook (allocation-faults.ts) on a real GPU, so the sweep runs on sim in CI
+// and on cuda where there is one; the lifecycle checks run on every device here (image folders
+// decoding in child processes: cpu, sim).
 
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +15,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { type AnyTensor, type Batch, BatchError, DataLoader, DeviceTensor, type LoaderOptions, Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
+import { injectCudaAllocationFaults } from '../src/device/cuda/allocation-faults.js';
 import sharp from 'sharp';
 import { HANG_MS, SUITE_MS, range, within } from './fixtures.js';
 import { decodeChildren } from './formats/processes.js';
@@ -61,13 +64,26 @@ const SWEEPS: readonly Sweep[] = [
   { name: 'streaming, pool, reader workers', workers: 1, opts: { mode: 'streaming' } },
 ];
 
-/** One run with allocation `failAt` failing once; returns what it saw. */
-async function run(sweep: Sweep, failAt: number, count?: (ordinal: number) => void) {
+type FaultDevice = 'sim' | 'cuda';
+const FAULT_DEVICES: readonly FaultDevice[] = ['sim', ...(cudaAvailable() ? (['cuda'] as const) : [])];
+
+/** One run on `device` with allocation `failAt` failing once; returns what it saw. */
+async function run(device: FaultDevice, sweep: Sweep, failAt: number, count?: (ordinal: number) => void) {
   const ds = sweep.workers > 0 ? sources.module(SCRIPTED, 'openScripted', { n: N }) : arrays(N);
-  const loader = await DataLoader.create(ds, {
-    ...sweep.opts, batchSize: 4, workers: sweep.workers, device: 'sim',
-    sim: { failAllocation: (ordinal) => { count?.(ordinal); return ordinal === failAt; } },
-  });
+  const failAllocation = (ordinal: number) => { count?.(ordinal); return ordinal === failAt; };
+  const base = { ...sweep.opts, batchSize: 4, workers: sweep.workers };
+  let loader: DataLoader<DeviceTensor>;
+  if (device === 'sim') {
+    loader = await DataLoader.create(ds, { ...base, device: 'sim', sim: { failAllocation } });
+  } else {
+    // The backend takes the hook when it opens (inside create); runs on cuda are sequential.
+    injectCudaAllocationFaults(failAllocation);
+    try {
+      loader = await DataLoader.create(ds, { ...base, device: 'cuda' });
+    } finally {
+      injectCudaAllocationFaults(undefined);
+    }
+  }
   const bad: number[] = [];
   let error: unknown;
   try {
@@ -80,21 +96,21 @@ async function run(sweep: Sweep, failAt: number, count?: (ordinal: number) => vo
   return { bad, error, epochs, memory: loader.stats().memory };
 }
 
-describe('a transient device out-of-memory at any allocation (sim)', { timeout: SUITE_MS }, () => {
-  for (const sweep of SWEEPS) {
-    it(`${sweep.name}: every row delivered is right, no batch fails, and no device memory is left after close`, async () => {
+describe('a transient device out-of-memory at any allocation', { timeout: SUITE_MS }, () => {
+  for (const device of FAULT_DEVICES) for (const sweep of SWEEPS) {
+    it(`on ${device}, ${sweep.name}: every row delivered is right, no batch fails, and no device memory is left after close`, async () => {
       let allocations = 0;
-      const clean = await run(sweep, -1, (o) => (allocations = Math.max(allocations, o + 1)));
+      const clean = await run(device, sweep, -1, (o) => (allocations = Math.max(allocations, o + 1)));
       assert.deepEqual(clean.bad, []);
       assert.ok(allocations > 3, `the run allocates (${allocations})`);
       // Retries wait 100 ms each: runs overlap so the sweep costs little more than its slowest runs.
-      const parallel = sweep.workers > 0 ? 4 : 8;
+      const parallel = device === 'cuda' ? 1 : sweep.workers > 0 ? 4 : 8;
       // A few indices past the clean run's count: an injected fault may shift the later ones.
       const indices = range(allocations + 4);
       for (let i = 0; i < indices.length; i += parallel) {
         await within(HANG_MS, `${sweep.name}: runs ${i}…`, Promise.all(indices.slice(i, i + parallel).map(async (k) => {
-          const r = await run(sweep, k);
-          const at = `${sweep.name}, allocation ${k} fails`;
+          const r = await run(device, sweep, k);
+          const at = `${device}, ${sweep.name}, allocation ${k} fails`;
           assert.equal(r.error, undefined, `${at}: ${r.error}`);
           assert.deepEqual(r.bad, [], `${at}: rows with the wrong content`);
           assert.equal(r.epochs.length, EPOCHS);
@@ -111,12 +127,24 @@ describe('a transient device out-of-memory at any allocation (sim)', { timeout: 
   }
 });
 
-describe('a persistent device out-of-memory at a resident epoch\'s start (sim)', { timeout: SUITE_MS }, () => {
-  for (const errors of ['throw', 'skip'] as const) {
-    it(`is retried 10 times, then fails its batch under errors: '${errors}', and the loader recovers`, async () => {
+/** A resident loader over 8 samples on `device` whose allocations fail while `fail()` says so. */
+async function residentWithFaults(device: FaultDevice, errors: 'throw' | 'skip', fail: () => boolean): Promise<DataLoader<DeviceTensor>> {
+  const opts = { batchSize: 4, mode: 'resident', shuffle: false, errors } as const;
+  if (device === 'sim') return DataLoader.create(arrays(8), { ...opts, device: 'sim', sim: { failAllocation: fail } });
+  injectCudaAllocationFaults(fail);
+  try {
+    return await DataLoader.create(arrays(8), { ...opts, device: 'cuda' });
+  } finally {
+    injectCudaAllocationFaults(undefined);
+  }
+}
+
+describe('a persistent device out-of-memory at a resident epoch\'s start', { timeout: SUITE_MS }, () => {
+  for (const device of FAULT_DEVICES) for (const errors of ['throw', 'skip'] as const) {
+    it(`on ${device}, is retried 10 times, then fails its batch under errors: '${errors}', and the loader recovers`, async () => {
       // The first attempt and its 10 retries fail; the next batch's allocations succeed.
       let failures = 0;
-      const loader = await DataLoader.create(arrays(8), { batchSize: 4, device: 'sim', mode: 'resident', shuffle: false, errors, sim: { failAllocation: () => failures-- > 0 } });
+      const loader = await residentWithFaults(device, errors, () => failures-- > 0);
       assert.equal(loader.isResident, true);
       failures = 11;
       const seen: number[] = [];
@@ -135,7 +163,7 @@ describe('a persistent device out-of-memory at a resident epoch\'s start (sim)',
         assert.ok(outcome instanceof BatchError, `expected a BatchError, got ${outcome}`);
         assert.equal(outcome.batchIndex, 0);
         assert.deepEqual(outcome.sampleIds, [0, 1, 2, 3]);
-        assert.match(outcome.message, /batch 0 of epoch 0 failed on the device \(samples \[0, 1, 2, 3\]\): .*out of device memory/);
+        assert.match(outcome.message, /batch 0 of epoch 0 failed on the device \(samples \[0, 1, 2, 3\]\): .*out of (device )?memory/);
         assert.equal((outcome.cause as { driverName?: string }).driverName, 'CUDA_ERROR_OUT_OF_MEMORY');
         assert.deepEqual(seen, []);
       } else {
@@ -143,7 +171,7 @@ describe('a persistent device out-of-memory at a resident epoch\'s start (sim)',
         assert.deepEqual(seen, [4, 5, 6, 7]);
         assert.equal(s.skippedBatches, 1);
         assert.deepEqual(s.skipped.map((k) => ({ index: k.index, sampleIds: k.sampleIds, stage: k.stage })), [{ index: 0, sampleIds: [0, 1, 2, 3], stage: 'device' }]);
-        assert.match(s.skipped[0]!.reason, /out of device memory/);
+        assert.match(s.skipped[0]!.reason, /out of (device )?memory/);
         assert.equal(s.complete, true);
       }
       const next: number[] = [];

@@ -23,6 +23,7 @@ import { gatherRows } from './gather.js';
 import { RegisteredHost } from './registered-host.js';
 import { driver } from './driver.js';
 import { CudaStream } from './stream.js';
+import { type AllocationFault, cudaAllocationFault, injectedOutOfMemory } from './allocation-faults.js';
 
 interface CudaEventRef extends DeviceEvent {
   readonly event: CudaEvent;
@@ -44,6 +45,10 @@ export class CudaBackend implements Backend, KernelHost {
   readonly #events: CudaEventRef[] = [];
   #deviceBytes = 0;
   #closed = false;
+
+  /** Tests only (allocation-faults.ts): which allocations fail as a full device would. */
+  readonly #fault: AllocationFault | undefined = cudaAllocationFault();
+  #allocations = 0;
 
   private constructor(context: CudaContext) {
     this.context = context;
@@ -92,6 +97,7 @@ export class CudaBackend implements Backend, KernelHost {
   }
 
   alloc(bytes: number): DeviceBuffer {
+    if (this.#fault?.(this.#allocations++, bytes)) throw injectedOutOfMemory(bytes);
     const memory = new DeviceMemory(this.context, Math.max(bytes, 1));
     this.#memory.set(memory.ptr, memory);
     this.#deviceBytes += memory.bytes;
