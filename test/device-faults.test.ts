@@ -102,7 +102,7 @@ describe('a transient device out-of-memory at any allocation', { timeout: SUITE_
       let allocations = 0;
       const clean = await run(device, sweep, -1, (o) => (allocations = Math.max(allocations, o + 1)));
       assert.deepEqual(clean.bad, []);
-      assert.ok(allocations > 3, `the run allocates (${allocations})`);
+      assert.ok(allocations > 0, `the fault hook sees the run allocate (${allocations})`); // 2 on cuda (buffers are reused), more on sim
       // Retries wait 100 ms each: runs overlap so the sweep costs little more than its slowest runs.
       const parallel = device === 'cuda' ? 1 : sweep.workers > 0 ? 4 : 8;
       // A few indices past the clean run's count: an injected fault may shift the later ones.
