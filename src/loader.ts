@@ -278,7 +278,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
         release: () => mapped.release(),
         assemble: (ids) => {
           const served = vramPool?.figures.rowsServed ?? 0;
-          const memory = accelerator.uploadRows(ids, mapped, fields, vramPool);
+          // A dormant pool (NOTE [A pool that does not pay stays dormant]) leaves every row to the in-place reads.
+          const memory = accelerator.uploadRows(ids, mapped, fields, vramPool?.payoff.stitching === true ? vramPool : undefined);
           const fromHost = ids.length - ((vramPool?.figures.rowsServed ?? 0) - served);
           counters.add('sourceRows', fromHost);
           return { memory, fromHost };

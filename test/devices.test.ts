@@ -391,6 +391,42 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
       assert.ok(roomy.resident, `in place with room for every sample: the pool fills and the loader turns resident (${JSON.stringify(roomy)})`);
     });
 
+    it('times a full partial pool both ways, then stitches only if that paid, every row right (staged rows)', async (t) => {
+      if (device !== 'sim') return;
+      // As above: 256 MiB of 16 KiB rows, a pool of about 180 MiB (staged: the path of file sources).
+      const n = 16_384;
+      const rowBytes = 16_384;
+      const data = new Uint8Array(n * rowBytes);
+      for (let i = 0; i < n; i++) data[i * rowBytes + 5] = i & 0xff;
+      const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) });
+      const loader = await create(device, ds, { batchSize: 64, mode: 'streaming', prefetch: 4, pinSource: false, sim: { totalBytes: 750 * 2 ** 20 } });
+      for (let e = 0; e < 6; e++) {
+        const seen: number[] = [];
+        for await (const b of loader.epoch(e)) {
+          const x = (await host(b.get('x'))).data as Uint8Array;
+          const got = await ids(b);
+          got.forEach((id, r) => assert.equal(x[r * rowBytes + 5], id & 0xff, `epoch ${e}, row ${r}`));
+          seen.push(...got);
+        }
+        assert.deepEqual(sorted(seen), range(n), `epoch ${e}: every sample once`);
+      }
+      const epochs = loader.stats().epochs;
+      await loader.close();
+      const phases = epochs.map((s) => s.vramPool);
+      t.diagnostic(`phases: ${phases.join(', ')}`);
+      const k = phases.indexOf('trial-stitch');
+      assert.ok(k > 0 && phases.slice(0, k).every((p) => p === 'none' || p === 'filling'), `phases ${phases}`);
+      assert.equal(phases[k + 1], 'trial-bypass', `phases ${phases}`);
+      const chosen = phases.slice(k + 2);
+      assert.ok(chosen.length > 0 && chosen.every((p) => p === chosen[0]) && (chosen[0] === 'stitching' || chosen[0] === 'dormant'), `phases ${phases}`);
+      assert.ok(epochs[k]!.rowsServedOnDevice > 0, 'the stitch trial serves pooled rows');
+      assert.equal(epochs[k + 1]!.rowsServedOnDevice, 0, 'the bypass trial reads every row across the bus');
+      for (const s of epochs.slice(k + 2)) {
+        if (s.vramPool === 'dormant') assert.equal(s.rowsServedOnDevice, 0);
+        else assert.ok(s.rowsServedOnDevice > 0);
+      }
+    });
+
     it('lets two loaders share a mapped source and close in either order', async () => {
       const n = 64;
       const w = 32_768;

@@ -11,6 +11,7 @@
 // budget is latched to what the pool holds, so memory freed under pressure is never refilled.
 
 import type { Backend, DeviceBuffer } from './backend.js';
+import { PoolPayoff } from './pool-payoff.js';
 
 export const SLAB_BYTES = 64 * 2 ** 20;
 export const MARGIN_BYTES = 512 * 2 ** 20;
@@ -53,6 +54,8 @@ export class VramPool {
   readonly #slabs: Slab[] = [];
   readonly #enabled: boolean;
   readonly figures: PoolFigures = { rowsServed: 0, rowsSeen: 0, bytesSaved: 0, captured: 0 };
+  /** Whether stitching its rows pays, epoch by epoch (NOTE [A pool that does not pay stays dormant]). */
+  readonly payoff = new PoolPayoff();
   #decided = false;
   #budget = 0;
   #bytes = 0;

@@ -3,6 +3,7 @@
 // loader waiting for its next batch (the stall a training loop feels).
 
 import type { BatchStage } from '../errors.js';
+import type { PoolPhase } from '../device/pool-payoff.js';
 
 /** Skipped batches listed per epoch; `skippedBatches` counts them all. */
 export const SKIPPED_KEPT = 1000;
@@ -64,6 +65,12 @@ export interface EpochStats {
   oomRetries: number;
   /** Accelerators: bytes copied host → device this epoch. */
   h2dBytes: number;
+  /**
+   * VRAM pool's part in this epoch: 'none', 'filling', 'trial-stitch' / 'trial-bypass' (timing
+   * both ways once it is full but partial), 'stitching' or 'dormant' (stitching cost more than it
+   * saved). NOTE [A pool that does not pay stays dormant].
+   */
+  vramPool: PoolPhase;
   /** VRAM pool: rows served on the device, the host → device bytes that saved, rows captured this epoch, and what the pool holds. */
   rowsServedOnDevice: number;
   h2dBytesSaved: number;
@@ -77,7 +84,7 @@ export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): Ep
     epoch, mode, batches: 0, rowsDelivered: 0, rowsFetched: 0, fetchMs: 0, waitMs: 0, transformMs: 0,
     failedBatches: 0, skippedBatches: 0, skipped: [], wallMs: 0, complete: false,
     rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
-    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0,
+    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0, vramPool: 'none',
     h2dBytes: 0, rowsServedOnDevice: 0, h2dBytesSaved: 0, capturedRows: 0, pooledRows: 0, pooledBytes: 0,
   };
 }

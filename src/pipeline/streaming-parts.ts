@@ -105,6 +105,8 @@ export class StreamingParts {
   }
 
   trackEpoch(stats: EpochStats): void {
+    // NOTE [A pool that does not pay stays dormant]: the pool's phase is chosen once per epoch.
+    stats.vramPool = this.pool !== undefined ? this.pool.payoff.begin(this.pool) : 'none';
     this.#starts.set(stats, this.counters.snapshot());
     this.#deviceStarts.set(stats, { ...this.#deviceFigures() });
     this.refresh(stats);
@@ -112,6 +114,7 @@ export class StreamingParts {
 
   finishEpoch(stats: EpochStats): void {
     this.refresh(stats);
+    this.pool?.payoff.end(stats);
   }
 
   /** Write the tier figures accumulated since the epoch started into `stats`. */

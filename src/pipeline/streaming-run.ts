@@ -121,7 +121,8 @@ export class StreamingRun extends EpochRun {
       pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
       if (this.#direct !== undefined) return await this.#assembleDirect(ids, t0);
       // Plan against the VRAM pool before reading: pooled rows are never read on the host.
-      let split = pool?.active ? pool.partition(ids) : undefined;
+      // A dormant pool (its stitching did not pay) leaves every row to the bus.
+      let split = pool?.active && pool.payoff.stitching ? pool.partition(ids) : undefined;
       let generation = pool?.generation ?? 0;
       const read = async (): Promise<StagedBatch> => {
         if (split === undefined || split.hits.length === 0) return this.#fetch(ids);
