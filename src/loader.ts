@@ -443,6 +443,28 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   /**
    * Stop the active epoch, free memory and readers. Idempotent: every call returns the same promise,
    * which resolves once the loader is closed; never waits on a hanging read.
+   *
+   * NOTE [Loader shutdown]
+   * Stages close from the consumer end back to the source, each closing what it owns, because each
+   * stage writes into memory the stage after it owns: nothing may be freed while something can still
+   * write into it or enqueue device work that reads it.
+   *  1. Mark closed: no epoch, kernel or resume can start (ERR_LOADER_CLOSED).
+   *  2. End the active epoch: its AbortController fires, in-flight reads are cancelled, a consumer
+   *     waiting in next() is settled; no new batch is launched.
+   *  3. Dispose the resident store (device columns and id buffers; nothing reads them once 2 is done).
+   *  4. Await streaming parts retired by a promotion to resident (their readers were still stopping).
+   *  5. Close the fetcher: reader workers are asked to stop and joined (terminated past a grace
+   *     period, never waited on forever) — before the staging slabs, cache chunks and disk-stage file
+   *     they write into go away, so a worker never writes into unregistered memory or a closed file.
+   *  6. Release the mapped source (page-locked columns, refcounted across loaders over one source).
+   *  7. Give the VRAM pool's slabs back to the device.
+   *  8. Close the disk stage (its descriptor: the pack file has had no name since create).
+   *  9. Close the device: its streams drain, then device memory is freed and staging unpinned — after
+   *     every stage that could enqueue work on it has stopped.
+   * 10. Stop the sampler's order-ahead helper thread (it writes into a buffer only the loader reads).
+   * 11. Close the dataset this loader opened from a spec (decode processes, file handles) — last,
+   *     since readers may read it until 5.
+   * Every close() named here is idempotent and bounded; each one's doc points back to this note.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();

@@ -305,7 +305,7 @@ export class DiskStage {
     return { records, bytes: records * this.shared.recordBytes, corrupt: Atomics.load(c, CORRUPT), latched: this.latched };
   }
 
-  /** Close this thread's descriptor; on the owner also delete the file and directory and drop the exit/signal listeners. Idempotent; never throws. */
+  /** Close this thread's descriptor; on the owner also delete the file and directory and drop the exit/signal listeners. Idempotent; never throws. Step 8 of NOTE [Loader shutdown] (loader.ts). */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

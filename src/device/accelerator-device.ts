@@ -618,6 +618,7 @@ export class AcceleratorDevice implements Device {
     this.#retire();
   }
 
+  /** Drain the streams, free device memory, unpin staging. Step 9 of NOTE [Loader shutdown] (loader.ts): after every stage that enqueues work here has stopped. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

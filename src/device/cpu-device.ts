@@ -61,6 +61,7 @@ export class CpuDevice implements Device {
     };
   }
 
+  /** Step 9 of NOTE [Loader shutdown] (loader.ts). */
   close(): void {
     this.#pool.clear();
   }

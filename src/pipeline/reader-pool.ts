@@ -163,7 +163,10 @@ export class ReaderPool implements Fetcher {
     for (const m of this.#members) if (m) this.#post(m, { t: 'chunks', chunks });
   }
 
-  /** Idempotent: every call returns the same promise, which resolves once every worker has exited. */
+  /**
+   * Idempotent: every call returns the same promise, which resolves once every worker has exited.
+   * Step 5 of NOTE [Loader shutdown] (loader.ts): before the memory workers write into is freed.
+   */
   close(): Promise<void> {
     this.#closed ??= this.#close();
     return this.#closed;

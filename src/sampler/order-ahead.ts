@@ -55,7 +55,7 @@ export class OrderAhead {
     return order;
   }
 
-  /** Stop the helper; resolves once its thread has exited. */
+  /** Stop the helper; resolves once its thread has exited. Step 10 of NOTE [Loader shutdown] (loader.ts). */
   async close(): Promise<void> {
     this.#failed = true;
     if (this.#words !== undefined) {

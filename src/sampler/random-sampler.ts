@@ -32,7 +32,7 @@ export class RandomSampler implements Sampler {
     return this.#ahead !== undefined ? this.#ahead.take(epoch) : epochPermutation(this.#seed, epoch, this.length);
   }
 
-  /** Stop the helper thread; resolves once it has exited. */
+  /** Stop the helper thread; resolves once it has exited. Step 10 of NOTE [Loader shutdown] (loader.ts). */
   async close(): Promise<void> {
     const ahead = this.#ahead;
     this.#ahead = undefined;

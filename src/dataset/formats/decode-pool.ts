@@ -340,7 +340,7 @@ export class DecodePool {
     });
   }
 
-  /** Reject what is outstanding, kill the children and wait until they are gone. Idempotent. */
+  /** Reject what is outstanding, kill the children and wait until they are gone. Idempotent. Part of step 11 of NOTE [Loader shutdown] (loader.ts). */
   close(): Promise<void> {
     this.#closed ??= this.#close();
     return this.#closed;
