@@ -33,7 +33,8 @@ import type { EpochRun } from './pipeline/epoch-run.js';
 import { type Fetcher, MainThreadFetcher } from './pipeline/fetcher.js';
 import { Governor } from './pipeline/governor.js';
 import { ResidentRun } from './pipeline/resident-run.js';
-import type { EpochStats } from './pipeline/stats.js';
+import type { EpochRoute, EpochStats } from './pipeline/stats.js';
+import { describeLoader } from './report/describe.js';
 import { StreamingRun } from './pipeline/streaming-run.js';
 import { RandomSampler } from './sampler/random-sampler.js';
 import { type Sampler, validatedPicks } from './sampler/sampler.js';
@@ -440,6 +441,33 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     };
   }
 
+  /** How the next epoch's batches will be assembled (`stats().epochs[e].route` records each epoch's). */
+  #route(): EpochRoute {
+    return this.#resident !== undefined ? 'resident' : this.#streaming?.direct !== undefined ? 'in-place' : 'staged';
+  }
+
+  /**
+   * What this loader is, in one readable summary: the device, the mode and the route batches take,
+   * the tiers and what they hold now, the budgets, the world. For logs and for questions like "why is
+   * this epoch slow": print it after an epoch or two, when the tiers have filled.
+   */
+  describe(): string {
+    const parts = this.#streaming;
+    const o = this.#opts;
+    const pool = parts?.pool;
+    const disk = parts?.disk;
+    return describeLoader({
+      device: this.#device.name, resident: this.isResident, route: this.#route(), workers: parts?.readers?.workers ?? 0,
+      datasetLength: this.#datasetLength, augment: o.augment, picks: this.length, batchSize: o.batchSize, numBatches: this.numBatches, dropLast: o.dropLast,
+      cache: parts?.cache !== undefined ? { held: parts.cache.heldBytes, budget: parts.cacheBudget } : undefined,
+      disk: disk !== undefined ? { bytes: disk.stats.bytes, budget: (o.diskStage?.gigabytes ?? 0) * 2 ** 30, latched: disk.stats.latched } : undefined,
+      pool: pool !== undefined && pool.decided ? { phase: pool.payoff.phase, bytes: pool.bytes, budget: pool.budget, rows: pool.pooledRows } : undefined,
+      ramMaxUsage: o.ramMaxUsage, ramShare: o.ramShare, vramMaxUsage: o.vramMaxUsage,
+      prefetch: this.#governor !== undefined ? { depth: this.#governor.capacity, pinned: this.#governor.userOwned } : undefined,
+      world: o.world, epochsRun: this.#history.length,
+    });
+  }
+
   /**
    * Stop the active epoch, free memory and readers. Idempotent: every call returns the same promise,
    * which resolves once the loader is closed; never waits on a hanging read.
@@ -591,6 +619,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       this.#resident !== undefined
         ? new ResidentRun(plan, 'resident', this.#delivery, this.#opts.errors, onEnd).bind(this.#resident, this.#residentFailed)
         : this.#startStreaming(plan, onEnd);
+    run.stats.route = this.#route();
     run.autoRelease = this.#device.autoRelease;
     signal?.addEventListener('abort', stop, { once: true });
     this.#active = run;

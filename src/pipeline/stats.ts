@@ -5,6 +5,9 @@
 import type { BatchStage } from '../errors.js';
 import type { PoolPhase } from '../device/pool-payoff.js';
 
+/** How an epoch's batches were assembled (see `EpochStats.route`). */
+export type EpochRoute = 'resident' | 'staged' | 'in-place';
+
 /** Skipped batches listed per epoch; `skippedBatches` counts them all. */
 export const SKIPPED_KEPT = 1000;
 
@@ -71,6 +74,13 @@ export interface EpochStats {
    * saved). NOTE [A pool that does not pay stays dormant].
    */
   vramPool: PoolPhase;
+  /**
+   * How the epoch's batches were assembled: 'resident' (a gather over data held whole on the
+   * device or in memory), 'staged' (rows read into host staging, then copied to the batch's memory:
+   * the CPU's copy or the bus, with the VRAM pool's rows stitched in), 'in-place' (the device read
+   * a page-locked in-memory source's rows where they lie: `pinSource`).
+   */
+  route: EpochRoute;
   /** VRAM pool: rows served on the device, the host → device bytes that saved, rows captured this epoch, and what the pool holds. */
   rowsServedOnDevice: number;
   h2dBytesSaved: number;
@@ -84,7 +94,7 @@ export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): Ep
     epoch, mode, batches: 0, rowsDelivered: 0, rowsFetched: 0, fetchMs: 0, waitMs: 0, transformMs: 0,
     failedBatches: 0, skippedBatches: 0, skipped: [], wallMs: 0, complete: false,
     rowsFromCache: 0, rowsFromDisk: 0, rowsFromSource: 0, bytesFromCache: 0, bytesFromDisk: 0, bytesFromSource: 0,
-    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0, vramPool: 'none',
+    sourceReadMs: 0, cacheHeldBytes: 0, cacheBudgetBytes: 0, diskStagedBytes: 0, diskCorruptRecords: 0, workers: 0, ringSlots: 0, oomRetries: 0, vramPool: 'none', route: 'staged',
     h2dBytes: 0, rowsServedOnDevice: 0, h2dBytesSaved: 0, capturedRows: 0, pooledRows: 0, pooledBytes: 0,
   };
 }

@@ -100,6 +100,11 @@ export class StreamingParts {
     if (chunks !== undefined) this.readers?.shareChunks(chunks);
   }
 
+  /** The RAM cache's budget for the current epoch (bytes; 0 before the first epoch or without a cache). */
+  get cacheBudget(): number {
+    return this.#budget;
+  }
+
   batchBytes(batchSize: number): number {
     return this.#sampleBytes * batchSize;
   }
