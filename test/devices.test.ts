@@ -71,6 +71,16 @@ for (const device of DEVICES) {
   }
 }
 
+
+/** 16 384 rows of 16 KiB (256 MiB), byte 5 of each row its id's low byte, and their ids as `y`. */
+function bigRows() {
+  const n = 16_384;
+  const rowBytes = 16_384;
+  const data = new Uint8Array(n * rowBytes);
+  for (let i = 0; i < n; i++) data[i * rowBytes + 5] = i & 0xff;
+  return { n, rowBytes, ds: sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) }) };
+}
+
 for (const device of DEVICES.filter((d) => d !== 'cpu')) {
   describe(`device policies on ${device}`, { timeout: SUITE_MS }, () => {
     it('hands out device tensors with pointer, byte length, shape, strides, device and ready event', async () => {
@@ -364,12 +374,8 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
 
     it('keeps the VRAM pool dormant for small rows read in place unless it can hold every sample', async () => {
       if (device !== 'sim') return;
-      // 256 MiB of 16 KiB rows; the device leaves the pool about 180 MiB: a partial pool.
-      const n = 16_384;
-      const rowBytes = 16_384;
-      const data = new Uint8Array(n * rowBytes);
-      for (let i = 0; i < n; i++) data[i * rowBytes + 5] = i & 0xff;
-      const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) });
+      // On sim with 750 MiB the device leaves the pool about 180 MiB of these 256 MiB: a partial pool.
+      const { n, rowBytes, ds } = bigRows();
       const served = async (pinSource: boolean | 'auto', totalBytes: number) => {
         const loader = await create(device, ds, { batchSize: 64, mode: 'streaming', prefetch: 4, pinSource, sim: { totalBytes } });
         for (let e = 0; e < 3; e++) {
@@ -393,12 +399,8 @@ for (const device of DEVICES.filter((d) => d !== 'cpu')) {
 
     it('times a full partial pool both ways, then stitches only if that paid, every row right (staged rows)', async (t) => {
       if (device !== 'sim') return;
-      // As above: 256 MiB of 16 KiB rows, a pool of about 180 MiB (staged: the path of file sources).
-      const n = 16_384;
-      const rowBytes = 16_384;
-      const data = new Uint8Array(n * rowBytes);
-      for (let i = 0; i < n; i++) data[i * rowBytes + 5] = i & 0xff;
-      const ds = sources.arrays({ x: tensor(data, [n, rowBytes]), y: Int32Array.from(range(n)) });
+      // As above: a pool of about 180 MiB of the 256 MiB (staged: the path of file sources).
+      const { n, rowBytes, ds } = bigRows();
       const loader = await create(device, ds, { batchSize: 64, mode: 'streaming', prefetch: 4, pinSource: false, sim: { totalBytes: 750 * 2 ** 20 } });
       for (let e = 0; e < 6; e++) {
         const seen: number[] = [];
