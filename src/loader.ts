@@ -12,7 +12,7 @@ import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
-import { ArraySource, holdsColumns, kColumns } from './dataset/arrays-source.js';
+import { type ArraySource, hasColumns, kColumns } from './dataset/arrays-source.js';
 import type { Schema } from './dataset/schema.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
 import { DiskStage } from './cache/disk-stage.js';
@@ -225,9 +225,9 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
 
     const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
     const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
-    const mapped = device instanceof AcceleratorDevice && ds instanceof ArraySource ? mapSource(device, ds, opts) : undefined;
+    const mapped = device instanceof AcceleratorDevice && hasColumns(ds) ? mapSource(device, ds, opts) : undefined;
     // A mapped source is read by the device itself: no reader has anything to do.
-    const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !(ds instanceof ArraySource) ? 'auto' : 0));
+    const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !hasColumns(ds) ? 'auto' : 0));
     if (workers > 0 && !reopenable) {
       throw invalidOption(
         'workers',
@@ -664,7 +664,7 @@ function mapSource(device: AcceleratorDevice, ds: ArraySource, opts: ResolvedOpt
  * the loader resident by itself once it holds every sample.
  */
 function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
-  if (!holdsColumns(ds)) return false;
+  if (!hasColumns(ds)) return false;
   return probe === undefined || canFitResident(length, sampleBytes, probe);
 }
 

@@ -305,7 +305,12 @@ export class DiskStage {
     return { records, bytes: records * this.shared.recordBytes, corrupt: Atomics.load(c, CORRUPT), latched: this.latched };
   }
 
-  /** Close this thread's descriptor; on the owner also delete the file and directory and drop the exit/signal listeners. Idempotent; never throws. Step 8 of NOTE [Loader shutdown] (loader.ts). */
+  /**
+   * Close this thread's descriptor (the owner marks the stage removed first, so no later attach can
+   * open a reused descriptor number); in the keep-name fallback the owner also deletes the file and
+   * directory and drops the exit/signal listeners. Idempotent; never throws. Step 8 of NOTE [Loader
+   * shutdown] (loader.ts).
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

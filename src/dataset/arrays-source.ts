@@ -12,13 +12,6 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from './source-spec.js'
 /** Internal: lets the loader read the columns directly (resident mode, gathers into its own memory). */
 export const kColumns: unique symbol = Symbol('stoker.columns');
 
-/**
- * True when a dataset already holds all its samples in memory as columns (sources.arrays, and NPY or
- * safetensors data loaded into memory): a capability, whatever class carries it.
- */
-export function holdsColumns(ds: unknown): boolean {
-  return ds !== null && typeof ds === 'object' && (ds as { [kColumns]?: unknown })[kColumns] !== undefined;
-}
 
 export type ArrayColumns = readonly (Tensor | TypedArray)[] | { readonly [name: string]: Tensor | TypedArray };
 
@@ -96,8 +89,12 @@ export class ArraySource implements BatchDataset, Reopenable {
   }
 }
 
+/**
+ * True when a dataset already holds all its samples in memory as columns (sources.arrays, and NPY or
+ * safetensors data loaded into memory): a capability — the `kColumns` view — whatever carries it.
+ */
 export function hasColumns(ds: unknown): ds is ArraySource {
-  return ds instanceof ArraySource;
+  return ds !== null && typeof ds === 'object' && (ds as { [kColumns]?: unknown })[kColumns] !== undefined;
 }
 
 /** Worker-side factory of `sources.arrays` (see ArraySource[kSourceSpec]). */

@@ -1,10 +1,11 @@
 // Internal: not exported from the package entry.
 // Resident mode: the whole dataset is held on the device; each batch is one gather per column over
 // the epoch's sample ids. Nothing is read ahead, because a gather is cheaper than a hand-off.
-// Two rules: samples whose read failed while the store was built are known by id, and a batch
-// holding one fails with that sample's cause, as the same batch would while streaming; and the epoch's ids reach the device with its first batch, not at the run's start, so that
-// a transient out-of-memory there is retried (oom-retry.ts) and, past the last attempt, fails that
-// batch under `errors` like any other batch failure.
+// Two rules. Samples whose read failed while the store was built are known by id, and a batch
+// holding one fails with that sample's cause, as the same batch would while streaming. The epoch's
+// ids reach the device with its first batch, not at the run's start, so that a transient
+// out-of-memory there is retried (oom-retry.ts) and, past the last attempt, fails that batch under
+// `errors` like any other batch failure.
 
 import type { DeviceBatch, ResidentStore } from '../device/device.js';
 import { EpochRun } from './epoch-run.js';
