@@ -167,19 +167,8 @@ export class SimBackend implements Backend {
   #forget(ptr: bigint): boolean {
     if (!this.#buffers.delete(ptr)) return false;
     if (this.#lastResolved?.ptr === ptr) this.#lastResolved = undefined;
-    const list = this.#byAddress;
-    let lo = 0;
-    let hi = list.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >> 1;
-      const at = list[mid]!.ptr;
-      if (at === ptr) {
-        list.splice(mid, 1);
-        break;
-      }
-      if (at < ptr) lo = mid + 1;
-      else hi = mid - 1;
-    }
+    const k = this.#lastAtOrBefore(ptr);
+    if (k >= 0 && this.#byAddress[k]!.ptr === ptr) this.#byAddress.splice(k, 1);
     return true;
   }
 
@@ -293,7 +282,21 @@ export class SimBackend implements Backend {
       const off = Number(ptr - last.ptr);
       return last.data.subarray(off, off + bytes);
     }
-    // Addresses are handed out in increasing order, so #byAddress is sorted: find the last start ≤ ptr.
+    const found = this.#lastAtOrBefore(ptr);
+    const b = found >= 0 ? this.#byAddress[found]! : undefined;
+    if (b !== undefined && this.#buffers.has(b.ptr) && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
+      const off = Number(ptr - b.ptr);
+      this.#lastResolved = b;
+      return b.data.subarray(off, off + bytes);
+    }
+    throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
+  }
+
+  /** Every live buffer (mapped host memory included), in address order. */
+  readonly #byAddress: SimBuffer[] = [];
+
+  /** Index in #byAddress of the last buffer starting at or before `ptr`, or −1 (addresses are handed out in increasing order, so the list is sorted). */
+  #lastAtOrBefore(ptr: bigint): number {
     const list = this.#byAddress;
     let lo = 0;
     let hi = list.length - 1;
@@ -305,17 +308,8 @@ export class SimBackend implements Backend {
         lo = mid + 1;
       } else hi = mid - 1;
     }
-    const b = found >= 0 ? list[found]! : undefined;
-    if (b !== undefined && this.#buffers.has(b.ptr) && ptr + BigInt(bytes) <= b.ptr + BigInt(b.bytes)) {
-      const off = Number(ptr - b.ptr);
-      this.#lastResolved = b;
-      return b.data.subarray(off, off + bytes);
-    }
-    throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
+    return found;
   }
-
-  /** Every live buffer (mapped host memory included), in address order. */
-  readonly #byAddress: SimBuffer[] = [];
 
   image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, _tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void {
     const s = this.#data(src);
