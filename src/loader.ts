@@ -3,44 +3,31 @@
 // epoch at a time — a loader runs one epoch iterator at once.
 
 import { openDevice } from './device/open-device.js';
-import { totalmem } from 'node:os';
-import { AcceleratorDevice, type MappedColumns, ROW_DMA_MIN_BYTES } from './device/accelerator-device.js';
-import { type KernelHost, type UserKernel, makeUserKernel } from './device/user-kernel.js';
-import { isDeviceOutOfMemory } from './device/backend.js';
+import { makeUserKernel } from './device/user-kernel.js';
+import type { UserKernel } from './device/user-kernel.js';
 import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
-import { SourceReader, type StagedBatch } from './dataset/source-reader.js';
-import { type ArraySource, hasColumns, kColumns } from './dataset/arrays-source.js';
-import type { Schema } from './dataset/schema.js';
-import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from './dataset/source-spec.js';
-import { DiskStage } from './cache/disk-stage.js';
-import { SampleCache } from './cache/sample-cache.js';
-import { TierCounters } from './cache/tier-counters.js';
-import { ReaderPool, resolveWorkers } from './pipeline/reader-pool.js';
-import { type DirectSource, StreamingParts } from './pipeline/streaming-parts.js';
+import type { SourceSpec } from './dataset/source-spec.js';
+import type { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
-import { LoaderError, describeCause, invalidOption, loaderClosed, show } from './errors.js';
+import { LoaderError, invalidOption, loaderClosed } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import { type Probe, canFitResident } from './pipeline/budget.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
+import { type Built, buildLoader } from './pipeline/build.js';
 import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
 import type { World } from './distributed/launch.js';
-import { type LoaderState, type OrderShape, checkResume, seedString } from './distributed/resume.js';
+import { type LoaderState, type OrderShape, seedString } from './distributed/resume.js';
 import { type ShardSpec, consumedPicks, sharePicks, shardPicks } from './distributed/shard.js';
 import type { EpochRun } from './pipeline/epoch-run.js';
-import { type Fetcher, MainThreadFetcher } from './pipeline/fetcher.js';
-import { Governor } from './pipeline/governor.js';
+import type { Governor } from './pipeline/governor.js';
 import { ResidentRun } from './pipeline/resident-run.js';
 import type { EpochRoute, EpochStats } from './pipeline/stats.js';
 import { describeLoader } from './report/describe.js';
 import { StreamingRun } from './pipeline/streaming-run.js';
 import { RandomSampler } from './sampler/random-sampler.js';
 import { type Sampler, validatedPicks } from './sampler/sampler.js';
-import { SequentialSampler } from './sampler/sequential-sampler.js';
-import { allocStorage, elementSize } from './tensor/dtype.js';
-import { vramPoolKilled } from './device/vram-pool.js';
 
 /** One epoch's batches: iterate it with `for await`; `length` is its batch count. */
 export interface Epoch<T extends AnyTensor = Tensor> extends AsyncIterable<Batch<T>> {
@@ -98,36 +85,22 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   /** The latest epoch run's segment and how far its consumer got. */
   #progress: { run: EpochRun; epoch: number; spec: ShardSpec; total: number; next: number; done: boolean } | undefined;
 
-  private constructor(init: {
-    opts: ResolvedOptions;
-    device: Device;
-    datasetLength: number;
-    sampler: Sampler;
-    delivery: DeliveryConfig;
-    order: OrderShape;
-    resume: LoaderState | undefined;
-    owned: AnyDataset | undefined;
-    resident?: ResidentStore;
-    /** Samples whose read failed while the resident store was built: id → cause. */
-    residentFailed?: ReadonlyMap<number, unknown>;
-    streaming?: StreamingParts;
-    residentBuildMs: number;
-  }) {
-    this.#opts = init.opts;
-    this.#device = init.device;
-    this.#datasetLength = init.datasetLength;
-    this.#sampler = init.sampler;
-    this.#customSampler = init.opts.sampler !== undefined;
-    this.#delivery = init.delivery;
-    this.#resident = init.resident;
-    this.#residentFailed = init.residentFailed;
-    this.#streaming = init.streaming;
-    this.#governor = init.streaming?.governor;
-    this.#residentBuildMs = init.residentBuildMs;
-    this.#order = init.order;
-    this.#resume = init.resume;
-    this.#nextLoopEpoch = init.resume?.epoch ?? 0;
-    this.#owned = init.owned;
+  private constructor(opts: ResolvedOptions, device: Device, built: Built) {
+    this.#opts = opts;
+    this.#device = device;
+    this.#datasetLength = built.datasetLength;
+    this.#sampler = built.sampler;
+    this.#customSampler = opts.sampler !== undefined;
+    this.#delivery = built.delivery;
+    this.#resident = built.resident;
+    this.#residentFailed = built.residentFailed;
+    this.#streaming = built.streaming;
+    this.#governor = built.streaming?.governor;
+    this.#residentBuildMs = built.residentBuildMs;
+    this.#order = built.order;
+    this.#resume = built.resume;
+    this.#nextLoopEpoch = built.resume?.epoch ?? 0;
+    this.#owned = built.owned;
   }
 
   /**
@@ -144,152 +117,11 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     const opts = resolveOptions(options);
     const device = await openDevice(opts.device, opts.sim);
     try {
-      return await DataLoader.#build(dataset, opts, device);
+      return new DataLoader(opts, device, await buildLoader(dataset, opts, device));
     } catch (error) {
       device.close();
       throw error;
     }
-  }
-
-  static async #build(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<DataLoader<AnyTensor>> {
-    let ds: AnyDataset | undefined;
-    try {
-      return await DataLoader.#buildFrom(dataset, opts, device, (opened) => (ds = opened));
-    } catch (error) {
-      if (isSourceSpec(dataset)) await closeDataset(ds);
-      throw error;
-    }
-  }
-
-  static async #buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<DataLoader<AnyTensor>> {
-    const probeContext = { signal: new AbortController().signal };
-    // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
-    // into shared memory when it is made.
-    const reopenable = isReopenable(dataset);
-    let ds: AnyDataset;
-    try {
-      ds = isSourceSpec(dataset) ? await openSource(dataset) : dataset;
-      opened(ds);
-    } catch (cause) {
-      throw wrapDatasetError('opening the source failed', cause);
-    }
-    const length = checkDataset(ds);
-    let schema: Schema;
-    try {
-      schema = await SourceReader.probe(ds, probeContext);
-    } catch (cause) {
-      throw wrapDatasetError("reading sample 0 to learn the dataset's shape failed", cause);
-    }
-    const count = schema.fields.length;
-    if (opts.names !== undefined && opts.names.length !== count) {
-      throw new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${opts.names.length}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
-    }
-    const perSample = SourceReader.isPerSample(ds);
-    if (opts.diskStage !== undefined && (!perSample || !opts.sampleCache)) {
-      throw new LoaderError(
-        'ERR_NEEDS_SAMPLE_LAYER',
-        `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
-      );
-    }
-    const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
-    const picks = length * opts.augment;
-    if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
-    const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
-    const delivery: DeliveryConfig = {
-      names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
-      probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
-    };
-    const probe = device.probesMemory ? () => device.memInfo() : undefined;
-    const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
-    const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
-    const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
-    const base = { opts, device, datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
-
-    if (resident) {
-      const t0 = performance.now();
-      let all: StagedBatch & { readonly failed: ReadonlyMap<number, unknown> };
-      try {
-        all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
-      } catch (cause) {
-        throw wrapDatasetError("reading the dataset into memory (resident mode) failed. Fix the dataset, or pass mode: 'streaming' to read it batch by batch", cause);
-      }
-      try {
-        const store = device.resident(all.tensors as readonly Tensor[]);
-        return new DataLoader({ ...base, resident: store, residentFailed: all.failed, residentBuildMs: performance.now() - t0 });
-      } catch (error) {
-        // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
-        if (!isDeviceOutOfMemory(error)) throw error;
-        process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
-      }
-    }
-
-    const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
-    const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
-    const mapped = device instanceof AcceleratorDevice && hasColumns(ds) ? mapSource(device, ds, opts) : undefined;
-    // A mapped source is read by the device itself: no reader has anything to do.
-    const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !hasColumns(ds) ? 'auto' : 0));
-    if (workers > 0 && !reopenable) {
-      throw invalidOption(
-        'workers',
-        '0 for a plain dataset object',
-        opts.workers,
-        'Reader workers open the dataset themselves: describe it with sources.module(moduleUrl, exportName, options), or read on the main thread with workers: 0',
-      );
-    }
-    const counters = new TierCounters();
-    const cache = perSample && opts.sampleCache ? SampleCache.create(length, schema.sampleBytes) : undefined;
-    const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
-    let disk: DiskStage | undefined;
-    if (opts.diskStage !== undefined) {
-      disk = DiskStage.create({ gigabytes: opts.diskStage.gigabytes, dir: opts.diskStage.dir, payloadBytes: schema.sampleBytes, length, warn });
-    }
-    const purityProbe = process.env.NODE_ENV !== 'production';
-    let fetcher: Fetcher;
-    let pool: ReaderPool | undefined;
-    if (workers > 0) {
-      try {
-        pool = await ReaderPool.start({
-          spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
-          pin: (slot) => device.pinStaging(slot),
-        });
-      } catch (error) {
-        disk?.close();
-        throw error;
-      }
-      fetcher = pool;
-    } else {
-      fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
-    }
-    const governor = new Governor(
-      { sampleBytes: schema.sampleBytes, batchSize: opts.batchSize, probe, vramMaxUsage: opts.vramMaxUsage },
-      opts.prefetch,
-      opts.activationReserve,
-    );
-    const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
-    const vramPool = device instanceof AcceleratorDevice
-      ? device.createPool(schema.fields.map((f) => f.rowSize * elementSize(f.dtype)), length, opts.vramPool && !vramPoolKilled())
-      : undefined;
-    let direct: DirectSource | undefined;
-    // In place, small rows cross at bus speed for the cost of one launch: only a pool that can hold
-    // every sample (and so turn the loader resident) pays for its planning there.
-    if (mapped !== undefined && vramPool !== undefined && fields.every((f) => f.rowBytes < ROW_DMA_MIN_BYTES)) vramPool.wholeOnly = true;
-    if (mapped !== undefined) {
-      const accelerator = device as AcceleratorDevice;
-      direct = {
-        release: () => mapped.release(),
-        assemble: (ids) => {
-          const served = vramPool?.figures.rowsServed ?? 0;
-          // A dormant pool (NOTE [A pool that does not pay stays dormant]) leaves every row to the in-place reads.
-          const memory = accelerator.uploadRows(ids, mapped, fields, vramPool?.payoff.stitching === true ? vramPool : undefined);
-          const fromHost = ids.length - ((vramPool?.figures.rowsServed ?? 0) - served);
-          counters.add('sourceRows', fromHost);
-          return { memory, fromHost };
-        },
-      };
-    }
-    return new DataLoader({ ...base, streaming: new StreamingParts({
-        fetcher, pool, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device, fields, vramPool, direct,
-      }), residentBuildMs: 0 });
   }
 
   /**
@@ -419,13 +251,12 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
    */
   kernel(ptx: string | Uint8Array, name: string): UserKernel {
     if (this.#closed) throw loaderClosed();
-    const backend = this.#device instanceof AcceleratorDevice ? this.#device.backend : undefined;
-    return makeUserKernel(backend !== undefined && 'loadKernel' in backend ? (backend as unknown as KernelHost) : undefined, this.#device.name, ptx, name);
+    return makeUserKernel(this.#device.kernels, this.#device.name, ptx, name);
   }
 
   /** Wait until work queued on the batches' stream (user kernels, releases) is done. No-op on the CPU. */
   async synchronize(): Promise<void> {
-    if (this.#device instanceof AcceleratorDevice) this.#device.synchronize();
+    this.#device.synchronize();
   }
 
   stats(): LoaderStats {
@@ -443,7 +274,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
 
   /** How the next epoch's batches will be assembled (`stats().epochs[e].route` records each epoch's). */
   #route(): EpochRoute {
-    return this.#resident !== undefined ? 'resident' : this.#streaming?.direct !== undefined ? 'in-place' : 'staged';
+    return this.#resident !== undefined ? 'resident' : (this.#streaming?.assembler.route ?? 'staged');
   }
 
   /**
@@ -506,11 +337,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     this.#active?.end();
     this.#resident?.dispose();
     await Promise.all(this.#retiring);
-    await this.#streaming?.fetcher.close();
-    this.#streaming?.direct?.release();
-    const slabs = this.#streaming?.pool?.release();
-    if (slabs !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(slabs);
-    this.#streaming?.disk?.close();
+    await this.#streaming?.close();
     this.#device.close();
     if (!this.#customSampler && this.#sampler instanceof RandomSampler) await this.#sampler.close();
     await closeDataset(this.#owned);
@@ -555,34 +382,25 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   #startStreaming(plan: EpochPlan, onEnd: (run: EpochRun) => void): EpochRun {
     const parts = this.#streaming!;
     parts.beginEpoch(this.#opts, plan.batches);
-    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd)
-      .bind(parts.fetcher, this.#device, parts.governor, parts.maxInFlight, parts.pool, parts.batchBytes(this.#opts.batchSize), parts.fields)
-      .direct(parts.direct?.assemble)
-      .onEvict((pool) => {
-        const buffers = pool.evictOneSlab();
-        if (buffers !== undefined && this.#device instanceof AcceleratorDevice) this.#device.releasePoolBuffers(buffers);
-      });
+    const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.assembler, parts.governor, parts.maxInFlight);
     parts.trackEpoch(run.stats);
     return run;
   }
 
   /**
    * Between epochs: once the VRAM pool holds every sample, a streaming loader turns resident (the
-   * pool is copied into contiguous columns and freed; see AcceleratorDevice.promotePool). Same
-   * batches, same order — resident gathers instead of pooled stitching. The readers, the staging
-   * ring and the disk stage are shut down, since no later epoch reads the source.
+   * route copies the pool into contiguous columns and frees it; see device/resident-columns.ts).
+   * Same batches, same order — resident gathers instead of pooled stitching. The streaming parts
+   * are shut down (readers, staging ring, route, disk stage), since no later epoch reads the source.
    */
   #promoteIfPooled(): void {
     const parts = this.#streaming;
-    const pool = parts?.pool;
-    if (parts === undefined || pool === undefined || !pool.complete || !(this.#device instanceof AcceleratorDevice)) return;
-    const store = this.#device.promotePool(pool, this.#datasetLength, parts.fields);
-    if (store === undefined) return;
+    const store = parts?.assembler.promote(this.#datasetLength);
+    if (parts === undefined || store === undefined) return;
     this.#resident = store;
     this.#streaming = undefined;
     this.#governor = undefined;
-    parts.direct?.release();
-    this.#retiring.push(parts.fetcher.close().then(() => parts.disk?.close()));
+    this.#retiring.push(parts.close());
   }
 
   #start(epoch: number, signal?: AbortSignal): EpochRun {
@@ -629,59 +447,4 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
     return run;
   }
-}
-
-/**
- * Map an in-memory source for an accelerator (option `pinSource`): undefined when it is off, when
- * 'auto' finds the columns larger than half the machine's RAM (page-locked memory cannot be swapped),
- * or when 'auto' meets a driver that refuses (then with a warning; `true` makes that an error).
- */
-function mapSource(device: AcceleratorDevice, ds: ArraySource, opts: ResolvedOptions): MappedColumns | undefined {
-  if (opts.pinSource === false) return undefined;
-  const columns = ds[kColumns].tensors;
-  let bytes = 0;
-  for (const c of columns) bytes += c.byteLength;
-  if (opts.pinSource === 'auto' && bytes > totalmem() / 2) return undefined;
-  try {
-    return device.mapColumns(columns);
-  } catch (error) {
-    const size = bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-    const why = `page-locking the in-memory source (${size}) for ${device.name} failed: ${describeCause(error)}`;
-    if (opts.pinSource === true) throw new LoaderError('ERR_PIN_SOURCE', `${why}. Pass pinSource: 'auto' or false to stream through staging instead`, { cause: error });
-    process.emitWarning(`stoker: ${why}; streaming through staging instead`, { code: 'STOKER_PIN_SOURCE' });
-    return undefined;
-  }
-}
-
-/**
- * `mode: 'auto'`: resident only for a dataset that already holds its samples in memory (in-memory
- * columns), and on a device with a memory probe only when they fit it; on the host always (the
- * columns are held, not copied). A departure from flodl, whose CPU device is always resident: a
- * file or module source (image folders, tar shards, Arrow image columns, your own `get(i)`) would be
- * read — decoded — whole at create, on the main thread, before the first batch, and one bad file
- * would fail create whatever `errors` says. Such a source streams instead: the RAM sample cache
- * holds what it read after the first epoch, and on an accelerator the VRAM pool fills and turns
- * the loader resident by itself once it holds every sample.
- */
-function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
-  if (!hasColumns(ds)) return false;
-  return probe === undefined || canFitResident(length, sampleBytes, probe);
-}
-
-function checkDataset(dataset: unknown): number {
-  const ds = dataset as { length?: unknown; get?: unknown; getBatch?: unknown } | null;
-  if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
-    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: the dataset must have \`length\` and \`get(i)\` or \`getBatch(indices)\`, got ${show(dataset)}. Wrap arrays with sources.arrays(...)`);
-  }
-  if (typeof ds.length !== 'number' || !Number.isSafeInteger(ds.length) || ds.length < 0) {
-    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length must be an integer ≥ 0, got ${show(ds.length)}`);
-  }
-  if (ds.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', 'DataLoader: empty dataset (length 0). Give the loader at least one sample');
-  if (ds.length > 2 ** 32 - 2) throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length ${ds.length} exceeds the 2^32 − 2 samples a sampler can address`);
-  return ds.length;
-}
-
-function wrapDatasetError(what: string, cause: unknown): LoaderError {
-  if (cause instanceof LoaderError) return cause;
-  return new LoaderError('ERR_INVALID_DATASET', `DataLoader: ${what}: ${describeCause(cause)}`, { cause });
 }

@@ -13,6 +13,12 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from './source-spec.js'
 export const kColumns: unique symbol = Symbol('stoker.columns');
 
 
+/** Any dataset that holds its samples in memory as columns (batch dimension = dataset rows). */
+export interface ColumnsSource {
+  readonly length: number;
+  readonly [kColumns]: { readonly tensors: readonly Tensor[]; readonly keys: readonly string[] | undefined };
+}
+
 export type ArrayColumns = readonly (Tensor | TypedArray)[] | { readonly [name: string]: Tensor | TypedArray };
 
 export class ArraySource implements BatchDataset, Reopenable {
@@ -93,7 +99,7 @@ export class ArraySource implements BatchDataset, Reopenable {
  * True when a dataset already holds all its samples in memory as columns (sources.arrays, and NPY or
  * safetensors data loaded into memory): a capability — the `kColumns` view — whatever carries it.
  */
-export function hasColumns(ds: unknown): ds is ArraySource {
+export function hasColumns(ds: unknown): ds is ColumnsSource {
   return ds !== null && typeof ds === 'object' && (ds as { [kColumns]?: unknown })[kColumns] !== undefined;
 }
 

@@ -9,7 +9,7 @@
 import { LoaderError, describeCause, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { ArraySource } from './arrays-source.js';
+import { hasColumns } from './arrays-source.js';
 import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, isBatchDataset } from './dataset.js';
 import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
 import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
@@ -49,7 +49,7 @@ abstract class ConcatBase {
    * for none (as the loader's default for them); undefined when no other part asks.
    */
   get readerWorkers(): number | undefined {
-    const others = this.parts.filter((p) => !(p instanceof ArraySource));
+    const others = this.parts.filter((p) => !hasColumns(p));
     if (others.length === 0) return 0;
     let best: number | undefined;
     for (const p of others) {

@@ -12,7 +12,7 @@ import { LoaderError, show } from '../errors.js';
 import { type DType, type Storage, type StorageOf, allocStorage, elementSize, inferDType } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
-import { ArraySource, kColumns } from './arrays-source.js';
+import { hasColumns, kColumns } from './arrays-source.js';
 import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset } from './dataset.js';
 import { type FieldSpec, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
 
@@ -57,7 +57,7 @@ export class SourceReader {
 
   /** Learn the schema from sample 0 (one dataset read, as flodl's build-time probe). */
   static async probe(ds: AnyDataset, context: ReadContext): Promise<Schema> {
-    if (ds instanceof ArraySource) {
+    if (hasColumns(ds)) {
       const { tensors, keys } = ds[kColumns];
       return schemaOfColumns(tensors, keys);
     }
@@ -83,7 +83,7 @@ export class SourceReader {
   async readAll(context: ReadContext, alloc: Allocate): Promise<StagedBatch & { readonly failed: ReadonlyMap<number, unknown> }> {
     const ds = this.#ds;
     const failed = new Map<number, unknown>();
-    if (ds instanceof ArraySource) return { tensors: ds[kColumns].tensors, owned: false, failed };
+    if (hasColumns(ds)) return { tensors: ds[kColumns].tensors, owned: false, failed };
     const n = ds.length;
     const outs = this.schema.fields.map((f) => alloc(f.dtype, n * f.rowSize) as Storage);
     for (let start = 0; start < n; start += READ_ALL_CHUNK) {
@@ -107,7 +107,7 @@ export class SourceReader {
 
   /** Rows of `ids`, in that order, in memory from `alloc` (or borrowed from a per-batch dataset). */
   read(ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
-    if (isBatchDataset(this.#ds) && !(this.#ds instanceof ArraySource)) return this.#readBorrowed(this.#ds, ids, context);
+    if (isBatchDataset(this.#ds) && !hasColumns(this.#ds)) return this.#readBorrowed(this.#ds, ids, context);
     const n = ids.length;
     const outs = this.schema.fields.map((f) => alloc(f.dtype, n * f.rowSize) as Storage);
     const finish = (): StagedBatch => ({ tensors: this.schema.fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])), owned: true });
@@ -122,7 +122,7 @@ export class SourceReader {
   readInto(ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean): void | Promise<void> {
     const ds = this.#ds;
     if (cancelled?.()) throw cancelledError();
-    if (ds instanceof ArraySource) {
+    if (hasColumns(ds)) {
       const t0 = performance.now();
       ds[kColumns].tensors.forEach((t, f) => gatherIntoAt(t, ids, outs[f]!, rowOffset));
       this.#countSource(ids.length, performance.now() - t0);

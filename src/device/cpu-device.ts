@@ -14,6 +14,7 @@ export class CpuDevice implements Device {
   readonly name = 'cpu';
   readonly probesMemory = false;
   readonly autoRelease = false;
+  readonly h2dBytes = 0;
   // Plain memory (nothing to pin): keep a little for reuse, let the garbage collector have the rest.
   readonly #pool = new HostPool(undefined, undefined, 32 * 2 ** 20);
   readonly allocate = <D extends DType>(dtype: D, length: number): StorageOf[D] => this.#pool.acquire(dtype, length);
@@ -60,6 +61,8 @@ export class CpuDevice implements Device {
       dispose() {},
     };
   }
+
+  synchronize(): void {}
 
   /** Step 9 of NOTE [Loader shutdown] (loader.ts). */
   close(): void {

@@ -6,7 +6,13 @@
 
 import type { Allocate, StagedBatch } from '../dataset/source-reader.js';
 import type { Tensor } from '../tensor/tensor.js';
+import type { DeviceBuffer } from './backend.js';
 import type { AnyTensor } from './device-tensor.js';
+import type { UploadField } from './assembly.js';
+import type { MappedColumns } from './mapped-columns.js';
+import type { PoolRoute } from './staged-upload.js';
+import type { KernelHost } from './user-kernel.js';
+import type { VramPool } from './vram-pool.js';
 
 export interface MemInfo {
   /** Bytes in use on the device, as the driver counts them. */
@@ -59,8 +65,39 @@ export interface Device {
    * success the device calls `staged.done()` once it no longer reads the staged memory; when it
    * throws (out of memory), the caller still owns the staged memory.
    */
-  upload(staged: StagedBatch, route?: unknown): DeviceBatch;
+  upload(staged: StagedBatch): DeviceBatch;
   /** Hold `columns` (batch dimension = dataset rows) for resident gathers. */
   resident(columns: readonly Tensor[]): ResidentStore;
+  /** Wait until the work queued on the batches' stream is done (no-op on the CPU). */
+  synchronize(): void;
+  /** Host-to-device bytes copied so far (0 on the CPU). */
+  readonly h2dBytes: number;
+  /**
+   * Capabilities: what the loader wires a route by — never by the device's class. Absent on the CPU.
+   * `pooling`: a VRAM sample pool, uploads that stitch and capture pooled rows, promotion to resident.
+   * `inPlace`: in-memory columns mapped for the device and batches gathered from them in place.
+   * `kernels`: user kernels from PTX (CUDA).
+   */
+  readonly pooling?: PoolingDevice;
+  readonly inPlace?: InPlaceDevice;
+  readonly kernels?: KernelHost;
   close(): void;
+}
+
+export interface PoolingDevice {
+  /** A VRAM sample pool for `rowBytes` fields of `length` samples (dormant until installed). */
+  createPool(rowBytes: readonly number[], length: number, enabled: boolean): VramPool;
+  /** As Device.upload, with the rows' ids: pooled rows are stitched in, fresh ones captured. */
+  upload(staged: StagedBatch, route: PoolRoute): DeviceBatch;
+  /** Free a pool's slab buffers once the work queued on the copy stream is done. */
+  releaseSlabs(buffers: readonly DeviceBuffer[]): void;
+  /** A pool that holds every sample, as a resident store (its slabs freed); undefined when it cannot fit. */
+  promote(pool: VramPool, length: number, fields: readonly UploadField[]): ResidentStore | undefined;
+}
+
+export interface InPlaceDevice {
+  /** Page-lock and map in-memory columns for in-place reads; throws when the driver refuses. */
+  mapColumns(columns: readonly Tensor[]): MappedColumns;
+  /** A batch gathered on the device from mapped rows (pooled rows from `pool` when given). */
+  uploadRows(ids: Uint32Array, mapped: MappedColumns, fields: readonly UploadField[], pool: VramPool | undefined): DeviceBatch;
 }

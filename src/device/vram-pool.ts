@@ -12,19 +12,17 @@
 
 import type { Backend, DeviceBuffer } from './backend.js';
 import { PoolPayoff } from './pool-payoff.js';
+import { POOL_MARGIN_BYTES, flowReserveBytes, vramPoolBudget } from '../pipeline/budget.js';
 
 export const SLAB_BYTES = 64 * 2 ** 20;
-export const MARGIN_BYTES = 512 * 2 ** 20;
-export const FLOW_RESERVE_BATCHES = 16;
+/** The headroom NOTE [The budget law] keeps beside the pool. */
+export const MARGIN_BYTES = POOL_MARGIN_BYTES;
+export { flowReserveBytes };
 
 /** The environment kill switch: STOKER_VRAM_POOL=off (or 0) turns the pool off everywhere. */
 export function vramPoolKilled(env: NodeJS.ProcessEnv = process.env): boolean {
   const v = env.STOKER_VRAM_POOL?.trim().toLowerCase();
   return v === 'off' || v === '0';
-}
-
-export function flowReserveBytes(depth: number, batchBytes: number): number {
-  return Math.min(Math.max(depth, 1), FLOW_RESERVE_BATCHES) * batchBytes;
 }
 
 /** Cumulative figures; the loader reports per-epoch differences. */
@@ -114,7 +112,7 @@ export class VramPool {
     const info = this.#backend.memInfo();
     if (info === undefined) return;
     const free = Math.max(info.total - info.used, 0);
-    const budget = Math.max(free - (reserve + MARGIN_BYTES), 0);
+    const budget = vramPoolBudget(free, reserve);
     if (budget < SLAB_BYTES) return;
     // Whole-or-nothing pools decline a budget that cannot hold every sample (see `wholeOnly`).
     if (this.wholeOnly && budget < this.#wholeBytes()) return;

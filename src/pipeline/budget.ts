@@ -9,6 +9,14 @@
 //   declared one) and re-sized once, honestly, after the consumer drains its second batch.
 // - Host RAM: budgets are anchored — the bytes a tier already holds are added back to MemAvailable
 //   before taking the share — so they stay at r·A0 as the tier fills, neither ratcheting nor collapsing.
+// - VRAM pool: one decision after the honest probe, `free − (min(depth, 16) batches + 512 MiB)`,
+//   dormant below one slab (NOTE [VRAM pool budget], device/vram-pool.ts).
+// - Page-locked memory: `pinSource: 'auto'` pins an in-memory source only up to half the machine's
+//   RAM (pinned pages cannot be swapped or reclaimed); recycled pinned staging and tables are kept
+//   up to HOST_KEEP_BYTES per device.
+// - Format caches (a reader's decoded record batches, e.g. Arrow's): one share for the whole
+//   loader, min(256 MiB, RAM/32), split evenly among the reader threads that each hold a cache, so
+//   that more readers never multiply it.
 
 import { readFileSync } from 'node:fs';
 import type { MemInfo } from '../device/device.js';
@@ -47,6 +55,46 @@ export type Probe = (() => MemInfo | undefined) | undefined;
 
 export function clamp(x: number, lo: number, hi: number): number {
   return Math.min(Math.max(x, lo), hi);
+}
+
+/** VRAM pool: headroom kept free beside the pool, and the most in-flight batches reserved for the flow. */
+export const POOL_MARGIN_BYTES = 512 * 2 ** 20;
+export const FLOW_RESERVE_BATCHES = 16;
+
+/** Device bytes kept free for batches in flight when the VRAM pool takes its budget. */
+export function flowReserveBytes(depth: number, batchBytes: number): number {
+  return Math.min(Math.max(depth, 1), FLOW_RESERVE_BATCHES) * batchBytes;
+}
+
+/** The VRAM pool's budget from the device's free bytes at the honest probe. */
+export function vramPoolBudget(free: number, reserve: number): number {
+  return Math.max(free - (reserve + POOL_MARGIN_BYTES), 0);
+}
+
+/** Largest share of the machine's RAM `pinSource: 'auto'` page-locks. */
+export const PIN_SOURCE_RAM_SHARE = 0.5;
+
+export function pinSourceFits(bytes: number, totalRam: number): boolean {
+  return bytes <= totalRam * PIN_SOURCE_RAM_SHARE;
+}
+
+/** Recycled page-locked host buffers an accelerator keeps for reuse (bytes; past it they are unpinned). */
+export const HOST_KEEP_BYTES = 256 * 2 ** 20;
+
+/** The format caches' share of RAM for a whole loader, and its cap. */
+export const FORMAT_CACHE_RAM_FRACTION = 1 / 32;
+export const FORMAT_CACHE_MAX_BYTES = 256 * 2 ** 20;
+
+/** Reader threads of this loader that hold a format cache each; set by a reader worker at boot (module state is per thread). */
+let formatCacheReaders = 1;
+
+export function setFormatCacheReaders(readers: number): void {
+  formatCacheReaders = Math.max(1, Math.floor(readers));
+}
+
+/** One reader's format-cache budget: its equal part of the loader's share. */
+export function formatCacheBytes(totalRam: number, readers = formatCacheReaders): number {
+  return Math.floor(Math.min(FORMAT_CACHE_MAX_BYTES, totalRam * FORMAT_CACHE_RAM_FRACTION) / Math.max(readers, 1));
 }
 
 /** In-flight batches the device can hold (reference §2.4). */

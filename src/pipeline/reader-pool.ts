@@ -202,6 +202,7 @@ export class ReaderPool implements Fetcher {
     const init: ReaderInit = {
       index, spec: this.#opts.spec, schema: this.#opts.schema, layout: this.#layout, tokens: this.#tokens, slots: this.#slots,
       cache: this.#opts.cache, disk: this.#opts.disk, counters: this.#opts.counters, purityProbe: this.#opts.purityProbe,
+      readers: this.#opts.workers,
     };
     const worker = new Worker(bootCode(this.#opts.spec), { eval: true, workerData: init, stdout: false, stderr: false });
     const member: Member = { index, worker, ready: false, held: new Map(), cause: undefined };

@@ -4,6 +4,7 @@
 // main thread; it never writes to a slot whose token no longer names its job (the job was
 // cancelled), and it reports every request exactly once: done, failed or cancelled.
 
+import { setFormatCacheReaders } from './budget.js';
 import { parentPort, workerData } from 'node:worker_threads';
 import { DiskStage, type DiskStageShared } from '../cache/disk-stage.js';
 import { SampleCache, type SampleCacheShared } from '../cache/sample-cache.js';
@@ -25,6 +26,8 @@ export interface ReaderInit {
   readonly disk: DiskStageShared | undefined;
   readonly counters: BigInt64Array;
   readonly purityProbe: boolean;
+  /** Reader threads in the pool: they split the format caches' share (NOTE [The budget law]). */
+  readonly readers: number;
 }
 
 export type ToWorker =
@@ -52,6 +55,7 @@ const init = workerData as ReaderInit;
 const post = (m: FromWorker) => port.postMessage(m);
 const warn = (message: string) => post({ t: 'warn', message });
 
+setFormatCacheReaders(init.readers);
 const dataset = await openSource(init.spec);
 const cache = init.cache ? SampleCache.attach(init.cache) : undefined;
 const disk = init.disk ? DiskStage.attach(init.disk, warn) : undefined;

@@ -13,15 +13,8 @@ import type { Governor } from './governor.js';
 import type { ReaderPool } from './reader-pool.js';
 import type { Device } from '../device/device.js';
 import type { VramPool } from '../device/vram-pool.js';
-import type { UploadField } from '../device/accelerator-device.js';
+import type { BatchAssembler } from './assemble/assembler.js';
 import type { EpochStats } from './stats.js';
-import type { DirectAssembler } from './streaming-run.js';
-
-/** An in-memory source mapped for the device: batches assembled in place, and the unmapping. */
-export interface DirectSource {
-  readonly assemble: DirectAssembler;
-  release(): void;
-}
 
 interface DeviceFigures {
   readonly h2dBytes: number;
@@ -37,11 +30,8 @@ export class StreamingParts {
   readonly counters: TierCounters;
   readonly cache: SampleCache | undefined;
   readonly disk: DiskStage | undefined;
-  readonly pool: VramPool | undefined;
-  /** The dataset's fields as the device lays them out (for batches assembled through the pool). */
-  readonly fields: readonly UploadField[];
-  /** Set when the device reads the source's rows in place (no fetcher reads). */
-  readonly direct: DirectSource | undefined;
+  /** How this loader's batches become device memory (chosen once, in build.ts). */
+  readonly assembler: BatchAssembler;
   readonly #device: Device;
   readonly #sampleBytes: number;
   readonly #starts = new WeakMap<EpochStats, TierSnapshot>();
@@ -59,13 +49,9 @@ export class StreamingParts {
     disk: DiskStage | undefined;
     sampleBytes: number;
     device: Device;
-    vramPool: VramPool | undefined;
-    fields: readonly UploadField[];
-    direct?: DirectSource;
+    assembler: BatchAssembler;
   }) {
-    this.direct = init.direct;
-    this.fields = init.fields;
-    this.pool = init.vramPool;
+    this.assembler = init.assembler;
     this.#device = init.device;
     this.fetcher = init.fetcher;
     this.readers = init.pool;
@@ -100,6 +86,11 @@ export class StreamingParts {
     if (chunks !== undefined) this.readers?.shareChunks(chunks);
   }
 
+  /** The VRAM pool the route fills, if any. */
+  get pool(): VramPool | undefined {
+    return this.assembler.pool;
+  }
+
   /** The RAM cache's budget for the current epoch (bytes; 0 before the first epoch or without a cache). */
   get cacheBudget(): number {
     return this.#budget;
@@ -111,7 +102,7 @@ export class StreamingParts {
 
   trackEpoch(stats: EpochStats): void {
     // NOTE [A pool that does not pay stays dormant]: the pool's phase is chosen once per epoch.
-    stats.vramPool = this.pool !== undefined ? this.pool.payoff.begin(this.pool) : 'none';
+    this.assembler.beginEpoch(stats);
     this.#starts.set(stats, this.counters.snapshot());
     this.#deviceStarts.set(stats, { ...this.#deviceFigures() });
     this.refresh(stats);
@@ -119,7 +110,18 @@ export class StreamingParts {
 
   finishEpoch(stats: EpochStats): void {
     this.refresh(stats);
-    this.pool?.payoff.end(stats);
+    this.assembler.endEpoch(stats);
+  }
+
+  /**
+   * Steps 5–8 of NOTE [Loader shutdown] (loader.ts), each stage closing what it owns: the fetcher
+   * (reader workers joined before the memory they write into goes), then the route (mapped source,
+   * pool slabs), then the disk stage.
+   */
+  async close(): Promise<void> {
+    await this.fetcher.close();
+    this.assembler.close();
+    this.disk?.close();
   }
 
   /** Write the tier figures accumulated since the epoch started into `stats`. */
@@ -154,7 +156,6 @@ export class StreamingParts {
 
   #deviceFigures(): DeviceFigures {
     const f = this.pool?.figures;
-    const h2d = (this.#device as { h2dBytes?: number }).h2dBytes ?? 0;
-    return { h2dBytes: h2d, rowsServed: f?.rowsServed ?? 0, bytesSaved: f?.bytesSaved ?? 0, captured: f?.captured ?? 0 };
+    return { h2dBytes: this.#device.h2dBytes, rowsServed: f?.rowsServed ?? 0, bytesSaved: f?.bytesSaved ?? 0, captured: f?.captured ?? 0 };
   }
 }

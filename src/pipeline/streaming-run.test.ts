@@ -12,6 +12,7 @@ import { EpochPlan } from './epoch-plan.js';
 import type { Fetcher } from './fetcher.js';
 import { Governor } from './governor.js';
 import { StreamingRun } from './streaming-run.js';
+import { StagedAssembler } from './assemble/staged.js';
 
 interface Read {
   readonly ids: number[];
@@ -49,7 +50,7 @@ function run(batches: number, batchSize: number, prefetch: number, errors: 'thro
   const fetcher = new ScriptedFetcher();
   const governor = new Governor({ sampleBytes: 4, batchSize, probe: undefined, vramMaxUsage: 0.9 }, prefetch, undefined);
   const delivery = { names: ['y'], transform: undefined, augment: 1, seed: toU64(1) };
-  const r = new StreamingRun(plan, 'streaming', delivery, errors, () => {}).bind(fetcher, new CpuDevice(), governor);
+  const r = new StreamingRun(plan, 'streaming', delivery, errors, () => {}).bind(new StagedAssembler(fetcher, new CpuDevice()), governor);
   return { run: r, fetcher };
 }
 

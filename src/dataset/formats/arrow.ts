@@ -12,6 +12,7 @@
 // Image columns are decoded in this thread or in child processes (`decode`; image-decoding.ts):
 // each source copy sends the rows' bytes to its own lazily started pool, closed by `close()`.
 
+import { formatCacheBytes } from '../../pipeline/budget.js';
 import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -49,8 +50,10 @@ export interface ArrowOptions {
    */
   readonly cacheBatches?: number;
   /**
-   * Bytes of decoded record batches kept per thread, for record batches read whole (default: the
-   * smaller of 256 MiB and 1/32 of RAM, since every reader worker holds its own cache). A record
+   * Bytes of decoded record batches kept per thread, for record batches read whole (default: this
+   * thread's equal part of one loader-wide share, the smaller of 256 MiB and 1/32 of RAM, split
+   * among the reader threads — every reader worker holds its own cache, so more readers never
+   * multiply the total; NOTE [The budget law]). A record
    * batch larger than this is read again for each batch of ids that needs it.
    */
   readonly cacheBytes?: number;
@@ -119,11 +122,11 @@ interface Decoded {
   readonly columns: readonly Data[];
 }
 
-const MiB = 2 ** 20;
 const DEFAULT_CACHE_BATCHES = 1024;
 
+/** This reader's part of the format caches' share (NOTE [The budget law]). */
 export function defaultCacheBytes(): number {
-  return Math.min(256 * MiB, Math.floor(totalmem() / 32));
+  return formatCacheBytes(totalmem());
 }
 
 export class ArrowSource implements BatchDataset, Reopenable {

@@ -1,0 +1,65 @@
+// Internal: not exported from the package entry.
+// The seam between the streaming run and the device: a BatchAssembler turns one batch's sample ids
+// into device memory, by one route chosen once when the loader is built (build.ts): staged through
+// the fetcher (CPU, or an accelerator without a pool), staged and stitched with the VRAM pool, or
+// gathered in place from a pinned in-memory source. Each route owns its part of the pool policy
+// (install, partition, capture, evict, promotion); the run keeps only the read-ahead window,
+// in-order delivery and the out-of-memory back-off, which it lends through `AssembleContext`.
+// The rule: `assemble` either returns a batch or throws with nothing left behind — every staged
+// buffer it read is handed back on failure.
+
+import type { DeviceBatch, ResidentStore } from '../../device/device.js';
+import type { VramPool } from '../../device/vram-pool.js';
+import type { StagedBatch } from '../../dataset/source-reader.js';
+import type { Fetcher } from '../fetcher.js';
+import type { EpochRoute, EpochStats } from '../stats.js';
+
+export interface AssembleContext {
+  readonly signal: AbortSignal;
+  readonly stats: EpochStats;
+  /** Batches the pipeline may have in flight now (a fetcher with parallel readers splits below it). */
+  inFlight(): number;
+  /**
+   * After a device out-of-memory: the run's back-off (reference §6.5: halve the in-flight target,
+   * wait, and at the floor ask the route to `relieve`); resolves when the caller should retry,
+   * rethrows anything else and the last failure.
+   */
+  backOff(error: unknown, attempt: number): Promise<void>;
+}
+
+export interface BatchAssembler {
+  readonly route: Exclude<EpochRoute, 'resident'>;
+  /** The VRAM pool this route fills and stitches from, if any (for stats and describe). */
+  readonly pool: VramPool | undefined;
+  /** Epoch start and end (the pool's payoff phase is chosen per epoch). */
+  beginEpoch(stats: EpochStats): void;
+  endEpoch(stats: EpochStats): void;
+  assemble(ids: Uint32Array, context: AssembleContext): Promise<DeviceBatch>;
+  /** The back-off reached its floor: give device memory back (the pool's newest slab). */
+  relieve(): void;
+  /**
+   * Between epochs: once the pool holds every sample, the dataset as a resident store (the pool's
+   * slabs then freed); undefined while it cannot (or on a route without a pool).
+   */
+  promote(length: number): ResidentStore | undefined;
+  /** Give back what the route holds (mapped source, pool slabs). Steps 6–7 of NOTE [Loader shutdown] (loader.ts). */
+  close(): void;
+}
+
+/** Read rows through the fetcher, counting them as fetched. */
+export async function fetchRows(fetcher: Fetcher, ids: Uint32Array, context: AssembleContext): Promise<StagedBatch> {
+  const staged = await fetcher.fetch(ids, context.signal, context.inFlight());
+  context.stats.rowsFetched += ids.length;
+  return staged;
+}
+
+/** Run `make` until it succeeds, backing off after each device out-of-memory (NOTE [Upload commits last]). */
+export async function withBackOff<R>(context: AssembleContext, make: () => R): Promise<R> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return make();
+    } catch (error) {
+      await context.backOff(error, attempt);
+    }
+  }
+}

@@ -1,0 +1,244 @@
+// Internal: not exported from the package entry.
+// What `DataLoader.create` builds, once: the dataset opened and probed, the order, and either the
+// resident store or the streaming parts with the one route (BatchAssembler) its batches take. The
+// rule: a route is chosen by what the dataset and the device can do (capabilities: in-memory
+// columns, `device.pooling`, `device.inPlace`), never by their classes, and never changes later
+// except by promotion to resident between epochs.
+
+import { totalmem } from 'node:os';
+import { isDeviceOutOfMemory } from '../device/backend.js';
+import type { Device, InPlaceDevice, ResidentStore } from '../device/device.js';
+import type { MappedColumns } from '../device/mapped-columns.js';
+import { vramPoolKilled } from '../device/vram-pool.js';
+import { type AnyDataset, closeDataset } from '../dataset/dataset.js';
+import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
+import type { Schema } from '../dataset/schema.js';
+import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
+import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
+import { DiskStage } from '../cache/disk-stage.js';
+import { SampleCache } from '../cache/sample-cache.js';
+import { TierCounters } from '../cache/tier-counters.js';
+import { type LoaderState, type OrderShape, checkResume } from '../distributed/resume.js';
+import { LoaderError, describeCause, invalidOption, show } from '../errors.js';
+import type { ResolvedOptions } from '../options.js';
+import { RandomSampler } from '../sampler/random-sampler.js';
+import type { Sampler } from '../sampler/sampler.js';
+import { SequentialSampler } from '../sampler/sequential-sampler.js';
+import { allocStorage, elementSize } from '../tensor/dtype.js';
+import type { Tensor } from '../tensor/tensor.js';
+import type { BatchAssembler } from './assemble/assembler.js';
+import { InPlaceAssembler } from './assemble/in-place.js';
+import { PooledAssembler } from './assemble/pooled.js';
+import { StagedAssembler } from './assemble/staged.js';
+import { type Probe, canFitResident, pinSourceFits } from './budget.js';
+import type { DeliveryConfig } from './delivery.js';
+import { type Fetcher, MainThreadFetcher } from './fetcher.js';
+import { Governor } from './governor.js';
+import { ReaderPool, resolveWorkers } from './reader-pool.js';
+import { StreamingParts } from './streaming-parts.js';
+
+export interface Built {
+  readonly datasetLength: number;
+  readonly sampler: Sampler;
+  readonly delivery: DeliveryConfig;
+  readonly order: OrderShape;
+  readonly resume: LoaderState | undefined;
+  /** The dataset this loader opened from a source spec (and so closes). */
+  readonly owned: AnyDataset | undefined;
+  readonly resident?: ResidentStore;
+  /** Samples whose read failed while the resident store was built: id → cause. */
+  readonly residentFailed?: ReadonlyMap<number, unknown>;
+  readonly streaming?: StreamingParts;
+  readonly residentBuildMs: number;
+}
+
+/** Open, probe and build; on failure everything opened here is closed again (the device is the caller's). */
+export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<Built> {
+  let ds: AnyDataset | undefined;
+  try {
+    return await buildFrom(dataset, opts, device, (opened) => (ds = opened));
+  } catch (error) {
+    if (isSourceSpec(dataset)) await closeDataset(ds);
+    throw error;
+  }
+}
+
+async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<Built> {
+  const probeContext = { signal: new AbortController().signal };
+  // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
+  // into shared memory when it is made.
+  const reopenable = isReopenable(dataset);
+  let ds: AnyDataset;
+  try {
+    ds = isSourceSpec(dataset) ? await openSource(dataset) : dataset;
+    opened(ds);
+  } catch (cause) {
+    throw wrapDatasetError('opening the source failed', cause);
+  }
+  const length = checkDataset(ds);
+  let schema: Schema;
+  try {
+    schema = await SourceReader.probe(ds, probeContext);
+  } catch (cause) {
+    throw wrapDatasetError("reading sample 0 to learn the dataset's shape failed", cause);
+  }
+  const count = schema.fields.length;
+  if (opts.names !== undefined && opts.names.length !== count) {
+    throw new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${opts.names.length}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
+  }
+  const perSample = SourceReader.isPerSample(ds);
+  if (opts.diskStage !== undefined && (!perSample || !opts.sampleCache)) {
+    throw new LoaderError(
+      'ERR_NEEDS_SAMPLE_LAYER',
+      `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
+    );
+  }
+  const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+  const picks = length * opts.augment;
+  if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
+  const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
+  const delivery: DeliveryConfig = {
+    names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
+    probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
+  };
+  const probe = device.probesMemory ? () => device.memInfo() : undefined;
+  const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
+  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
+  const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
+  const base = { datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
+
+  if (resident) {
+    const t0 = performance.now();
+    let all: StagedBatch & { readonly failed: ReadonlyMap<number, unknown> };
+    try {
+      all = await new SourceReader(ds, schema).readAll(probeContext, allocStorage);
+    } catch (cause) {
+      throw wrapDatasetError("reading the dataset into memory (resident mode) failed. Fix the dataset, or pass mode: 'streaming' to read it batch by batch", cause);
+    }
+    try {
+      const store = device.resident(all.tensors as readonly Tensor[]);
+      return { ...base, resident: store, residentFailed: all.failed, residentBuildMs: performance.now() - t0 };
+    } catch (error) {
+      // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
+      if (!isDeviceOutOfMemory(error)) throw error;
+      process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
+    }
+  }
+  return { ...base, streaming: await buildStreaming(dataset, ds, schema, length, opts, device, reopenable, perSample, probe), residentBuildMs: 0 };
+}
+
+async function buildStreaming(
+  dataset: AnyDataset | SourceSpec, ds: AnyDataset, schema: Schema, length: number, opts: ResolvedOptions, device: Device,
+  reopenable: boolean, perSample: boolean, probe: Probe,
+): Promise<StreamingParts> {
+  const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
+  const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
+  const mapped = device.inPlace !== undefined && hasColumns(ds) ? mapSource(device.inPlace, device.name, ds, opts) : undefined;
+  // A mapped source is read by the device itself: no reader has anything to do.
+  const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !hasColumns(ds) ? 'auto' : 0));
+  if (workers > 0 && !reopenable) {
+    throw invalidOption(
+      'workers',
+      '0 for a plain dataset object',
+      opts.workers,
+      'Reader workers open the dataset themselves: describe it with sources.module(moduleUrl, exportName, options), or read on the main thread with workers: 0',
+    );
+  }
+  const counters = new TierCounters();
+  const cache = perSample && opts.sampleCache ? SampleCache.create(length, schema.sampleBytes) : undefined;
+  const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
+  let disk: DiskStage | undefined;
+  if (opts.diskStage !== undefined) {
+    disk = DiskStage.create({ gigabytes: opts.diskStage.gigabytes, dir: opts.diskStage.dir, payloadBytes: schema.sampleBytes, length, warn });
+  }
+  const purityProbe = process.env.NODE_ENV !== 'production';
+  let fetcher: Fetcher;
+  let readers: ReaderPool | undefined;
+  if (workers > 0) {
+    try {
+      readers = await ReaderPool.start({
+        spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
+        pin: (slot) => device.pinStaging(slot),
+      });
+    } catch (error) {
+      disk?.close();
+      throw error;
+    }
+    fetcher = readers;
+  } else {
+    fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
+  }
+  const governor = new Governor(
+    { sampleBytes: schema.sampleBytes, batchSize: opts.batchSize, probe, vramMaxUsage: opts.vramMaxUsage },
+    opts.prefetch,
+    opts.activationReserve,
+  );
+  const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
+  const pooling = device.pooling;
+  const pool = pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
+  const batchBytes = schema.sampleBytes * opts.batchSize;
+  let assembler: BatchAssembler;
+  if (mapped !== undefined) {
+    assembler = new InPlaceAssembler({ device: device.inPlace!, pooling, pool, mapped, fields, governor, batchBytes, counters });
+  } else if (pooling !== undefined && pool !== undefined) {
+    assembler = new PooledAssembler({ fetcher, device: pooling, pool, fields, governor, batchBytes });
+  } else {
+    assembler = new StagedAssembler(fetcher, device);
+  }
+  return new StreamingParts({ fetcher, pool: readers, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device, assembler });
+}
+
+/**
+ * Map an in-memory source for an accelerator (option `pinSource`): undefined when it is off, when
+ * 'auto' finds the columns too large for page-locked memory (NOTE [The budget law]), or when 'auto'
+ * meets a driver that refuses (then with a warning; `true` makes that an error).
+ */
+function mapSource(device: InPlaceDevice, name: string, ds: ColumnsSource, opts: ResolvedOptions): MappedColumns | undefined {
+  if (opts.pinSource === false) return undefined;
+  const columns = ds[kColumns].tensors;
+  let bytes = 0;
+  for (const c of columns) bytes += c.byteLength;
+  if (opts.pinSource === 'auto' && !pinSourceFits(bytes, totalmem())) return undefined;
+  try {
+    return device.mapColumns(columns);
+  } catch (error) {
+    const size = bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+    const why = `page-locking the in-memory source (${size}) for ${name} failed: ${describeCause(error)}`;
+    if (opts.pinSource === true) throw new LoaderError('ERR_PIN_SOURCE', `${why}. Pass pinSource: 'auto' or false to stream through staging instead`, { cause: error });
+    process.emitWarning(`stoker: ${why}; streaming through staging instead`, { code: 'STOKER_PIN_SOURCE' });
+    return undefined;
+  }
+}
+
+/**
+ * `mode: 'auto'`: resident only for a dataset that already holds its samples in memory (in-memory
+ * columns), and on a device with a memory probe only when they fit it; on the host always (the
+ * columns are held, not copied). A departure from flodl, whose CPU device is always resident: a
+ * file or module source (image folders, tar shards, Arrow image columns, your own `get(i)`) would be
+ * read — decoded — whole at create, on the main thread, before the first batch, and one bad file
+ * would fail create whatever `errors` says. Such a source streams instead: the RAM sample cache
+ * holds what it read after the first epoch, and on an accelerator the VRAM pool fills and turns
+ * the loader resident by itself once it holds every sample.
+ */
+function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
+  if (!hasColumns(ds)) return false;
+  return probe === undefined || canFitResident(length, sampleBytes, probe);
+}
+
+function checkDataset(dataset: unknown): number {
+  const ds = dataset as { length?: unknown; get?: unknown; getBatch?: unknown } | null;
+  if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
+    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: the dataset must have \`length\` and \`get(i)\` or \`getBatch(indices)\`, got ${show(dataset)}. Wrap arrays with sources.arrays(...)`);
+  }
+  if (typeof ds.length !== 'number' || !Number.isSafeInteger(ds.length) || ds.length < 0) {
+    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length must be an integer ≥ 0, got ${show(ds.length)}`);
+  }
+  if (ds.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', 'DataLoader: empty dataset (length 0). Give the loader at least one sample');
+  if (ds.length > 2 ** 32 - 2) throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length ${ds.length} exceeds the 2^32 − 2 samples a sampler can address`);
+  return ds.length;
+}
+
+function wrapDatasetError(what: string, cause: unknown): LoaderError {
+  if (cause instanceof LoaderError) return cause;
+  return new LoaderError('ERR_INVALID_DATASET', `DataLoader: ${what}: ${describeCause(cause)}`, { cause });
+}
