@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   anchored, canFitResident, initialFillTarget, prefetchDepthFromVram, ringSlotsFromRam, sampleCacheBudget,
+  formatCacheBytes, pinSourceFits, vramPoolBudget, POOL_MARGIN_BYTES,
 } from './budget.js';
 
 const GiB = 2 ** 30;
@@ -85,5 +86,20 @@ describe('the budget law (reference §2, tests of §10)', () => {
     assert.equal(ringSlotsFromRam(GiB, 1, 0.5, undefined, 3), 3);
     assert.equal(ringSlotsFromRam(0, 1, 0.5, 60 * GiB, 1000), 4);
     assert.equal(ringSlotsFromRam(GiB, 1, 5.0, 60 * GiB, 1000), 54);
+  });
+
+  it('splits one format-cache share among the reader threads, so that more readers never multiply it', () => {
+    const ram = 64 * GiB;
+    assert.equal(formatCacheBytes(ram, 1), 256 * 2 ** 20);
+    assert.equal(formatCacheBytes(ram, 8) * 8, 256 * 2 ** 20);
+    assert.equal(formatCacheBytes(4 * GiB, 1), 128 * 2 ** 20, 'RAM/32 below the 256 MiB cap');
+    assert.ok(formatCacheBytes(4 * GiB, 15) * 15 <= 4 * GiB / 32);
+  });
+
+  it('pins an in-memory source only up to half the RAM, and keeps the VRAM pool clear of the flow and a margin', () => {
+    assert.equal(pinSourceFits(8 * GiB, 16 * GiB), true);
+    assert.equal(pinSourceFits(8 * GiB + 1, 16 * GiB), false);
+    assert.equal(vramPoolBudget(10 * GiB, GiB), 10 * GiB - GiB - POOL_MARGIN_BYTES);
+    assert.equal(vramPoolBudget(GiB, GiB), 0);
   });
 });
