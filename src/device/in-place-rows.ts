@@ -58,13 +58,11 @@ export function uploadRows(a: Assembly, ids: Uint32Array, mapped: MappedColumns,
   const captureTables = held.slice(F + (byIds ? 1 : 0) + tableFields);
   if (split !== undefined) pool!.tally(split);
   const followUps: (() => void)[] = [];
-  const rowSource = (f: number): ((r: number) => number) =>
-    hit === undefined ? (r) => mapped.address(f, ids[r]!) : (r) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
   for (let f = 0; f < fields.length; f++) {
     const rb = fields[f]!.rowBytes;
     if (kernelFields.includes(f)) continue;
     const out = Number(buffers[f]!.ptr);
-    const host = hostTable(memory.host, rows, (r) => out + r * rb, rowSource(f));
+    const host = hostTable(memory.host, rows, (r) => out + r * rb, rowSource(f, ids, mapped, hit, pool));
     backend.copyRowsDma(host, rb, rows, 'copy');
     // The driver read the table during the call.
     memory.host.recycle('int64', host);
@@ -86,7 +84,7 @@ export function uploadRows(a: Assembly, ids: Uint32Array, mapped: MappedColumns,
     kernelFields.forEach((f, k) => {
       const rb = fields[f]!.rowBytes;
       const out = Number(buffers[f]!.ptr);
-      const table = deviceTable(memory, rowTables[k]!, rows, (r) => out + r * rb, rowSource(f), followUps);
+      const table = deviceTable(memory, rowTables[k]!, rows, (r) => out + r * rb, rowSource(f, ids, mapped, hit, pool), followUps);
       backend.copyRows(table, rb, rows, 'copy', mapped.fields[f]!.align);
     });
   }
@@ -102,6 +100,12 @@ export function uploadRows(a: Assembly, ids: Uint32Array, mapped: MappedColumns,
   const parts: BatchPart[] = [];
   for (let f = 0; f < fields.length; f++) parts.push({ buffer: buffers[f]!, dtype: fields[f]!.dtype, shape: [rows, ...fields[f]!.shape] });
   return a.batch(parts, ready);
+}
+
+/** Where row r of a mapped batch comes from: the VRAM pool when `hit[r]`, else the mapped source. */
+function rowSource(f: number, ids: Uint32Array, mapped: MappedColumns, hit: Uint8Array | undefined, pool: VramPool | undefined): (r: number) => number {
+  if (hit === undefined) return (r) => mapped.address(f, ids[r]!);
+  return (r) => (hit[r] === 1 ? pool!.address(f, ids[r]!) : mapped.address(f, ids[r]!));
 }
 
 /**

@@ -52,14 +52,3 @@ export async function fetchRows(fetcher: Fetcher, ids: Uint32Array, context: Ass
   context.stats.rowsFetched += ids.length;
   return staged;
 }
-
-/** Run `make` until it succeeds, backing off after each device out-of-memory (NOTE [Upload commits last]). */
-export async function withBackOff<R>(context: AssembleContext, make: () => R): Promise<R> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return make();
-    } catch (error) {
-      await context.backOff(error, attempt);
-    }
-  }
-}

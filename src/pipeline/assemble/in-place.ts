@@ -12,7 +12,7 @@ import type { VramPool } from '../../device/vram-pool.js';
 import type { TierCounters } from '../../cache/tier-counters.js';
 import type { Governor } from '../governor.js';
 import type { EpochStats } from '../stats.js';
-import { type AssembleContext, type BatchAssembler, withBackOff } from './assembler.js';
+import type { AssembleContext, BatchAssembler } from './assembler.js';
 
 export class InPlaceAssembler implements BatchAssembler {
   readonly route = 'in-place';
@@ -51,15 +51,20 @@ export class InPlaceAssembler implements BatchAssembler {
   async assemble(ids: Uint32Array, context: AssembleContext): Promise<DeviceBatch> {
     const pool = this.pool;
     pool?.maybeInstall(this.#governor.honestResizeDone, this.#governor.target, this.#batchBytes);
-    return withBackOff(context, () => {
-      const served = pool?.figures.rowsServed ?? 0;
-      // A dormant pool (NOTE [A pool that does not pay stays dormant]) leaves every row to the in-place reads.
-      const memory = this.#device.uploadRows(ids, this.#mapped, this.#fields, pool?.payoff.stitching === true ? pool : undefined);
-      const fromHost = ids.length - ((pool?.figures.rowsServed ?? 0) - served);
-      this.#counters.add('sourceRows', fromHost);
-      context.stats.rowsFetched += fromHost;
-      return memory;
-    });
+    // The retry loop is written out: no closure per batch on this hot path.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const served = pool?.figures.rowsServed ?? 0;
+        // A dormant pool (NOTE [A pool that does not pay stays dormant]) leaves every row to the in-place reads.
+        const memory = this.#device.uploadRows(ids, this.#mapped, this.#fields, pool?.payoff.stitching === true ? pool : undefined);
+        const fromHost = ids.length - ((pool?.figures.rowsServed ?? 0) - served);
+        this.#counters.add('sourceRows', fromHost);
+        context.stats.rowsFetched += fromHost;
+        return memory;
+      } catch (error) {
+        await context.backOff(error, attempt);
+      }
+    }
   }
 
   relieve(): void {

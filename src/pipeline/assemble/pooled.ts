@@ -46,12 +46,7 @@ export class PooledAssembler implements BatchAssembler {
     // A dormant pool (its stitching did not pay) leaves every row to the bus.
     let split = pool.active && pool.payoff.stitching ? pool.partition(ids) : undefined;
     let generation = pool.generation;
-    const read = async (): Promise<StagedBatch> => {
-      if (split === undefined || split.hits.length === 0) return fetchRows(this.#fetcher, ids, context);
-      if (split.misses.length === 0) return { tensors: [], owned: false };
-      return fetchRows(this.#fetcher, Uint32Array.from(split.misses, (p) => ids[p]!), context);
-    };
-    let staged: StagedBatch | undefined = await read();
+    let staged: StagedBatch | undefined = await this.#read(ids, split, context);
     try {
       for (let attempt = 0; ; attempt++) {
         if (split !== undefined && split.hits.length > 0 && pool.generation !== generation) {
@@ -59,7 +54,7 @@ export class PooledAssembler implements BatchAssembler {
           staged.done?.();
           split = undefined;
           staged = undefined;
-          staged = await read();
+          staged = await this.#read(ids, split, context);
           generation = pool.generation;
         }
         try {
@@ -72,6 +67,15 @@ export class PooledAssembler implements BatchAssembler {
       staged?.done?.();
       throw error;
     }
+  }
+
+  /** The rows the pool does not hold (all of them without a split); none to read when every row is pooled. */
+  #read(ids: Uint32Array, split: { readonly hits: readonly number[]; readonly misses: readonly number[] } | undefined, context: AssembleContext): Promise<StagedBatch> {
+    if (split === undefined || split.hits.length === 0) return fetchRows(this.#fetcher, ids, context);
+    if (split.misses.length === 0) return Promise.resolve({ tensors: [], owned: false });
+    const misses = new Uint32Array(split.misses.length);
+    for (let k = 0; k < misses.length; k++) misses[k] = ids[split.misses[k]!]!;
+    return fetchRows(this.#fetcher, misses, context);
   }
 
   relieve(): void {

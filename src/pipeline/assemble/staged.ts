@@ -5,7 +5,7 @@
 import type { Device, DeviceBatch, ResidentStore } from '../../device/device.js';
 import type { Fetcher } from '../fetcher.js';
 import type { EpochStats } from '../stats.js';
-import { type AssembleContext, type BatchAssembler, fetchRows, withBackOff } from './assembler.js';
+import { type AssembleContext, type BatchAssembler, fetchRows } from './assembler.js';
 
 export class StagedAssembler implements BatchAssembler {
   readonly route = 'staged';
@@ -26,11 +26,18 @@ export class StagedAssembler implements BatchAssembler {
 
   async assemble(ids: Uint32Array, context: AssembleContext): Promise<DeviceBatch> {
     const staged = await fetchRows(this.#fetcher, ids, context);
-    try {
-      return await withBackOff(context, () => this.#device.upload(staged));
-    } catch (error) {
-      staged.done?.();
-      throw error;
+    // The retry loop is written out: no closure per batch on this hot path.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return this.#device.upload(staged);
+      } catch (error) {
+        try {
+          await context.backOff(error, attempt);
+        } catch (final) {
+          staged.done?.();
+          throw final;
+        }
+      }
     }
   }
 
