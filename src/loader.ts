@@ -315,15 +315,18 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
    *  5. Close the fetcher: reader workers are asked to stop and joined (terminated past a grace
    *     period, never waited on forever) — before the staging slabs, cache chunks and disk-stage file
    *     they write into go away, so a worker never writes into unregistered memory or a closed file.
-   *  6. Release the mapped source (page-locked columns, refcounted across loaders over one source).
-   *  7. Give the VRAM pool's slabs back to the device.
+   *  6. Close the route (its BatchAssembler, pipeline/assemble/): release the mapped source
+   *     (page-locked columns, unmapped once the copy stream has passed its last reader), then
+   *  7. give the VRAM pool's slabs back to the device (freed after the copies queued before).
    *  8. Close the disk stage (its descriptor: the pack file has had no name since create).
    *  9. Close the device: its streams drain, then device memory is freed and staging unpinned — after
    *     every stage that could enqueue work on it has stopped.
    * 10. Stop the sampler's order-ahead helper thread (it writes into a buffer only the loader reads).
    * 11. Close the dataset this loader opened from a spec (decode processes, file handles) — last,
    *     since readers may read it until 5.
-   * Every close() named here is idempotent and bounded; each one's doc points back to this note.
+   * Steps 5–8 are StreamingParts.close() (the streaming parts own those stages); a promotion to
+ * resident runs the same steps early, between epochs. Every close() named here is idempotent and
+ * bounded; each one's doc points back to this note.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
