@@ -23,6 +23,8 @@ export type { ArrowOptions, ArrowSource, ArrowDecoder, ArrowImageDecoder, ArrowM
 export type { ImageFolder, ImageFolderOptions, ImageDecodeMode } from './dataset/formats/image-folder.js';
 export type { TarShardsOptions, TarShardsSource, TarFieldDecoder, TarImageOptions, TarIndexMode } from './dataset/formats/tar-shards.js';
 export type { ConcatSource, ConcatBatchSource, ConcatSampleSource } from './dataset/concat-source.js';
+export type { MixOptions, MixPart, MixSource } from './dataset/mix-source.js';
+export type { MixState } from './sampler/mix-sampler.js';
 export type { SimOptions } from './device/sim/sim-backend.js';
 export type { Sampler } from './sampler/sampler.js';
 export { RandomSampler } from './sampler/random-sampler.js';

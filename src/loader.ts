@@ -16,10 +16,11 @@ import { LoaderError, invalidOption, loaderClosed } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import type { DeliveryConfig } from './pipeline/delivery.js';
 import { type Built, buildLoader } from './pipeline/build.js';
-import { EpochPlan, countBatches } from './pipeline/epoch-plan.js';
+import type { EpochPlan } from './pipeline/epoch-plan.js';
+import type { BatchPlanner, Segment } from './pipeline/batch-planner.js';
+import { MixSampler } from './sampler/mix-sampler.js';
 import type { World } from './distributed/launch.js';
 import { type LoaderState, type OrderShape, seedString } from './distributed/resume.js';
-import { type ShardSpec, consumedPicks, sharePicks, shardPicks } from './distributed/shard.js';
 import type { EpochRun } from './pipeline/epoch-run.js';
 import type { Governor } from './pipeline/governor.js';
 import { ResidentRun } from './pipeline/resident-run.js';
@@ -82,14 +83,17 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   #resume: LoaderState | undefined;
   /** The epoch the next `for await` over the loader runs. */
   #nextLoopEpoch: number;
+  /** Cuts an epoch's order into this rank's batches (fixed or token-budget). */
+  readonly #planner: BatchPlanner;
   /** The latest epoch run's segment and how far its consumer got. */
-  #progress: { run: EpochRun; epoch: number; spec: ShardSpec; total: number; next: number; done: boolean } | undefined;
+  #progress: { run: EpochRun; epoch: number; segment: Segment; next: number; done: boolean } | undefined;
 
   private constructor(opts: ResolvedOptions, device: Device, built: Built) {
     this.#opts = opts;
     this.#device = device;
     this.#datasetLength = built.datasetLength;
     this.#sampler = built.sampler;
+    this.#planner = built.planner;
     this.#customSampler = opts.sampler !== undefined;
     this.#delivery = built.delivery;
     this.#resident = built.resident;
@@ -138,7 +142,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     const loader = this;
     return {
       epoch,
-      length: this.#resume?.epoch === epoch ? this.#batchesOf(this.#segment(this.#resume.position)) : this.numBatches,
+      length: this.#planner.batches(epoch, this.#resume?.epoch === epoch ? this.#resume.position : 0),
       [Symbol.asyncIterator]: () => loader.#lazyRun(epoch, signal) as AsyncIterator<Batch<T>>,
     };
   }
@@ -159,9 +163,12 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     return this.#sampler.length;
   }
 
-  /** Batches per epoch of this rank (every rank has as many). */
+  /**
+   * Batches per epoch of this rank (every rank has as many). With `batchTokens` the count varies by
+   * epoch: this is the next loop epoch's, and `loader.epoch(e).length` is epoch e's.
+   */
   get numBatches(): number {
-    return this.#batchesOf(this.#segment(0));
+    return this.#planner.batches(this.#nextLoopEpoch, 0);
   }
 
   /** This process's place among the ranks, and the launcher it was read from. */
@@ -184,9 +191,10 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       epoch = this.#resume?.epoch ?? 0;
       position = this.#resume?.position ?? 0;
     } else {
-      position = p.done ? p.total : p.spec.position + consumedPicks(p.total, p.spec, p.next);
+      const seg = p.segment;
+      position = p.done ? seg.total : seg.consumed(p.next);
       epoch = p.epoch;
-      if (position >= p.total || p.next >= this.#batchesOf(p.spec)) {
+      if (position >= seg.total || p.next >= seg.plan.batches) {
         epoch++;
         position = 0;
       }
@@ -195,16 +203,9 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     return {
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
       order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
+      ...(this.#sampler instanceof MixSampler ? { mix: this.#sampler.stateFor(epoch) } : {}),
+      ...(this.#planner.settings !== undefined ? { tokens: this.#planner.settings } : {}),
     };
-  }
-
-  #segment(position: number): ShardSpec {
-    const { rank, worldSize } = this.#opts.world;
-    return { rank, worldSize, batchSize: this.#opts.batchSize, position, shards: this.#opts.shards };
-  }
-
-  #batchesOf(spec: ShardSpec): number {
-    return countBatches(sharePicks(this.#sampler.length, spec), this.#opts.batchSize, this.#opts.dropLast);
   }
 
   get batchSize(): number {
@@ -428,8 +429,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     if (this.#resident === undefined) this.#promoteIfPooled();
     // The built-in samplers hand out a fresh array per epoch: no copy.
     const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : (this.#sampler.indices(epoch) as Uint32Array);
-    const spec = this.#segment(position);
-    const plan = new EpochPlan(epoch, shardPicks(order, spec), this.#opts.augment, this.#opts.batchSize, this.#opts.dropLast);
+    const segment = this.#planner.segment(epoch, order, position);
+    const plan = segment.plan;
     const stop = () => run.end();
     const onEnd = (run: EpochRun) => {
       signal?.removeEventListener('abort', stop);
@@ -445,7 +446,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     signal?.addEventListener('abort', stop, { once: true });
     this.#active = run;
     this.#nextLoopEpoch = Math.max(this.#nextLoopEpoch, epoch + 1);
-    this.#progress = { run, epoch, spec, total: order.length, next: 0, done: false };
+    this.#progress = { run, epoch, segment, next: 0, done: false };
     this.#history.push(run.stats);
     if (this.#history.length > STATS_HISTORY) this.#history.shift();
     return run;

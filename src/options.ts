@@ -137,6 +137,20 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   resume?: LoaderState;
   /** What a failed batch does: 'throw' ends the epoch's loop with a BatchError; 'skip' drops the batch and counts it. Default 'throw'. */
   errors?: 'throw' | 'skip';
+  /**
+   * Token-budget batches: each batch holds at most this many tokens, padding counted (rows × its
+   * longest row), and at most `batchSize` rows; sizes vary. Needs each sample's token count
+   * (`lengths`, or the dataset's `lengths`). `dropLast` does not apply. See docs/text.md.
+   */
+  batchTokens?: number;
+  /**
+   * With `batchTokens`: picks of the epoch's order sorted by length together (then cut, and their
+   * batches shuffled). Default 50 × batchSize: wide enough for like lengths to meet, narrow enough
+   * that an epoch stays mixed.
+   */
+  bucketWindow?: number;
+  /** With `batchTokens`: tokens of each sample, one entry per sample (or `i => tokens`). Default: the dataset's `lengths`. */
+  lengths?: Uint32Array | ((index: number) => number);
 }
 
 /** Options after validation, defaults and clamps. */
@@ -170,12 +184,14 @@ export interface ResolvedOptions {
   /** Validated against the dataset when the loader is built. */
   readonly resume: unknown;
   readonly errors: 'throw' | 'skip';
+  /** Token budgets: undefined for fixed batches of batchSize. */
+  readonly tokens: { readonly batchTokens: number; readonly bucketWindow: number; readonly lengths: LoaderOptions['lengths'] } | undefined;
 }
 
 const KNOWN: readonly string[] = [
   'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
   'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'pinSource', 'workers', 'rank',
-  'worldSize', 'localRank', 'shards', 'resume', 'errors',
+  'worldSize', 'localRank', 'shards', 'resume', 'errors', 'batchTokens', 'bucketWindow', 'lengths',
 ];
 const DISK_STAGE_KEYS: readonly string[] = ['gigabytes', 'dir'];
 /** Reader workers per core beyond which more only cost memory and start-up (see `LoaderOptions.workers`). */
@@ -301,7 +317,22 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   const errors = o.errors === undefined ? 'throw' : o.errors;
   if (errors !== 'throw' && errors !== 'skip') throw invalidOption('errors', "'throw' or 'skip'", errors);
 
+  let tokens: ResolvedOptions['tokens'];
+  if (o.batchTokens !== undefined) {
+    if (!isInt(o.batchTokens) || o.batchTokens < 1) throw invalidOption('batchTokens', 'an integer ≥ 1 (tokens per batch)', o.batchTokens);
+    const bucketWindow = o.bucketWindow === undefined ? 50 * batchSize : o.bucketWindow;
+    if (!isInt(bucketWindow) || bucketWindow < 1) throw invalidOption('bucketWindow', 'an integer ≥ 1 (picks sorted by length together)', bucketWindow);
+    if (o.lengths !== undefined && !(o.lengths instanceof Uint32Array) && typeof o.lengths !== 'function') {
+      throw invalidOption('lengths', 'a Uint32Array of token counts or a function i => tokens', o.lengths);
+    }
+    if (sampler !== undefined) throw invalidOption('sampler', 'left out with batchTokens', 'a custom sampler', 'Token-budget batches cut the built-in order; drop one of the two');
+    tokens = { batchTokens: o.batchTokens, bucketWindow, lengths: o.lengths };
+  } else if (o.bucketWindow !== undefined || o.lengths !== undefined) {
+    throw invalidOption(o.bucketWindow !== undefined ? 'bucketWindow' : 'lengths', 'given only with batchTokens', o.bucketWindow ?? o.lengths, 'Pass batchTokens: N for token-budget batches, or drop it');
+  }
+
   return {
+    tokens,
     batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, pinSource, diskStage, workers, errors,
     world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),

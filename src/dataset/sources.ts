@@ -10,6 +10,7 @@ import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './
 import { type NpyOptions, npySource } from './formats/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
+import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
 import { moduleSource } from './source-spec.js';
 
 export const sources = {
@@ -65,6 +66,17 @@ export const sources = {
    */
   concat(parts: readonly AnyDataset[]): ConcatSource {
     return concatSource(parts);
+  },
+  /**
+   * A weighted mixture: `sources.mix([{ dataset: web, weight: 3 }, { dataset: code, weight: 1 }], { window })`.
+   * Its order interleaves the parts so that every window of `window` picks (default: the loader's
+   * batchSize) holds exactly the largest-remainder shares of the weights; each part cycles through
+   * its own shuffled epochs. An epoch is `length` picks (default: the sum of the parts' lengths).
+   * `loader.state()` holds each part's position; a resume may change the weights (from the resume
+   * point on). See docs/text.md, "Mixtures and token budgets".
+   */
+  mix(parts: readonly MixPart[], options?: MixOptions): MixSource {
+    return mixSource(parts, options);
   },
   /**
    * An ImageFolder tree (`dir/<class>/<image>`, classes sorted → labels 0…), JPEG/PNG/WebP decoded

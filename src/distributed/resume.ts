@@ -6,6 +6,7 @@
 
 import { LoaderError, show } from '../errors.js';
 import type { U64 } from '../sampler/rng.js';
+import type { MixState } from '../sampler/mix-sampler.js';
 
 /** A small JSON-serializable snapshot of a loader's progress (`loader.state()`). */
 export interface LoaderState {
@@ -21,10 +22,14 @@ export interface LoaderState {
   readonly augment: number;
   /** Picks per epoch (datasetLength × augment, or a custom sampler's length). */
   readonly picks: number;
-  readonly order: 'random' | 'sequential' | 'custom';
+  readonly order: 'random' | 'sequential' | 'custom' | 'mix';
   /** The world and batch size that wrote the state; a resume may use others. */
   readonly worldSize: number;
   readonly batchSize: number;
+  /** A mixture's place (sources.mix): each part's epoch and offset at the start of `epoch`, and its weights there. */
+  readonly mix?: MixState;
+  /** Token budgets (batchTokens): the knobs that cut the batches, which a resume mid-epoch must keep. */
+  readonly tokens?: { readonly batchTokens: number; readonly bucketWindow: number; readonly batchSize: number };
 }
 
 export interface OrderShape {
@@ -49,7 +54,7 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
     ['seed', seedString(shape.seed), 'seed'],
     ['datasetLength', shape.datasetLength, 'the dataset length'],
     ['augment', shape.augment, 'augment'],
-    ['order', shape.order, 'the order (shuffle / sampler)'],
+    ['order', shape.order, 'the order (shuffle / sampler / sources.mix)'],
     ['picks', shape.picks, 'picks per epoch'],
   ];
   for (const [key, want, what] of expect) {

@@ -36,10 +36,15 @@ import { type Fetcher, MainThreadFetcher } from './fetcher.js';
 import { Governor } from './governor.js';
 import { ReaderPool, resolveWorkers } from './reader-pool.js';
 import { StreamingParts } from './streaming-parts.js';
+import { type BatchPlanner, FixedPlanner, TokenPlanner } from './batch-planner.js';
+import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
+import { resolveLengths } from '../sampler/token-batches.js';
 
 export interface Built {
   readonly datasetLength: number;
   readonly sampler: Sampler;
+  /** Cuts each epoch's order into this rank's batches. */
+  readonly planner: BatchPlanner;
   readonly delivery: DeliveryConfig;
   readonly order: OrderShape;
   readonly resume: LoaderState | undefined;
@@ -96,16 +101,24 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
-  const sampler = opts.sampler ?? (opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
+  // A mixture orders its own picks (NOTE [Mixture order], sampler/mix-sampler.ts).
+  const mixture = mixtureOf(ds);
+  if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
   const delivery: DeliveryConfig = {
     names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
     probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
   };
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
-  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: sampler.length, order: opts.sampler !== undefined ? 'custom' : opts.shuffle ? 'random' : 'sequential' };
+  const kind = opts.sampler !== undefined ? 'custom' : mixture !== undefined ? 'mix' : opts.shuffle ? 'random' : 'sequential';
+  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: opts.sampler?.length ?? mixture?.options.length ?? picks, order: kind };
   const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
-  const base = { datasetLength: length, sampler, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
+  const sampler = opts.sampler ??
+    (mixture !== undefined
+      ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
+      : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
+  const planner = batchPlanner(opts, ds, length, sampler, resume);
+  const base = { datasetLength: length, sampler, planner, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
 
   if (resident) {
     const t0 = performance.now();
@@ -241,4 +254,18 @@ function checkDataset(dataset: unknown): number {
 function wrapDatasetError(what: string, cause: unknown): LoaderError {
   if (cause instanceof LoaderError) return cause;
   return new LoaderError('ERR_INVALID_DATASET', `DataLoader: ${what}: ${describeCause(cause)}`, { cause });
+}
+
+/** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
+function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined): BatchPlanner {
+  const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
+  const t = opts.tokens;
+  if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
+  const budget = {
+    batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
+    lengths: resolveLengths(t.lengths, ds, length, t.batchTokens),
+  };
+  const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
+  if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);
+  return planner;
 }

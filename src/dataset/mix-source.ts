@@ -1,0 +1,133 @@
+// `sources.mix`: a weighted mixture of datasets. The data is a concat of the parts (sample i lives
+// in the part whose offset is the last ≤ i, and reader workers open it as they open a concat); what
+// makes it a mixture is its order, which the loader takes from the mixture instead of its sampler
+// (NOTE [Mixture order], sampler/mix-sampler.ts). The rule: the proportions are exact per window of
+// `window` picks (default: the loader's batchSize, so each batch of a full step is one window), and
+// each part cycles through its own shuffled epochs, independently of the others.
+
+import { LoaderError, invalidOption, show } from '../errors.js';
+import type { LoaderState } from '../distributed/resume.js';
+import { MixSampler, checkWeights } from '../sampler/mix-sampler.js';
+import { type U64, toU64 } from '../sampler/rng.js';
+import { type ConcatSource, concatSource, openConcat } from './concat-source.js';
+import type { AnyDataset } from './dataset.js';
+import { type SourceSpec, isSourceSpec } from './source-spec.js';
+
+export interface MixPart<D = AnyDataset> {
+  readonly dataset: D;
+  /** This part's share of every window: weight / sum of weights. ≥ 0; not all 0. */
+  readonly weight: number;
+}
+
+export interface MixOptions {
+  /** Seed of the parts' shuffles and of the windows' interleaving. Default: the loader's `seed`. */
+  readonly seed?: number | bigint;
+  /** Picks per window, the span over which proportions are exact. Default: the loader's `batchSize`. */
+  readonly window?: number;
+  /**
+   * Picks per mixture epoch. Default: the sum of the parts' lengths (× augment), so that an epoch is
+   * as long as one pass over every part would be — though a heavy small part repeats within it and a
+   * light large one is not finished.
+   */
+  readonly length?: number;
+  /** Shuffle each part's epochs and each window's slots. Default: the loader's `shuffle`. */
+  readonly shuffle?: boolean;
+}
+
+/** What the loader reads off a mixture dataset. */
+export interface Mixture {
+  readonly weights: readonly number[];
+  readonly options: MixOptions;
+  /** Part lengths, in order. */
+  readonly lengths: readonly number[];
+}
+
+export const kMixture: unique symbol = Symbol.for('stoker.mixture') as never;
+
+export type MixSource = ConcatSource & { readonly [kMixture]: Mixture };
+
+export function mixtureOf(ds: unknown): Mixture | undefined {
+  return (ds as { [kMixture]?: Mixture } | null)?.[kMixture];
+}
+
+/** Options of the worker-side factory `openMix`: parts may be source specs. */
+export interface OpenMixOptions extends MixOptions {
+  readonly parts: readonly MixPart<SourceSpec | AnyDataset>[];
+}
+
+/**
+ * A mixture of opened datasets: `sources.mix([{ dataset: web, weight: 3 }, { dataset: code, weight: 1 }])`.
+ * Reopenable by reader workers when every part is; `close()` closes every part.
+ */
+export function mixSource(parts: readonly MixPart[], options: MixOptions = {}): MixSource {
+  const weights = checkParts(parts);
+  return attach(concatSource(parts.map((p) => p.dataset)), weights, options);
+}
+
+/** `mixSource` whose parts may be source specs (opened with their factories, as `openConcat` does). */
+export async function openMix(options: OpenMixOptions): Promise<MixSource> {
+  const weights = checkParts(options?.parts);
+  const { parts: _, ...rest } = options;
+  return attach(await openConcat({ parts: options.parts.map((p) => p.dataset) }), weights, rest);
+}
+
+function checkParts(parts: unknown): number[] {
+  if (!Array.isArray(parts) || parts.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.mix(parts): parts must be a non-empty array of { dataset, weight }, got ${show(parts)}`);
+  parts.forEach((p: Partial<MixPart> | null, i) => {
+    if (p === null || typeof p !== 'object' || p.dataset === undefined || isSourceSpec(p) || typeof (p as { get?: unknown }).get === 'function') {
+      throw new LoaderError('ERR_INVALID_DATASET', `sources.mix: part ${i} is ${show(p)}; each part is { dataset, weight }`);
+    }
+  });
+  return checkWeights(parts.map((p: MixPart) => p.weight), 'sources.mix(parts)');
+}
+
+function attach(concat: ConcatSource, weights: readonly number[], options: MixOptions): MixSource {
+  const o = (options ?? {}) as Partial<MixOptions> & Record<string, unknown>;
+  for (const key of Object.keys(o)) {
+    if (!['seed', 'window', 'length', 'shuffle'].includes(key)) throw invalidOption(`sources.mix options.${key}`, 'one of seed, window, length, shuffle', o[key]);
+  }
+  if (o.window !== undefined && (!Number.isSafeInteger(o.window) || o.window < 1)) throw invalidOption('sources.mix window', 'an integer ≥ 1', o.window);
+  if (o.length !== undefined && (!Number.isSafeInteger(o.length) || o.length < 1 || o.length > 2 ** 32 - 2)) throw invalidOption('sources.mix length', 'an integer in [1, 2^32 − 2]', o.length);
+  if (o.shuffle !== undefined && typeof o.shuffle !== 'boolean') throw invalidOption('sources.mix shuffle', 'a boolean', o.shuffle);
+  if (o.seed !== undefined) {
+    try {
+      toU64(o.seed);
+    } catch {
+      throw invalidOption('sources.mix seed', 'an integer in [0, 2^53) or a bigint in [0, 2^64)', o.seed);
+    }
+  }
+  const lengths = concat.parts.map((p) => p.length);
+  const mixture: Mixture = Object.freeze({ weights: Object.freeze([...weights]), options: Object.freeze({ ...o }), lengths: Object.freeze(lengths) });
+  Object.defineProperty(concat, kMixture, { value: mixture, enumerable: false });
+  const tokenLengths = concatLengths(concat.parts);
+  if (tokenLengths !== undefined) Object.defineProperty(concat, 'lengths', { value: tokenLengths, enumerable: false });
+  return concat as MixSource;
+}
+
+/** Token lengths of the concat layout, when every part declares its own (`lengths`, see token budgets). */
+function concatLengths(parts: readonly AnyDataset[]): ((i: number) => number) | undefined {
+  const own = parts.map((p) => (p as { lengths?: Uint32Array | ((i: number) => number) }).lengths);
+  if (!own.every((l) => l instanceof Uint32Array || typeof l === 'function')) return undefined;
+  const offsets = [0];
+  for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
+  return (i: number) => {
+    let p = 0;
+    while (offsets[p + 1]! <= i) p++;
+    const l = own[p]!;
+    return typeof l === 'function' ? l(i - offsets[p]!) : l[i - offsets[p]!]!;
+  };
+}
+
+/** The loader's side: the mixture's sampler for these loader options (a resume continues its position). */
+export function mixSampler(
+  mixture: Mixture,
+  loader: { seed: U64; shuffle: boolean; augment: number; batchSize: number; resume: LoaderState | undefined },
+): MixSampler {
+  const o = mixture.options;
+  const sizes = mixture.lengths.map((n) => n * loader.augment);
+  const length = o.length ?? sizes.reduce((a, b) => a + b, 0);
+  const shape = { sizes, length, seed: o.seed !== undefined ? toU64(o.seed) : loader.seed, shuffle: o.shuffle ?? loader.shuffle };
+  const window = o.window ?? loader.batchSize;
+  const r = loader.resume;
+  return r === undefined ? MixSampler.fresh(shape, mixture.weights, window) : MixSampler.resume(shape, r.mix, r.epoch, r.position, mixture.weights, window);
+}
