@@ -186,3 +186,22 @@ describe('mixture resume', () => {
     assert.deepEqual(workers.ids, main.ids);
   });
 });
+
+describe('mixture resume refusals', () => {
+  it('refuses a state whose parts or mixture seed differ, naming what changed', async () => {
+    const first = await run(() => mixOf([6, 20], [1, 1]), { batchSize: 4, seed: 1 }, [0], 2);
+    await assert.rejects(
+      DataLoader.create(mixOf([7, 19], [1, 1]), { batchSize: 4, seed: 1, resume: first.state }),
+      (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && /same parts/.test(e.message),
+    );
+    await assert.rejects(
+      DataLoader.create(mixOf([6, 20], [1, 1], { seed: 9 }), { batchSize: 4, seed: 1, resume: first.state }),
+      (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && /mixture seed/.test(e.message),
+    );
+    const plain = await run(() => sources.concat([part(0, 6), part(1, 20)]) as ReturnType<typeof mixOf>, { batchSize: 4, seed: 1 }, [0], 2);
+    await assert.rejects(
+      DataLoader.create(mixOf([6, 20], [1, 1]), { batchSize: 4, seed: 1, resume: plain.state }),
+      (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && /order/.test(e.message),
+    );
+  });
+});

@@ -20,7 +20,7 @@
 //   a closed-form jump from the anchor, so any epoch's order costs one epoch of work.
 
 import { LoaderError, invalidOption, show } from '../errors.js';
-import { type U64, Rng, addU64, epochPermutation, mulU64, toU64, xorU64 } from './rng.js';
+import { type U64, Rng, addU64, epochPermutation, mulU64, toU64, u64ToBigInt, xorU64 } from './rng.js';
 import type { Sampler } from './sampler.js';
 
 /** Weights from one position of an epoch on. */
@@ -44,6 +44,9 @@ export interface MixState {
   readonly parts: readonly PartCursor[];
   /** The weights in force in that epoch, from which pick on (the first from 0). */
   readonly segments: readonly MixSegment[];
+  /** What a resume must match: the mixture's seed (decimal) and each part's picks per part epoch. */
+  readonly seed: string;
+  readonly sizes: readonly number[];
 }
 
 export interface MixShape {
@@ -155,6 +158,8 @@ export class MixSampler implements Sampler {
       epoch,
       parts: draws.map((d, p) => ({ epoch: Math.floor(d / sizes[p]!), offset: d % sizes[p]! })),
       segments: segments.map((s) => ({ from: s.from, weights: [...s.weights], window: s.window })),
+      seed: u64ToBigInt(this.#shape.seed).toString(),
+      sizes: [...sizes],
     };
   }
 
@@ -238,6 +243,11 @@ function checkMixState(saved: unknown, shape: MixShape, epoch: number): MixState
   const s = saved as Partial<MixState> | null | undefined;
   if (s === null || typeof s !== 'object') throw corrupt(`the dataset is a mixture but the state has no mixture position (got ${show(saved)})`);
   if (s.epoch !== epoch) throw corrupt(`its epoch ${show(s.epoch)} is not the state's epoch ${epoch}`);
+  const seed = u64ToBigInt(shape.seed).toString();
+  if (s.seed !== seed) throw corrupt(`it was saved with the mixture seed ${show(s.seed)}, but this mixture has ${seed}; give sources.mix the same seed`);
+  if (!Array.isArray(s.sizes) || s.sizes.length !== shape.sizes.length || s.sizes.some((n, p) => n !== shape.sizes[p])) {
+    throw corrupt(`it was saved with parts of ${show(s.sizes)} picks, but this mixture's parts have ${show(shape.sizes)}; give sources.mix the same parts in the same order`);
+  }
   const parts = s.parts;
   if (!Array.isArray(parts) || parts.length !== shape.sizes.length) {
     throw corrupt(`it has ${Array.isArray(parts) ? parts.length : show(parts)} parts but this mixture has ${shape.sizes.length}`);
