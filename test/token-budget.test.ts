@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
+import { type AnyTensor, DataLoader, DeviceTensor, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { Rng, toU64 } from '../src/sampler/rng.js';
 import { epochPermutation } from '../src/sampler/rng.js';
 import { tokenBatches } from '../src/sampler/token-batches.js';
@@ -147,6 +147,33 @@ describe('token-budget batches', () => {
     const ranks = await Promise.all(range(3).map((rank) => batchesOf(n, { ...opts, rank, worldSize: 3 }, [0])));
     assert.equal(new Set(ranks.map((r) => r.batches.length)).size, 1);
     assert.deepEqual(sorted([...new Set(ranks.flatMap((r) => r.batches.flat()))]), range(n));
+  });
+});
+
+describe('token-budget batches on every device and mode', () => {
+  it('cpu and sim, resident and streaming (and a mixture on each) deliver the same batches', async () => {
+    const n = 150;
+    const lengths = lengthsOf(n, 31);
+    const host = async (t: AnyTensor): Promise<Tensor> => (t instanceof DeviceTensor ? t.toHost() : t);
+    const runs: number[][][] = [];
+    for (const device of ['cpu', 'sim'] as const) {
+      for (const mode of ['resident', 'streaming'] as const) {
+        for (const mixed of [false, true]) {
+          const ds = mixed ? sources.mix([{ dataset: ids(50), weight: 1 }, { dataset: sources.arrays({ id: Int32Array.from(range(100), (i) => 50 + i) }), weight: 2 }]) : ids(n);
+          const loader = await DataLoader.create(ds, { batchSize: 16, batchTokens: 200, lengths, seed: 6, device, mode, pinSource: false });
+          const got: number[][] = [];
+          for await (const b of loader.epoch(1)) {
+            got.push([...((await host(b.get('id'))).data as Int32Array)]);
+            b.release();
+          }
+          await loader.close();
+          assertWithinBudget(got, lengths, 200, 16);
+          if (!mixed) assert.deepEqual(sorted(got.flat()), range(n), `${device} ${mode}: each sample once`);
+          runs.push(got);
+        }
+      }
+    }
+    for (let i = 2; i < runs.length; i++) assert.deepEqual(runs[i], runs[i % 2], `run ${i} equals run ${i % 2}`);
   });
 });
 
