@@ -121,6 +121,23 @@ describe('token-budget batches', () => {
     await assert.rejects(DataLoader.create(ds, { batchSize: 4, bucketWindow: 8 }), (e: unknown) => e instanceof LoaderError && /only with batchTokens/.test(e.message));
   });
 
+  it("a mixture takes its parts' own `lengths`, in the concat layout", async () => {
+    const part = (base: number, lengths: Uint32Array) => ({ length: lengths.length, lengths, get: (i: number) => ({ id: new Int32Array([base + i]) }) });
+    const a = Uint32Array.from([5, 1, 2]);
+    const b = Uint32Array.from([8, 8, 3, 4, 7]);
+    const mix = sources.mix([{ dataset: part(0, a), weight: 1 }, { dataset: part(100, b), weight: 1 }]);
+    const loader = await DataLoader.create(mix, { batchSize: 4, batchTokens: 8, seed: 2 });
+    const tokens = (id: number) => (id < 100 ? a[id]! : b[id - 100]!);
+    let batches = 0;
+    for await (const batch of loader.epoch(0)) {
+      const got = [...((batch.get('id') as Tensor).data as Int32Array)];
+      assert.ok(got.length * Math.max(...got.map(tokens)) <= 8, `batch ${got} over 8 tokens`);
+      batches++;
+    }
+    assert.equal(batches, loader.epoch(0).length);
+    await loader.close();
+  });
+
   for (const world of [2, 3]) {
     it(`'drop' over ${world} ranks: equal batch counts, within the budget, no sample twice, only the last few batches left out`, async () => {
       const n = 257;
