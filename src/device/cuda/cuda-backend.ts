@@ -70,6 +70,11 @@ export class CudaBackend implements Backend, KernelHost {
     return this.#streams.consumer;
   }
 
+  /** The CUDA stream behind a stream name, for libraries that enqueue on it themselves (nvJPEG). */
+  stream(name: StreamName): CudaStream {
+    return this.#streams[name];
+  }
+
   loadKernel(ptx: string | Uint8Array, name: string): ReturnType<KernelHost['loadKernel']> {
     const fn = CudaModule.load(this.context, ptx).getFunction(name);
     const stream = this.#streams.consumer;
