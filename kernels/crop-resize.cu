@@ -1,5 +1,5 @@
 // Crop, resize, flip, normalize and cast decoded JPEGs straight into a batch, in one pass: for each
-// job (one image), read its box of interleaved RGB uint8 pixels, resample it to OH × OW with
+// job (one image), read its box of RGB uint8 pixels (interleaved or planar), resample it to OH × OW with
 // torchvision's antialiased bilinear filter (antialias=True: a triangle of support max(scale, 1)
 // source pixels, so plain bilinear when upscaling), round to uint8 as torchvision's uint8 resize
 // does, mirror when the job says flip, then v = q * scale[c] + bias[c] in float32 and the cast,
@@ -13,12 +13,14 @@
 #include <cuda_bf16.h>
 
 struct Job {
-  unsigned long long src;  // interleaved RGB uint8, `pitch` bytes a line
+  unsigned long long src;  // uint8 RGB, `pitch` bytes a line
   int w, h, pitch;         // the decoded image
   int left, top, cw, ch;   // the crop box, inside the image
   int flip;                // mirror the output horizontally
   int row;                 // batch row written
-  int pad[5];              // 64 bytes a job
+  int xstride;             // bytes from one pixel to the next: 3 interleaved (RGBI), 1 planar (RGB)
+  int cstride;             // bytes from one channel to the next: 1 interleaved, a plane planar
+  int pad[3];              // 64 bytes a job
 };
 
 __device__ __forceinline__ float tri(float x) {
@@ -67,11 +69,11 @@ __device__ __forceinline__ float weight(const Axis& a, int j) {
     float acc[3] = {0.0f, 0.0f, 0.0f};                                                                             \
     for (int i = 0; i < ay.count; i++) {                                                                           \
       const float wy = weight(ay, i);                                                                              \
-      const unsigned char* line = src + (size_t)(job.top + ay.first + i) * job.pitch + (size_t)(job.left + ax.first) * 3; \
+      const unsigned char* line = src + (size_t)(job.top + ay.first + i) * job.pitch + (size_t)(job.left + ax.first) * job.xstride; \
       float racc[3] = {0.0f, 0.0f, 0.0f};                                                                          \
       for (int j = 0; j < ax.count; j++) {                                                                         \
         const float wx = weight(ax, j);                                                                            \
-        for (int c = 0; c < 3; c++) racc[c] = __fadd_rn(racc[c], __fmul_rn(wx, (float)line[3 * j + c]));          \
+        for (int c = 0; c < 3; c++) racc[c] = __fadd_rn(racc[c], __fmul_rn(wx, (float)line[(size_t)job.xstride * j + (size_t)job.cstride * c])); \
       }                                                                                                            \
       for (int c = 0; c < 3; c++) acc[c] = __fadd_rn(acc[c], __fmul_rn(wy, racc[c]));                              \
     }                                                                                                              \

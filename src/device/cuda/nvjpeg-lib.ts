@@ -20,6 +20,7 @@ type Native = (...args: unknown[]) => unknown;
 
 export const NVJPEG_BACKEND_GPU_HYBRID = 2;
 export const NVJPEG_BACKEND_HARDWARE = 3;
+export const NVJPEG_OUTPUT_RGB = 3;
 export const NVJPEG_OUTPUT_RGBI = 5;
 export const NVJPEG_CSS_UNKNOWN = -1;
 export const NVJPEG_STATUS_ARCH_MISMATCH = 7;

@@ -101,13 +101,25 @@ export function checkBoxCount(boxes: CropBoxes, files: number): void {
 /** Bytes of one job record of kernels/crop-resize.cu: u64 source address, then 14 int32. */
 export const JOB_BYTES = 64;
 
+/** Where a decoded image's bytes are: `pitch` bytes a line, `xstride` from pixel to pixel, `cstride` from channel to channel. */
+export interface PixelLayout {
+  readonly pitch: number;
+  readonly xstride: number;
+  readonly cstride: number;
+}
+
+/** Interleaved RGB (NVJPEG_OUTPUT_RGBI, sharp's raw output) or three planes (NVJPEG_OUTPUT_RGB). */
+export function pixelLayout(width: number, height: number, planar: boolean): PixelLayout {
+  return planar ? { pitch: width, xstride: 1, cstride: width * height } : { pitch: width * 3, xstride: 3, cstride: 1 };
+}
+
 /**
- * Writes job j: source pixels (interleaved RGB, `pitch` bytes a line) of a `width` × `height`
- * image at `src`, its box, and the output row. The layout is kernels/crop-resize.cu's `Job`.
+ * Writes job j: the source pixels of a `width` × `height` image at `src`, its box, and the output
+ * row. The layout is kernels/crop-resize.cu's `Job`.
  */
-export function writeJob(table: DataView, j: number, src: bigint, width: number, height: number, pitch: number, box: CropBox, row: number): void {
+export function writeJob(table: DataView, j: number, src: bigint, width: number, height: number, pixels: PixelLayout, box: CropBox, row: number): void {
   const at = j * JOB_BYTES;
   table.setBigUint64(at, src, true);
-  const ints = [width, height, pitch, box.left, box.top, box.width, box.height, box.flip ? 1 : 0, row];
+  const ints = [width, height, pixels.pitch, box.left, box.top, box.width, box.height, box.flip ? 1 : 0, row, pixels.xstride, pixels.cstride];
   for (let i = 0; i < ints.length; i++) table.setInt32(at + 8 + 4 * i, ints[i]!, true);
 }

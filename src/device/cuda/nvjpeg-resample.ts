@@ -7,7 +7,7 @@
 // against it.
 
 import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
-import { CHANNELS, type CropBox, type JpegBatchOutput, dtypeBytes } from './nvjpeg-plan.js';
+import { CHANNELS, type CropBox, type JpegBatchOutput, type PixelLayout, dtypeBytes } from './nvjpeg-plan.js';
 
 const f = Math.fround;
 
@@ -48,11 +48,9 @@ function roundEven(x: number): number {
   return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-/**
- * The resampled, mirrored box as uint8 HWC (outH × outW × 3), from interleaved RGB `src` with
- * `pitch` bytes a line.
- */
-export function cropResize(src: Uint8Array, pitch: number, box: CropBox, outH: number, outW: number): Uint8Array {
+/** The resampled, mirrored box as uint8 HWC (outH × outW × 3), from RGB `src` laid out as `pixels` (a number: interleaved, that pitch). */
+export function cropResize(src: Uint8Array, pixels: PixelLayout | number, box: CropBox, outH: number, outW: number): Uint8Array {
+  const { pitch, xstride, cstride } = typeof pixels === 'number' ? { pitch: pixels, xstride: 3, cstride: 1 } : pixels;
   const q = new Uint8Array(outH * outW * CHANNELS);
   const xs = Array.from({ length: outW }, (_, ox) => axis(box.flip ? outW - 1 - ox : ox, box.width, outW));
   for (let oy = 0; oy < outH; oy++) {
@@ -62,13 +60,13 @@ export function cropResize(src: Uint8Array, pitch: number, box: CropBox, outH: n
       let a0 = 0, a1 = 0, a2 = 0;
       for (let i = 0; i < ay.count; i++) {
         const wy = weight(ay, i);
-        let line = (box.top + ay.first + i) * pitch + (box.left + ax.first) * 3;
+        let line = (box.top + ay.first + i) * pitch + (box.left + ax.first) * xstride;
         let r0 = 0, r1 = 0, r2 = 0;
-        for (let j = 0; j < ax.count; j++, line += 3) {
+        for (let j = 0; j < ax.count; j++, line += xstride) {
           const wx = weight(ax, j);
           r0 = f(r0 + f(wx * src[line]!));
-          r1 = f(r1 + f(wx * src[line + 1]!));
-          r2 = f(r2 + f(wx * src[line + 2]!));
+          r1 = f(r1 + f(wx * src[line + cstride]!));
+          r2 = f(r2 + f(wx * src[line + 2 * cstride]!));
         }
         a0 = f(a0 + f(wy * r0));
         a1 = f(a1 + f(wy * r1));

@@ -19,11 +19,12 @@ import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
 import { CpuJpegRows } from '../sim/sim-jpeg.js';
 import { CudaBackend } from './cuda-backend.js';
-import { CHANNELS, type CropBox, type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, writeJob } from './nvjpeg-plan.js';
+import { CHANNELS, type CropBox, type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, pixelLayout, writeJob } from './nvjpeg-plan.js';
 import {
   NVJPEG_BACKEND_GPU_HYBRID,
   NVJPEG_BACKEND_HARDWARE,
   NVJPEG_CSS_UNKNOWN,
+  NVJPEG_OUTPUT_RGB,
   NVJPEG_OUTPUT_RGBI,
   type NvJpeg,
   nvjpeg,
@@ -107,6 +108,10 @@ class NvJpegDecoder extends GpuJpegDecoder {
   readonly #state: bigint;
   readonly #jpegStream: bigint;
   readonly #cpu: CpuJpegRows;
+  /** Decoded into planar RGB (NVJPEG_OUTPUT_RGB) since interleaved RGB never worked here; else NVJPEG_OUTPUT_RGBI. */
+  #planar = false;
+  /** Some image decoded with the current output format. */
+  #proven = false;
   /** Batch size of the last nvjpegDecodeBatchedInitialize; −1 after a failed batch (the docs ask for a new one). */
   #initialized = -1;
   #scratch: DeviceBuffer | undefined;
@@ -186,22 +191,26 @@ class NvJpegDecoder extends GpuJpegDecoder {
     const n = accepted.length;
     const data = new BigUint64Array(new ArrayBuffer(n * 8));
     const lengths = new BigUint64Array(new ArrayBuffer(n * 8));
-    const images = new BigUint64Array(new ArrayBuffer(n * 64));
     for (let i = 0; i < n; i++) {
-      const a = accepted[i]!;
-      data[i] = this.#lib.address(a.bytes);
-      lengths[i] = BigInt(a.bytes.byteLength);
-      images[8 * i] = scratch.ptr + BigInt(a.offset);
-      images[8 * i + 4] = BigInt(a.width * CHANNELS);
+      data[i] = this.#lib.address(accepted[i]!.bytes);
+      lengths[i] = BigInt(accepted[i]!.bytes.byteLength);
     }
-    const decoded = this.#decodeBatch(data, lengths, images, cuStream);
+    let decoded = this.#decodeBatch(data, lengths, this.#images(accepted, scratch.ptr), cuStream);
+    if (!this.#proven && !this.#planar && !decoded.some(Boolean)) {
+      // Nothing decoded before, nothing now: this library may not write interleaved RGB with this
+      // backend. Planar RGB (what torchvision asks for) from now on.
+      this.#planar = true;
+      this.#initialized = -1;
+      decoded = this.#decodeBatch(data, lengths, this.#images(accepted, scratch.ptr), cuStream);
+    }
+    if (decoded.some(Boolean)) this.#proven = true;
     const good = accepted.filter((_, i) => decoded[i]);
     for (let i = 0; i < n; i++) if (!decoded[i]) fallback.push(accepted[i]!.k);
     fallback.sort((a, b) => a - b);
     if (good.length === 0) return { fallback };
 
     const table = new DataView(new ArrayBuffer(good.length * JOB_BYTES));
-    good.forEach((a, j) => writeJob(table, j, scratch.ptr + BigInt(a.offset), a.width, a.height, a.width * CHANNELS, a.box, a.k));
+    good.forEach((a, j) => writeJob(table, j, scratch.ptr + BigInt(a.offset), a.width, a.height, pixelLayout(a.width, a.height, this.#planar), a.box, a.k));
     const jobs = (this.#jobs = this.#grow(this.#jobs, table.byteLength, stream));
     // SAFETY: pageable source: the driver has staged it when the call returns.
     this.#backend.copyToDevice(jobs, 0, new Uint8Array(table.buffer), stream);
@@ -219,6 +228,25 @@ class NvJpegDecoder extends GpuJpegDecoder {
       ...Array.from(scaleBias, (v) => ({ f32: v })),
     ]);
     return { fallback };
+  }
+
+  /** The nvjpegImage_t of each accepted file (4 channel pointers, 4 pitches): its place in the scratch buffer. */
+  #images(accepted: readonly Accepted[], base: bigint): BigUint64Array {
+    const images = new BigUint64Array(new ArrayBuffer(accepted.length * 64));
+    accepted.forEach((a, i) => {
+      const at = base + BigInt(a.offset);
+      if (this.#planar) {
+        const plane = a.width * a.height;
+        for (let c = 0; c < CHANNELS; c++) {
+          images[8 * i + c] = at + BigInt(c * plane);
+          images[8 * i + 4 + c] = BigInt(a.width);
+        }
+      } else {
+        images[8 * i] = at;
+        images[8 * i + 4] = BigInt(a.width * CHANNELS);
+      }
+    });
+    return images;
   }
 
   /** The decoded size when the GPU takes this file; undefined sends it to the CPU. */
@@ -254,8 +282,9 @@ class NvJpegDecoder extends GpuJpegDecoder {
   #batch(n: number, data: BigUint64Array, lengths: BigUint64Array, images: BigUint64Array, cuStream: bigint): number {
     const lib = this.#lib;
     if (this.#initialized !== n) {
-      const status = lib.decodeBatchedInitialize(this.#handle, this.#state, n, 1, NVJPEG_OUTPUT_RGBI);
-      if (status !== 0) throw nvjpegFailed('nvjpegDecodeBatchedInitialize', status);
+      const status = lib.decodeBatchedInitialize(this.#handle, this.#state, n, 1, this.#planar ? NVJPEG_OUTPUT_RGB : NVJPEG_OUTPUT_RGBI);
+      if (status !== 0 && this.#planar) throw nvjpegFailed('nvjpegDecodeBatchedInitialize', status);
+      if (status !== 0) return status;
       this.#initialized = n;
     }
     const status = lib.decodeBatched(this.#handle, this.#state, data, lengths, images, cuStream);
@@ -291,9 +320,9 @@ class NvJpegDecoder extends GpuJpegDecoder {
     return this.#backend.alloc(Math.ceil(bytes * 1.25));
   }
 
-  /** Test hook: the decoded pixels of the last call are at `scratch` (interleaved RGB, offsets as laid out in order of acceptance). */
-  get scratch(): DeviceBuffer | undefined {
-    return this.#scratch;
+  /** Test hook: the last call's decoded pixels (each accepted file at the next 256-byte boundary, in order) and their layout. */
+  get scratch(): { buffer: DeviceBuffer | undefined; planar: boolean } {
+    return { buffer: this.#scratch, planar: this.#planar };
   }
 
   close(): void {

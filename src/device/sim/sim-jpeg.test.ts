@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { decodeImage } from '../../dataset/formats/image-decode.js';
 import { SimBackend } from './sim-backend.js';
 import { GpuJpegDecoder } from '../cuda/nvjpeg.js';
-import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes } from '../cuda/nvjpeg-plan.js';
+import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../cuda/nvjpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';
 
@@ -49,6 +49,15 @@ describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
     for (let y = 0; y < 3; y++) for (let x = 0; x < 4; x++) for (let c = 0; c < 3; c++) assert.equal(q[(y * 4 + x) * 3 + c], px[((1 + y) * 9 + 2 + x) * 3 + c]);
     const m = cropResize(px, 27, { ...box, flip: true }, 3, 4);
     for (let y = 0; y < 3; y++) for (let x = 0; x < 4; x++) for (let c = 0; c < 3; c++) assert.equal(m[(y * 4 + x) * 3 + c], q[(y * 4 + 3 - x) * 3 + c]);
+  });
+
+  it('planar pixels (nvJPEG’s RGB) resample exactly as the same pixels interleaved (RGBI)', () => {
+    const w = 13, h = 11;
+    const px = ramp(w, h);
+    const planes = new Uint8Array(w * h * 3);
+    for (let p = 0; p < w * h; p++) for (let c = 0; c < 3; c++) planes[c * w * h + p] = px[p * 3 + c]!;
+    const box = { left: 1, top: 2, width: 11, height: 8, flip: true };
+    assert.deepEqual(cropResize(planes, pixelLayout(w, h, true), box, 5, 4), cropResize(px, pixelLayout(w, h, false), box, 5, 4));
   });
 
   it('a 2× downscale is torchvision’s antialias filter: taps [1, 3, 3, 1] / 8, renormalized at the edges', () => {

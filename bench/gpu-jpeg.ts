@@ -1,0 +1,95 @@
+// GPU JPEG decode throughput of Stoker's GpuJpegDecoder (nvJPEG batched + crop-resize kernel), files
+// already in host RAM: `node --import tsx bench/gpu-jpeg.ts <dir of .jpg> [--batch 256] [--dump <file>]`.
+// RandomResizedCrop(224) boxes (torchvision's get_params: scale (0.08, 1), ratio (3/4, 4/3), ten tries
+// then the central fallback; a seeded generator), random flip, ImageNet mean/std, bf16 CHW output into
+// one batch buffer. Two warm-up batches, then every file once, twice (two timed passes, to show the
+// spread); the device is synchronized before each clock read. Prints one JSON line.
+// `--dump`: also decodes the first 8 files with fixed boxes to uint8 HWC 224² and writes the rows and
+// boxes (for bench/gpu_jpeg.py compare, which checks them against torchvision).
+
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CudaBackend } from '../src/device/cuda/cuda-backend.js';
+import { GpuJpegDecoder } from '../src/device/cuda/nvjpeg.js';
+import type { CropBox } from '../src/device/cuda/nvjpeg-plan.js';
+
+const args = process.argv.slice(2);
+const dir = args[0]!;
+const opt = (name: string) => {
+  const i = args.indexOf(name);
+  return i < 0 ? undefined : args[i + 1];
+};
+const batch = Number(opt('--batch') ?? 256);
+const dump = opt('--dump');
+
+let seed = 12345;
+const uniform = () => {
+  seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+  return seed / 2 ** 32;
+};
+const randint = (lo: number, hi: number) => lo + Math.floor(uniform() * (hi - lo)); // [lo, hi)
+
+/** torchvision RandomResizedCrop.get_params, plus a flip with p = 1/2. */
+function rrc(_k: number, W: number, H: number): CropBox {
+  const area = W * H;
+  const flip = uniform() < 0.5;
+  for (let t = 0; t < 10; t++) {
+    const target = area * (0.08 + uniform() * 0.92);
+    const aspect = Math.exp(Math.log(3 / 4) + uniform() * (Math.log(4 / 3) - Math.log(3 / 4)));
+    const w = Math.round(Math.sqrt(target * aspect));
+    const h = Math.round(Math.sqrt(target / aspect));
+    if (w > 0 && w <= W && h > 0 && h <= H) return { top: randint(0, H - h + 1), left: randint(0, W - w + 1), width: w, height: h, flip };
+  }
+  const ratio = W / H;
+  let w = W, h = H;
+  if (ratio < 3 / 4) h = Math.round(w / (3 / 4));
+  else if (ratio > 4 / 3) w = Math.round(h * (4 / 3));
+  return { top: Math.floor((H - h) / 2), left: Math.floor((W - w) / 2), width: w, height: h, flip };
+}
+
+const names = readdirSync(dir).filter((n) => n.endsWith('.jpg')).sort();
+const t0 = performance.now();
+const files = names.map((n) => new Uint8Array(readFileSync(join(dir, n))));
+const readS = (performance.now() - t0) / 1000;
+const backend = CudaBackend.open(0);
+const decoder = GpuJpegDecoder.open(backend);
+const rowBytes = 3 * 224 * 224 * 2;
+const buffer = backend.alloc(batch * rowBytes);
+const out = { ptr: buffer.ptr, rowBytes, layout: 'chw' as const, dtype: 'bfloat16' as const, size: [224, 224] as [number, number], mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+const sync = () => backend.synchronize(backend.record('copy'));
+
+let fallbacks = 0;
+async function pass(limit = files.length): Promise<{ imagesPerS: number; coresBusy: number }> {
+  sync();
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  for (let i = 0; i < limit; i += batch) {
+    const { fallback } = await decoder.decodeInto(files.slice(i, Math.min(i + batch, limit)), rrc, out);
+    fallbacks += fallback.length;
+  }
+  sync();
+  const s = (performance.now() - start) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { imagesPerS: Math.round(limit / s), coresBusy: Number(((cpu.user + cpu.system) / 1e6 / s).toFixed(2)) };
+}
+
+await pass(2 * batch);
+fallbacks = 0;
+const passes = [await pass(), await pass()];
+
+if (dump !== undefined) {
+  const n = Math.min(8, files.length);
+  const boxes: CropBox[] = Array.from({ length: n }, (_, k) => ({ left: 7 * k, top: 5 * k, width: 300 + 10 * k, height: 250 + 5 * k, flip: k % 2 === 1 }));
+  const u8 = { ptr: buffer.ptr, rowBytes: 3 * 224 * 224, layout: 'hwc' as const, dtype: 'uint8' as const, size: [224, 224] as [number, number] };
+  await decoder.decodeInto(files.slice(0, n), boxes, u8);
+  const host = new Uint8Array(n * u8.rowBytes);
+  backend.copyToHost(host, buffer, 0, 'copy');
+  sync();
+  writeFileSync(dump, host);
+  writeFileSync(`${dump}.json`, JSON.stringify({ files: names.slice(0, n), boxes }));
+}
+
+decoder.close();
+backend.free(buffer);
+backend.close();
+console.log(JSON.stringify({ bench: 'stoker-gpu-jpeg', kind: decoder.kind, device: backend.context.name, files: files.length, batch, readS: Number(readS.toFixed(2)), fallbacks: fallbacks / 2, passes }));

@@ -1,0 +1,191 @@
+// The GPU JPEG decoder on a real GPU with nvJPEG: the kernel against the reference resampler on
+// nvJPEG's own pixels (bit for bit), nvJPEG against the CPU decoder (within a tolerance), per-file
+// fallback, and no device memory left behind. Skipped, with the reason, without a GPU or libnvjpeg;
+// the library lookup and its error run everywhere.
+
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import type { DeviceBuffer } from '../../src/device/backend.js';
+import { CudaBackend } from '../../src/device/cuda/cuda-backend.js';
+import { cudaAvailable } from '../../src/device/cuda/driver.js';
+import { GpuJpegDecoder } from '../../src/device/cuda/nvjpeg.js';
+import { nvjpegAvailable, nvjpegCandidates, openNvJpeg } from '../../src/device/cuda/nvjpeg-lib.js';
+import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../src/device/cuda/nvjpeg-plan.js';
+import { cropResize, encodeRow } from '../../src/device/cuda/nvjpeg-resample.js';
+import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase } from '../fixtures/jpegs.js';
+
+const POISON = 0xab;
+
+describe('nvJPEG lookup', () => {
+  it('a missing libnvjpeg is ERR_CUDA_UNAVAILABLE naming every place tried and the fix', () => {
+    assert.throws(() => openNvJpeg(['/nonexistent/lib64/libnvjpeg.so.13', 'libnvjpeg-stoker-missing.so']), (e: unknown) => {
+      assert.equal((e as { code?: string }).code, 'ERR_CUDA_UNAVAILABLE');
+      const m = (e as Error).message;
+      assert.match(m, /GPU JPEG decoding is not available: libnvjpeg could not be loaded; tried \/nonexistent\/lib64\/libnvjpeg\.so\.13 \(.*\); libnvjpeg-stoker-missing\.so \(/);
+      assert.match(m, /Fix: .*STOKER_NVJPEG.*decode: 'cpu'/);
+      return true;
+    });
+  });
+
+  it('looks in $STOKER_NVJPEG, then the lib64 of $CUDA_HOME and $CUDA_PATH where the file exists, then the loader’s names', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'stoker-nvjpeg-'));
+    try {
+      mkdirSync(join(dir, 'lib64'));
+      writeFileSync(join(dir, 'lib64', 'libnvjpeg.so.12'), '');
+      const c = nvjpegCandidates({ STOKER_NVJPEG: '/opt/x/libnvjpeg.so', CUDA_HOME: dir, CUDA_PATH: '/nonexistent-cuda' });
+      assert.deepEqual(c.slice(0, 2), ['/opt/x/libnvjpeg.so', join(dir, 'lib64', 'libnvjpeg.so.12')]);
+      assert.deepEqual(c.slice(-3), ['libnvjpeg.so.13', 'libnvjpeg.so.12', 'libnvjpeg.so']);
+      assert.ok(!c.some((p) => p.startsWith('/nonexistent-cuda')));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;
+
+describe('GpuJpegDecoder on CUDA', { skip }, () => {
+  let backend: CudaBackend;
+  let baseline: { device: number; pinned: number };
+  before(() => {
+    backend = CudaBackend.open(0);
+    baseline = backend.live();
+  });
+  after(() => backend?.close());
+
+  function batchOut(rows: number, over: Partial<JpegBatchOutput>) {
+    const size = over.size ?? [56, 48];
+    const dtype = over.dtype ?? 'uint8';
+    const rowBytes = 3 * size[0] * size[1] * dtypeBytes(dtype) + 256;
+    const buffer = backend.alloc(rows * rowBytes);
+    backend.copyToDevice(buffer, 0, new Uint8Array(rows * rowBytes).fill(POISON), 'copy');
+    const out: JpegBatchOutput = { ptr: buffer.ptr, rowBytes, layout: over.layout ?? 'chw', dtype, size, mean: over.mean, std: over.std };
+    return { buffer, out, payload: rowBytes - 256 };
+  }
+  function readBack(buffer: DeviceBuffer, offset = 0, bytes = buffer.bytes - offset): Uint8Array {
+    const host = new Uint8Array(bytes);
+    backend.copyToHost(host, buffer, offset, 'copy');
+    backend.synchronize(backend.record('copy'));
+    return host;
+  }
+  async function cases(): Promise<{ files: JpegCase[]; boxes: CropBox[] }> {
+    const files = [await baselineJpeg(500, 375, 1), await baselineJpeg(97, 61, 2), await greyJpeg(64, 80), await baselineJpeg(333, 500, 3, 75)];
+    const boxes = [
+      { left: 37, top: 20, width: 400, height: 300, flip: true }, // downscale > 2
+      { left: 3, top: 2, width: 80, height: 57, flip: false }, // between 1 and 2
+      { left: 10, top: 11, width: 20, height: 30, flip: true }, // upscale
+      { left: 0, top: 0, width: 333, height: 500, flip: false }, // the whole image
+    ];
+    return { files, boxes };
+  }
+
+  it('picks the hardware engine where the GPU has one (A100, H100, H200), else the GPU hybrid backend', () => {
+    const decoder = GpuJpegDecoder.open(backend);
+    console.log(`# ${backend.context.name}: ${decoder.kind}`);
+    if (/A100|H100|H200|H800|A800|GH200|B200/.test(backend.context.name)) assert.equal(decoder.kind, 'nvjpeg-hardware');
+    else assert.match(decoder.kind, /^nvjpeg-(hardware|gpu-hybrid)$/);
+    decoder.close();
+  });
+
+  it('the kernel writes, bit for bit, what the reference resampler computes from nvJPEG’s own decoded pixels, in every dtype and layout', async () => {
+    const { files, boxes } = await cases();
+    const specs = [
+      { dtype: 'uint8', layout: 'chw' },
+      { dtype: 'float32', layout: 'hwc', mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] },
+      { dtype: 'bfloat16', layout: 'chw', mean: [0.5], std: [0.25] },
+      { dtype: 'float16', layout: 'hwc' },
+    ] as const;
+    for (const spec of specs) {
+      const decoder = GpuJpegDecoder.open(backend);
+      const { buffer, out, payload } = batchOut(files.length, spec);
+      const { fallback } = await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
+      assert.deepEqual(fallback, []);
+      const host = readBack(buffer);
+      const { buffer: scratch, planar } = (decoder as unknown as { scratch: { buffer: DeviceBuffer; planar: boolean } }).scratch;
+      if (spec === specs[0]) console.log(`# decoded as ${planar ? 'planar RGB' : 'interleaved RGB'}`);
+      let offset = 0;
+      for (let k = 0; k < files.length; k++) {
+        const { width, height } = files[k]!;
+        const pixels = readBack(scratch, offset, width * height * 3);
+        offset += Math.ceil((width * height * 3) / 256) * 256;
+        const want = encodeRow(cropResize(pixels, pixelLayout(width, height, planar), boxes[k]!, out.size[0], out.size[1]), out, checkOutput(out));
+        const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
+        let diffs = 0;
+        for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diffs++;
+        assert.equal(diffs, 0, `${spec.dtype} ${spec.layout} row ${k}: ${diffs} of ${want.length} bytes differ`);
+        assert.ok(host.subarray(k * out.rowBytes + payload, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k}: nothing past the row`);
+      }
+      decoder.close();
+      backend.free(buffer);
+    }
+  });
+
+  it('nvJPEG’s rows are within the documented tolerance of the CPU decoder’s (sharp), through the same resampler', async () => {
+    const { files, boxes } = await cases();
+    const decoder = GpuJpegDecoder.open(backend);
+    const { buffer, out, payload } = batchOut(files.length, { dtype: 'uint8', layout: 'hwc' });
+    await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
+    const host = readBack(buffer);
+    for (let k = 0; k < files.length; k++) {
+      const { bytes, width, height } = files[k]!;
+      const cpu = await decodeImage(bytes, { size: [height, width], fit: 'resize', layout: 'hwc', source: 'test' });
+      const want = cropResize(cpu.data, width * 3, boxes[k]!, out.size[0], out.size[1]);
+      const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
+      let sum = 0;
+      let max = 0;
+      for (let i = 0; i < want.length; i++) {
+        const d = Math.abs(got[i]! - want[i]!);
+        sum += d;
+        max = Math.max(max, d);
+      }
+      const mean = sum / want.length;
+      console.log(`# ${files[k]!.name} box ${JSON.stringify(boxes[k])}: mean |gpu − cpu| ${mean.toFixed(3)}, max ${max}`);
+      assert.ok(mean <= 1.5, `${files[k]!.name}: mean difference ${mean} over 1.5 levels`);
+      assert.ok(max <= 48, `${files[k]!.name}: max difference ${max} over 48 levels`);
+    }
+    decoder.close();
+    backend.free(buffer);
+  });
+
+  it('a PNG, a CMYK JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
+    const a = await awkwardFiles();
+    const good = await baselineJpeg(120, 90, 7);
+    const list = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, good];
+    const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
+    const decoder = GpuJpegDecoder.open(backend);
+    const { buffer, out, payload } = batchOut(list.length, { dtype: 'uint8' });
+    const { fallback } = await decoder.decodeInto(list.map((c) => c.bytes), boxes, out);
+    console.log(`# ${decoder.kind}: fallback ${JSON.stringify(fallback)}`);
+    for (const k of [0, 2, 5]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
+    if (decoder.kind === 'nvjpeg-hardware') assert.ok(fallback.includes(3), 'progressive falls back on the hardware engine');
+    assert.ok(!fallback.includes(1) && !fallback.includes(6), 'baseline JPEGs decode on the GPU');
+    let host = readBack(buffer);
+    for (const k of fallback) assert.ok(host.subarray(k * out.rowBytes, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k} untouched`);
+    assert.deepEqual(host.subarray(out.rowBytes, out.rowBytes + payload), host.subarray(6 * out.rowBytes, 6 * out.rowBytes + payload));
+    assert.ok(!host.subarray(out.rowBytes, out.rowBytes + payload).every((b) => b === POISON), 'row 1 written');
+
+    const { failed } = await decoder.decodeOnCpu(list.map((c) => c.bytes), fallback, boxes, out);
+    assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2), `failed ${failed}`);
+    host = readBack(buffer);
+    for (const k of [0, 2]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
+    decoder.close();
+    backend.free(buffer);
+  });
+
+  it('a batch of 256 decodes, reuses its scratch on the next call, and close() leaves no device memory behind', async () => {
+    const one = await baselineJpeg(500, 375, 9);
+    const files = Array.from({ length: 256 }, () => one.bytes);
+    const decoder = GpuJpegDecoder.open(backend);
+    const { buffer, out } = batchOut(files.length, { dtype: 'bfloat16', size: [224, 224], mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] });
+    const box = (k: number, w: number, h: number): CropBox => ({ left: k % 50, top: k % 30, width: w - 60, height: h - 40, flip: k % 2 === 1 });
+    for (let i = 0; i < 3; i++) assert.deepEqual((await decoder.decodeInto(files, box, out)).fallback, []);
+    backend.synchronize(backend.record('copy'));
+    decoder.close();
+    backend.free(buffer);
+    assert.deepEqual(backend.live(), baseline);
+  });
+});
