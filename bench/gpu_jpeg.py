@@ -7,9 +7,10 @@
                    batch (decode only), and decode + RandomResizedCrop(224, antialias=True) + flip per
                    image + normalize + bf16 stack (the same recipe as Stoker's bench). Two warm-up
                    batches, then every file once, twice; torch.cuda.synchronize() before each clock read.
-  compare DIR DUMP Stoker's uint8 rows (bench/gpu-jpeg.ts --dump) against torchvision: decode_jpeg on
-                   the GPU + resized_crop(antialias=True) in float, rounded; and PIL decode + the same
-                   resize on the CPU. Prints mean and max |difference| per image.
+  compare DIR DUMP Stoker's uint8 rows (bench/gpu-jpeg.ts --dump; replicated chroma in DUMP, interpolated
+                   in DUMP.interp) against torchvision: decode_jpeg on the GPU + resized_crop(antialias=
+                   True) in float, rounded; and PIL decode + the same resize on the CPU. Prints mean and
+                   max |difference| per image.
 Each prints one JSON line.
 """
 
@@ -100,19 +101,22 @@ def compare(d, dump):
     from torchvision.io import decode_jpeg, read_file
     import torchvision.transforms.v2.functional as F
     meta = json.load(open(dump + ".json"))
-    rows = np.fromfile(dump, dtype=np.uint8).reshape(len(meta["files"]), 224, 224, 3)
+    n = len(meta["files"])
+    rows = np.fromfile(dump, dtype=np.uint8).reshape(n, 224, 224, 3)
+    interp = np.fromfile(dump + ".interp", dtype=np.uint8).reshape(n, 224, 224, 3)
     out = []
     for k, (name, b) in enumerate(zip(meta["files"], meta["boxes"])):
         path = os.path.join(d, name)
-        mine = torch.from_numpy(rows[k]).permute(2, 0, 1).float()
+        mine = torch.from_numpy(rows[k].copy()).permute(2, 0, 1).float()
+        mine_interp = torch.from_numpy(interp[k].copy()).permute(2, 0, 1).float()
         gpu = decode_jpeg(read_file(path), device="cuda").float()
-        pil = torch.from_numpy(np.asarray(Image.open(path).convert("RGB"))).permute(2, 0, 1).float()
+        pil = torch.from_numpy(np.array(Image.open(path).convert("RGB"))).permute(2, 0, 1).float()
         res = {"file": name}
-        for label, img in (("torchvisionGpu", gpu), ("pilCpu", pil)):
+        for label, img, ours in (("replicateVsTorchvisionGpu", gpu, mine), ("replicateVsPil", pil, mine), ("interpolateVsPil", pil, mine_interp)):
             x = F.resized_crop(img, b["top"], b["left"], b["height"], b["width"], [224, 224], antialias=True)
             if b["flip"]:
                 x = F.horizontal_flip(x)
-            diff = (x.round().clamp(0, 255).cpu() - mine).abs()
+            diff = (x.round().clamp(0, 255).cpu() - ours).abs()
             res[label] = {"mean": round(diff.mean().item(), 3), "max": int(diff.max().item())}
         out.append(res)
     print(json.dumps({"compare": out}))

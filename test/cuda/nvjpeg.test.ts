@@ -102,53 +102,63 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
     for (const spec of specs) {
       const decoder = GpuJpegDecoder.open(backend);
       const { buffer, out, payload } = batchOut(files.length, spec);
-      const { fallback } = await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
-      assert.deepEqual(fallback, []);
-      const host = readBack(buffer);
-      const { buffer: scratch, planar } = (decoder as unknown as { scratch: { buffer: DeviceBuffer; planar: boolean } }).scratch;
-      if (spec === specs[0]) console.log(`# decoded as ${planar ? 'planar RGB' : 'interleaved RGB'}`);
-      let offset = 0;
-      for (let k = 0; k < files.length; k++) {
-        const { width, height } = files[k]!;
-        const pixels = readBack(scratch, offset, width * height * 3);
-        offset += Math.ceil((width * height * 3) / 256) * 256;
-        const want = encodeRow(cropResize(pixels, pixelLayout(width, height, planar), boxes[k]!, out.size[0], out.size[1]), out, checkOutput(out));
-        const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
-        let diffs = 0;
-        for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diffs++;
-        assert.equal(diffs, 0, `${spec.dtype} ${spec.layout} row ${k}: ${diffs} of ${want.length} bytes differ`);
-        assert.ok(host.subarray(k * out.rowBytes + payload, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k}: nothing past the row`);
+      try {
+        const { fallback } = await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
+        assert.deepEqual(fallback, []);
+        const host = readBack(buffer);
+        const { buffer: scratch, planar } = (decoder as unknown as { scratch: { buffer: DeviceBuffer; planar: boolean } }).scratch;
+        if (spec === specs[0]) console.log(`# decoded as ${planar ? 'planar RGB' : 'interleaved RGB'}`);
+        let offset = 0;
+        for (let k = 0; k < files.length; k++) {
+          const { width, height } = files[k]!;
+          const pixels = readBack(scratch, offset, width * height * 3);
+          offset += Math.ceil((width * height * 3) / 256) * 256;
+          const want = encodeRow(cropResize(pixels, pixelLayout(width, height, planar), boxes[k]!, out.size[0], out.size[1]), out, checkOutput(out));
+          const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
+          let diffs = 0;
+          for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diffs++;
+          assert.equal(diffs, 0, `${spec.dtype} ${spec.layout} row ${k}: ${diffs} of ${want.length} bytes differ`);
+          assert.ok(host.subarray(k * out.rowBytes + payload, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k}: nothing past the row`);
+        }
+      } finally {
+        decoder.close();
+        backend.free(buffer);
       }
-      decoder.close();
-      backend.free(buffer);
     }
   });
 
   it('nvJPEG’s rows are within the documented tolerance of the CPU decoder’s (sharp), through the same resampler', async () => {
     const { files, boxes } = await cases();
-    const decoder = GpuJpegDecoder.open(backend);
-    const { buffer, out, payload } = batchOut(files.length, { dtype: 'uint8', layout: 'hwc' });
-    await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
-    const host = readBack(buffer);
-    for (let k = 0; k < files.length; k++) {
-      const { bytes, width, height } = files[k]!;
-      const cpu = await decodeImage(bytes, { size: [height, width], fit: 'resize', layout: 'hwc', source: 'test' });
-      const want = cropResize(cpu.data, width * 3, boxes[k]!, out.size[0], out.size[1]);
-      const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
-      let sum = 0;
-      let max = 0;
-      for (let i = 0; i < want.length; i++) {
-        const d = Math.abs(got[i]! - want[i]!);
-        sum += d;
-        max = Math.max(max, d);
+    const cpu = await Promise.all(files.map(async (f, k) => cropResize((await decodeImage(f.bytes, { size: [f.height, f.width], fit: 'resize', layout: 'hwc', source: 'test' })).data, f.width * 3, boxes[k]!, 56, 48)));
+    for (const chroma of ['interpolate', 'replicate'] as const) {
+      const decoder = GpuJpegDecoder.open(backend, { chroma });
+      const { buffer, out, payload } = batchOut(files.length, { dtype: 'uint8', layout: 'hwc' });
+      try {
+        await decoder.decodeInto(files.map((f) => f.bytes), boxes, out);
+        const host = readBack(buffer);
+        for (let k = 0; k < files.length; k++) {
+          const want = cpu[k]!;
+          const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
+          let sum = 0;
+          let max = 0;
+          for (let i = 0; i < want.length; i++) {
+            const d = Math.abs(got[i]! - want[i]!);
+            sum += d;
+            max = Math.max(max, d);
+          }
+          const mean = sum / want.length;
+          console.log(`# chroma ${chroma} (in effect: ${decoder.chroma}), ${files[k]!.name}: mean |gpu − cpu| ${mean.toFixed(3)}, max ${max}`);
+          // Smooth content: IDCT rounding only. The small images carry a 4-pixel colour checker, where
+          // chroma upsampling differs (docs/gpu-decode.md): a wrong crop or flip is far beyond both.
+          const smooth = files[k]!.width >= 300;
+          assert.ok(mean <= (smooth ? 0.5 : 4), `${files[k]!.name}: mean difference ${mean}`);
+          assert.ok(max <= (smooth ? 8 : 96), `${files[k]!.name}: max difference ${max}`);
+        }
+      } finally {
+        decoder.close();
+        backend.free(buffer);
       }
-      const mean = sum / want.length;
-      console.log(`# ${files[k]!.name} box ${JSON.stringify(boxes[k])}: mean |gpu − cpu| ${mean.toFixed(3)}, max ${max}`);
-      assert.ok(mean <= 1.5, `${files[k]!.name}: mean difference ${mean} over 1.5 levels`);
-      assert.ok(max <= 48, `${files[k]!.name}: max difference ${max} over 48 levels`);
     }
-    decoder.close();
-    backend.free(buffer);
   });
 
   it('a PNG, a CMYK JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
@@ -158,22 +168,25 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
     const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
     const decoder = GpuJpegDecoder.open(backend);
     const { buffer, out, payload } = batchOut(list.length, { dtype: 'uint8' });
-    const { fallback } = await decoder.decodeInto(list.map((c) => c.bytes), boxes, out);
-    console.log(`# ${decoder.kind}: fallback ${JSON.stringify(fallback)}`);
-    for (const k of [0, 2, 5]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
-    if (decoder.kind === 'nvjpeg-hardware') assert.ok(fallback.includes(3), 'progressive falls back on the hardware engine');
-    assert.ok(!fallback.includes(1) && !fallback.includes(6), 'baseline JPEGs decode on the GPU');
-    let host = readBack(buffer);
-    for (const k of fallback) assert.ok(host.subarray(k * out.rowBytes, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k} untouched`);
-    assert.deepEqual(host.subarray(out.rowBytes, out.rowBytes + payload), host.subarray(6 * out.rowBytes, 6 * out.rowBytes + payload));
-    assert.ok(!host.subarray(out.rowBytes, out.rowBytes + payload).every((b) => b === POISON), 'row 1 written');
+    try {
+      const { fallback } = await decoder.decodeInto(list.map((c) => c.bytes), boxes, out);
+      console.log(`# ${decoder.kind}: fallback ${JSON.stringify(fallback)}`);
+      for (const k of [0, 2, 5]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
+      if (decoder.kind === 'nvjpeg-hardware') assert.ok(fallback.includes(3), 'progressive falls back on the hardware engine');
+      assert.ok(!fallback.includes(1) && !fallback.includes(6), 'baseline JPEGs decode on the GPU');
+      let host = readBack(buffer);
+      for (const k of fallback) assert.ok(host.subarray(k * out.rowBytes, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k} untouched`);
+      assert.deepEqual(host.subarray(out.rowBytes, out.rowBytes + payload), host.subarray(6 * out.rowBytes, 6 * out.rowBytes + payload));
+      assert.ok(!host.subarray(out.rowBytes, out.rowBytes + payload).every((b) => b === POISON), 'row 1 written');
 
-    const { failed } = await decoder.decodeOnCpu(list.map((c) => c.bytes), fallback, boxes, out);
-    assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2), `failed ${failed}`);
-    host = readBack(buffer);
-    for (const k of [0, 2]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
-    decoder.close();
-    backend.free(buffer);
+      const { failed } = await decoder.decodeOnCpu(list.map((c) => c.bytes), fallback, boxes, out);
+      assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2), `failed ${failed}`);
+      host = readBack(buffer);
+      for (const k of [0, 2]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
+    } finally {
+      decoder.close();
+      backend.free(buffer);
+    }
   });
 
   it('a batch of 256 decodes, reuses its scratch on the next call, and close() leaves no device memory behind', async () => {

@@ -14,7 +14,7 @@
 //   `files` may be reused, only once an event recorded on that stream after the call is done.
 // - One decoder serves one call at a time, and stream order makes its scratch memory safe to reuse.
 
-import { LoaderError } from '../../errors.js';
+import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
 import { CpuJpegRows } from '../sim/sim-jpeg.js';
@@ -46,13 +46,38 @@ export interface DecodeResult {
   readonly fallback: number[];
 }
 
+export interface GpuJpegOptions {
+  /**
+   * How nvJPEG brings 4:2:0 / 4:2:2 chroma to full size: 'interpolate' (default; libjpeg-turbo's
+   * "fancy" upsampling, as sharp and PIL do, so GPU rows match CPU rows closely) or 'replicate'
+   * (nvJPEG's default, what torchvision's decode_jpeg(device='cuda') gives). A library that refuses
+   * interpolation falls back to 'replicate' (see `chroma` on the decoder).
+   */
+  readonly chroma?: 'interpolate' | 'replicate';
+}
+
+/** NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION. */
+const FLAG_INTERPOLATE_CHROMA = 32;
+
+/** Host time spent per phase (ms), for benches. */
+export interface DecodeStats {
+  probeMs: number;
+  decodeMs: number;
+  launchMs: number;
+  calls: number;
+}
+
 export abstract class GpuJpegDecoder {
   /** 'nvjpeg-hardware', 'nvjpeg-gpu-hybrid' or 'sim' (the CPU decoder behind the sim device). */
   abstract readonly kind: string;
+  /** The chroma upsampling in effect ('interpolate' on sim: libjpeg-turbo's). */
+  abstract readonly chroma: 'interpolate' | 'replicate';
+  readonly stats: DecodeStats = { probeMs: 0, decodeMs: 0, launchMs: 0, calls: 0 };
 
   /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
-  static open(backend: Backend): GpuJpegDecoder {
-    if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend);
+  static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
+    if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
+    if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate');
     if (backend instanceof SimBackend) return new SimJpegDecoder(backend);
     throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);
   }
@@ -69,6 +94,7 @@ export abstract class GpuJpegDecoder {
 
 class SimJpegDecoder extends GpuJpegDecoder {
   readonly kind = 'sim';
+  readonly chroma = 'interpolate';
   readonly #rows: CpuJpegRows;
 
   constructor(backend: SimBackend) {
@@ -102,6 +128,7 @@ interface Accepted {
 
 class NvJpegDecoder extends GpuJpegDecoder {
   readonly kind: 'nvjpeg-hardware' | 'nvjpeg-gpu-hybrid';
+  readonly chroma: 'interpolate' | 'replicate';
   readonly #backend: CudaBackend;
   readonly #lib: NvJpeg;
   readonly #handle: bigint;
@@ -127,8 +154,9 @@ class NvJpegDecoder extends GpuJpegDecoder {
   readonly #heights = new Int32Array(new ArrayBuffer(16));
   readonly #supported = new Int32Array(new ArrayBuffer(4));
 
-  private constructor(backend: CudaBackend, lib: NvJpeg, handle: bigint, hardware: boolean) {
+  private constructor(backend: CudaBackend, lib: NvJpeg, handle: bigint, hardware: boolean, interpolate: boolean) {
     super();
+    this.chroma = interpolate ? 'interpolate' : 'replicate';
     this.#backend = backend;
     this.#lib = lib;
     this.#handle = handle;
@@ -143,11 +171,16 @@ class NvJpegDecoder extends GpuJpegDecoder {
     this.#cpu = new CpuJpegRows(backend);
   }
 
-  static create(backend: CudaBackend): NvJpegDecoder {
+  static create(backend: CudaBackend, chroma: 'interpolate' | 'replicate'): NvJpegDecoder {
     const lib = nvjpeg();
     backend.context.setCurrent();
     const out = new BigUint64Array(new ArrayBuffer(8));
-    let hardware = lib.createEx(NVJPEG_BACKEND_HARDWARE, 0, out) === 0;
+    let flags = chroma === 'interpolate' ? FLAG_INTERPOLATE_CHROMA : 0;
+    let hardware = lib.createEx(NVJPEG_BACKEND_HARDWARE, flags, out) === 0;
+    if (!hardware && flags !== 0) {
+      flags = 0;
+      hardware = lib.createEx(NVJPEG_BACKEND_HARDWARE, flags, out) === 0;
+    }
     if (hardware) {
       // The hardware backend is accepted on GPUs without an engine too (it then runs GPU kernels): ask.
       const engines = new Uint32Array(new ArrayBuffer(4));
@@ -159,10 +192,12 @@ class NvJpegDecoder extends GpuJpegDecoder {
       }
     }
     if (!hardware) {
-      const status = lib.createEx(NVJPEG_BACKEND_GPU_HYBRID, 0, out);
+      flags = chroma === 'interpolate' ? FLAG_INTERPOLATE_CHROMA : 0;
+      let status = lib.createEx(NVJPEG_BACKEND_GPU_HYBRID, flags, out);
+      if (status !== 0 && flags !== 0) status = lib.createEx(NVJPEG_BACKEND_GPU_HYBRID, (flags = 0), out);
       if (status !== 0) throw nvjpegFailed('nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID)', status, `decode on the CPU (decode: 'cpu'); nvJPEG is ${lib.path}`);
     }
-    return new NvJpegDecoder(backend, lib, out[0]!, hardware);
+    return new NvJpegDecoder(backend, lib, out[0]!, hardware, flags !== 0);
   }
 
   async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
@@ -174,6 +209,8 @@ class NvJpegDecoder extends GpuJpegDecoder {
     const fallback: number[] = [];
     const accepted: Accepted[] = [];
     let scratchBytes = 0;
+    const t0 = performance.now();
+    this.stats.calls++;
     for (let k = 0; k < files.length; k++) {
       const size = this.#probe(files[k]!);
       if (size === undefined) {
@@ -185,6 +222,8 @@ class NvJpegDecoder extends GpuJpegDecoder {
       scratchBytes += Math.ceil((size.width * size.height * CHANNELS) / 256) * 256;
     }
     this.#held = files;
+    const t1 = performance.now();
+    this.stats.probeMs += t1 - t0;
     if (accepted.length === 0) return { fallback };
     const scratch = (this.#scratch = this.#grow(this.#scratch, scratchBytes, stream));
     const cuStream = this.#backend.stream(stream).handle;
@@ -204,6 +243,8 @@ class NvJpegDecoder extends GpuJpegDecoder {
       decoded = this.#decodeBatch(data, lengths, this.#images(accepted, scratch.ptr), cuStream);
     }
     if (decoded.some(Boolean)) this.#proven = true;
+    const t2 = performance.now();
+    this.stats.decodeMs += t2 - t1;
     const good = accepted.filter((_, i) => decoded[i]);
     for (let i = 0; i < n; i++) if (!decoded[i]) fallback.push(accepted[i]!.k);
     fallback.sort((a, b) => a - b);
@@ -227,6 +268,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
       { u32: out.layout === 'hwc' ? 1 : 0 },
       ...Array.from(scaleBias, (v) => ({ f32: v })),
     ]);
+    this.stats.launchMs += performance.now() - t2;
     return { fallback };
   }
 
