@@ -148,11 +148,13 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
           }
           const mean = sum / want.length;
           console.log(`# chroma ${chroma} (in effect: ${decoder.chroma}), ${files[k]!.name}: mean |gpu − cpu| ${mean.toFixed(3)}, max ${max}`);
-          // Smooth content: IDCT rounding only. The small images carry a 4-pixel colour checker, where
-          // chroma upsampling differs (docs/gpu-decode.md): a wrong crop or flip is far beyond both.
-          const smooth = files[k]!.width >= 300;
-          assert.ok(mean <= (smooth ? 0.5 : 4), `${files[k]!.name}: mean difference ${mean}`);
-          assert.ok(max <= (smooth ? 8 : 96), `${files[k]!.name}: max difference ${max}`);
+          // Interpolated chroma is libjpeg-turbo's upsampling: the same pixels but for IDCT rounding
+          // (measured on the H200: mean 0.000, max 1). Replicated chroma (torchvision's) differs at
+          // colour edges (measured: mean ≤ 3.3, max 70 on the 4-pixel colour checker of the small
+          // images): docs/gpu-decode.md. A wrong crop or flip is far beyond both.
+          const strict = decoder.chroma === 'interpolate';
+          assert.ok(mean <= (strict ? 0.05 : 4), `${files[k]!.name}: mean difference ${mean}`);
+          assert.ok(max <= (strict ? 2 : 96), `${files[k]!.name}: max difference ${max}`);
         }
       } finally {
         decoder.close();
