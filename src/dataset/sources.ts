@@ -11,6 +11,7 @@ import { type NpyOptions, npySource } from './formats/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
+import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/token-file.js';
 import { moduleSource } from './source-spec.js';
 
 export const sources = {
@@ -95,5 +96,14 @@ export const sources = {
    */
   tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
     return tarShardsSource(shards, options);
+  },
+  /**
+   * Flat token files. nanoGPT's `.bin` (raw little-endian uint16/uint32 ids) as fixed windows:
+   * `sources.tokens('train.bin', { contextLength: 1024 })` gives samples `{ tokens: [1025] }`, input
+   * `tokens[0..1024)`, target `tokens[1..1025)`. With Megatron's index (`index: true` for `x.idx`
+   * beside `x.bin`, or its path), samples are documents `{ tokens: [len] }`, a ragged field.
+   */
+  tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
+    return tokensSource(path, options);
   },
 };
