@@ -11,6 +11,7 @@ import { type NpyOptions, npySource } from './formats/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
+import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/jsonl.js';
 import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/token-file.js';
 import { moduleSource } from './source-spec.js';
 
@@ -105,5 +106,14 @@ export const sources = {
    */
   tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
     return tokensSource(path, options);
+  },
+  /**
+   * A JSON Lines file, one record per non-blank line: `sources.jsonl('data.jsonl', { fields: {
+   * label: 'int64' }, text: 'text', tokenizer: { path: 'tokenizer.json' } })`. The line index is
+   * built once and cached; each sample is one positioned read. Arrays and tokenized text are
+   * ragged fields. A corrupt line fails only its sample's batch.
+   */
+  jsonl(path: string, options?: JsonlOptions): JsonlSource {
+    return jsonlSource(path, options);
   },
 };
