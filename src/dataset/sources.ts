@@ -12,6 +12,7 @@ import { type SafetensorsOptions, safetensorsSource } from './formats/safetensor
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
 import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/jsonl.js';
+import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/parquet.js';
 import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/token-file.js';
 import { moduleSource } from './source-spec.js';
 
@@ -115,5 +116,14 @@ export const sources = {
    */
   jsonl(path: string, options?: JsonlOptions): JsonlSource {
     return jsonlSource(path, options);
+  },
+  /**
+   * A Parquet file, one row per sample, read with hyparquet (pure JavaScript): `await
+   * sources.parquet('train.parquet', { columns: ['input_ids', 'label'] })`. Numbers are scalars,
+   * list<number> columns ragged fields, strings token ids through `tokenizer`. Row groups are read
+   * by position; each reader keeps the last one it decoded.
+   */
+  parquet(path: string, options?: ParquetOptions): Promise<ParquetSource> {
+    return parquetSource(path, options);
   },
 };
