@@ -5,6 +5,7 @@ import { type ArrayColumns, ArraySource } from './arrays-source.js';
 import { type ConcatSource, concatSource } from './concat-source.js';
 import type { AnyDataset } from './dataset.js';
 import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
+import { type ArrowRaggedOptions, type ArrowRaggedSource, arrowRaggedSource } from './formats/arrow-ragged.js';
 import type { FileColumnsSource } from './formats/columns-file.js';
 import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './formats/image-folder.js';
 import { type NpyOptions, npySource } from './formats/npy.js';
@@ -47,20 +48,23 @@ export const sources = {
    * fixed-size-list columns as tensors, binary/image columns through `decoders`. Record batches are
    * read on demand, never the whole file. `decode`: where image columns are decoded, as for
    * imageFolder ('processes', 'threads' or 'auto'). A list of paths (`data-0000k-of-n.arrow`
-   * shards) is one dataset over them all, in order (see `concat`).
+   * shards) is one dataset over them all, in order (see `concat`). `ragged: { text: { tokenizer },
+   * ids: 'values' }` reads string / list columns as ragged fields (token ids, list values, bytes).
    */
-  arrow(paths: string | readonly string[], options?: ArrowOptions): ArrowSource | ConcatSource {
+  arrow(paths: string | readonly string[], options?: ArrowOptions | ArrowRaggedOptions): ArrowSource | ArrowRaggedSource | ConcatSource {
+    // `ragged` columns (strings, lists) make a per-sample dataset: see arrow-ragged.ts.
+    const open = (p: string) => (options !== undefined && 'ragged' in options ? arrowRaggedSource(p, options) : arrowSource(p, options));
     if (Array.isArray(paths)) {
-      const opened: ArrowSource[] = [];
+      const opened: (ArrowSource | ArrowRaggedSource)[] = [];
       try {
-        for (const p of paths as readonly string[]) opened.push(arrowSource(p, options));
+        for (const p of paths as readonly string[]) opened.push(open(p));
         return concatSource(opened);
       } catch (error) {
         for (const ds of opened) void ds.close();
         throw error;
       }
     }
-    return arrowSource(paths as string, options);
+    return open(paths as string);
   },
   /**
    * One dataset over several opened datasets (shards), in order: sample i is in the part whose
