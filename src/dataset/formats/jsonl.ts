@@ -144,6 +144,19 @@ export function jsonlSource(path: string, options: JsonlOptions = {}): JsonlSour
   return new JsonlSource({ path: abs, kinds, tokenizer, index });
 }
 
+/** Record 0 of `path`, parsed (for `stoker inspect`, which reads the fields it finds there). */
+export function jsonlFirstRecord(path: string): Record<string, unknown> {
+  const abs = resolve(path);
+  const index = jsonlIndex(abs);
+  if (index.lines.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no records (no non-blank lines)`);
+  const probe = new JsonlSource({ path: abs, kinds: [], tokenizer: undefined, index });
+  try {
+    return probe.record(0);
+  } finally {
+    probe.close();
+  }
+}
+
 /** Worker-side factory. */
 export function openJsonl(spec: JsonlSpec): JsonlSource {
   return new JsonlSource(spec);

@@ -258,6 +258,28 @@ export async function parquetSource(path: string, options: ParquetOptions = {}):
   return ds;
 }
 
+/** For `stoker inspect`: the top-level columns a loader can read without options, and the string columns that need a tokenizer. */
+export async function parquetColumns(path: string): Promise<{ readable: string[]; text: string[] }> {
+  const file = new PositionedFile(resolve(path));
+  let metadata: FileMetaData;
+  try {
+    metadata = await readMetadata(path, file);
+  } finally {
+    file.close();
+  }
+  const readable: string[] = [];
+  const text: string[] = [];
+  for (const c of parquetSchema(metadata).children) {
+    try {
+      columnKind(path, c, undefined);
+      readable.push(c.element.name);
+    } catch (error) {
+      if ((error as LoaderError).code === 'ERR_INVALID_OPTION') text.push(c.element.name);
+    }
+  }
+  return { readable, text };
+}
+
 /** Worker-side factory: reads the footer again (one small read), checks the size. */
 export async function openParquet(spec: ParquetSpec): Promise<ParquetSource> {
   const file = openChecked(spec.path, spec.fileSize);
