@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { badFile, fileAccess, invalidOption, show } from '../../errors.js';
+import { badFile, fileAccess, invalidOption } from '../../errors.js';
 
 export interface TokenizerOptions {
   /** A Hugging Face `tokenizer.json` (the file `tokenizer.save()` writes; one per model on the Hub). */
@@ -89,9 +89,8 @@ function readJson(path: string, what: string): object {
   return json;
 }
 
-/** The ids of `text` as int32, truncated to `maxLength`. */
+/** The ids of `text` as int32, truncated to `maxLength` (callers check that `text` is a string). */
 export function tokenize(t: ResolvedTokenizer, text: string): Int32Array {
-  if (typeof text !== 'string') throw invalidOption('tokenizer input', 'a string', show(text));
   const ids = loadTokenizer(t).encode(text, { add_special_tokens: t.addSpecialTokens }).ids;
   const n = t.maxLength === undefined ? ids.length : Math.min(ids.length, t.maxLength);
   const out = new Int32Array(n);
