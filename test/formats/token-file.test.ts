@@ -153,6 +153,7 @@ describe('sources.tokens (Megatron .bin + .idx)', { skip: noPython }, () => {
     assert.equal(ds.dtype, 'uint16');
     assert.deepEqual(ds.ragged, ['tokens']);
     assert.deepEqual(ds.raggedMax, { tokens: 40 });
+    assert.deepEqual(Array.from(ds.lengths), lengths, 'lengths per document, for token budgets');
     const again = (await openSource(specOf(ds)!)) as MegatronTokens;
     for (const d of range(docs.length)) {
       const expected = range(lengths[d]!).map((j) => tok(starts[d]! + j));

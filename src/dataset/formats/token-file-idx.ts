@@ -38,6 +38,8 @@ export interface MegatronIndex {
   readonly documents: number;
   /** Tokens in the longest document. */
   readonly longest: number;
+  /** Tokens per document, in shared memory (reader workers share one copy): the loader's `lengths` for token budgets. */
+  readonly lengths: Uint32Array;
   /** Byte offsets in the .idx of the pointer table and of the document boundaries. */
   readonly pointersAt: number;
   readonly documentsAt: number;
@@ -93,6 +95,7 @@ export function readMegatronIndex(idxPath: string, binPath: string): MegatronInd
     // Document boundaries: rising from 0 to S. The longest document from the pointers at its ends.
     let previous = -1;
     let longest = 0;
+    const lengths = new Uint32Array(new SharedArrayBuffer(4 * (D - 1)));
     let startByte = 0;
     const pointer = pointerReader(file, pointersAt, S, binSize);
     for (let d = 0; d < D; d += CHUNK) {
@@ -104,13 +107,17 @@ export function readMegatronIndex(idxPath: string, binPath: string): MegatronInd
         if (d + k === 0 && s !== 0n) throw badFile(idxPath, at, `the document indices start at ${s}, not 0`);
         if (s < BigInt(previous) || s > BigInt(S)) throw badFile(idxPath, at, `document index ${d + k} is ${s}; the indices must rise from 0 to the sequence count ${S}`);
         const byte = pointer(Number(s));
-        if (d + k > 0) longest = Math.max(longest, (byte - startByte) / size);
+        if (d + k > 0) {
+          const tokens = (byte - startByte) / size;
+          lengths[d + k - 1] = tokens;
+          longest = Math.max(longest, tokens);
+        }
         startByte = byte;
         previous = Number(s);
       }
     }
     if (previous !== S) throw badFile(idxPath, documentsAt + 8 * (D - 1), `the last document index is ${previous}, not the sequence count ${S}: sequences after it belong to no document`);
-    return { path: idxPath, fileSize: file.size, binSize, dtype, sequences: S, documents: D - 1, longest, pointersAt, documentsAt };
+    return { path: idxPath, fileSize: file.size, binSize, dtype, sequences: S, documents: D - 1, longest, lengths, pointersAt, documentsAt };
   } finally {
     file.close();
   }

@@ -112,6 +112,8 @@ export class MegatronTokens implements Dataset, Reopenable {
   readonly ragged: readonly string[] = ['tokens'];
   /** The longest document, in tokens (from the index). */
   readonly raggedMax: { readonly tokens: number };
+  /** Tokens per document (from the index): what `batchTokens` budgets with. */
+  readonly lengths: Uint32Array;
   readonly #spec: MegatronSpec;
   #bin: PositionedFile | undefined;
   #idx: PositionedFile | undefined;
@@ -123,6 +125,7 @@ export class MegatronTokens implements Dataset, Reopenable {
     this.dtype = spec.index.dtype;
     this.length = spec.index.documents;
     this.raggedMax = Object.freeze({ tokens: spec.index.longest });
+    this.lengths = spec.index.lengths;
   }
 
   /** `{ tokens }`: every token of document `i` (possibly none). */
