@@ -5,12 +5,16 @@ import { type ArrayColumns, ArraySource } from './arrays-source.js';
 import { type ConcatSource, concatSource } from './concat-source.js';
 import type { AnyDataset } from './dataset.js';
 import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
+import { type ArrowRaggedOptions, type ArrowRaggedSource, arrowRaggedSource } from './formats/arrow-ragged.js';
 import type { FileColumnsSource } from './formats/columns-file.js';
 import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './formats/image-folder.js';
 import { type NpyOptions, npySource } from './formats/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
+import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/jsonl.js';
+import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/parquet.js';
+import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/token-file.js';
 import { moduleSource } from './source-spec.js';
 
 export const sources = {
@@ -44,20 +48,23 @@ export const sources = {
    * fixed-size-list columns as tensors, binary/image columns through `decoders`. Record batches are
    * read on demand, never the whole file. `decode`: where image columns are decoded, as for
    * imageFolder ('processes', 'threads' or 'auto'). A list of paths (`data-0000k-of-n.arrow`
-   * shards) is one dataset over them all, in order (see `concat`).
+   * shards) is one dataset over them all, in order (see `concat`). `ragged: { text: { tokenizer },
+   * ids: 'values' }` reads string / list columns as ragged fields (token ids, list values, bytes).
    */
-  arrow(paths: string | readonly string[], options?: ArrowOptions): ArrowSource | ConcatSource {
+  arrow(paths: string | readonly string[], options?: ArrowOptions | ArrowRaggedOptions): ArrowSource | ArrowRaggedSource | ConcatSource {
+    // `ragged` columns (strings, lists) make a per-sample dataset: see arrow-ragged.ts.
+    const open = (p: string) => (options !== undefined && 'ragged' in options ? arrowRaggedSource(p, options) : arrowSource(p, options));
     if (Array.isArray(paths)) {
-      const opened: ArrowSource[] = [];
+      const opened: (ArrowSource | ArrowRaggedSource)[] = [];
       try {
-        for (const p of paths as readonly string[]) opened.push(arrowSource(p, options));
+        for (const p of paths as readonly string[]) opened.push(open(p));
         return concatSource(opened);
       } catch (error) {
         for (const ds of opened) void ds.close();
         throw error;
       }
     }
-    return arrowSource(paths as string, options);
+    return open(paths as string);
   },
   /**
    * One dataset over several opened datasets (shards), in order: sample i is in the part whose
@@ -95,5 +102,32 @@ export const sources = {
    */
   tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
     return tarShardsSource(shards, options);
+  },
+  /**
+   * Flat token files. nanoGPT's `.bin` (raw little-endian uint16/uint32 ids) as fixed windows:
+   * `sources.tokens('train.bin', { contextLength: 1024 })` gives samples `{ tokens: [1025] }`, input
+   * `tokens[0..1024)`, target `tokens[1..1025)`. With Megatron's index (`index: true` for `x.idx`
+   * beside `x.bin`, or its path), samples are documents `{ tokens: [len] }`, a ragged field.
+   */
+  tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
+    return tokensSource(path, options);
+  },
+  /**
+   * A JSON Lines file, one record per non-blank line: `sources.jsonl('data.jsonl', { fields: {
+   * label: 'int64' }, text: 'text', tokenizer: { path: 'tokenizer.json' } })`. The line index is
+   * built once and cached; each sample is one positioned read. Arrays and tokenized text are
+   * ragged fields. A corrupt line fails only its sample's batch.
+   */
+  jsonl(path: string, options?: JsonlOptions): JsonlSource {
+    return jsonlSource(path, options);
+  },
+  /**
+   * A Parquet file, one row per sample, read with hyparquet (pure JavaScript): `await
+   * sources.parquet('train.parquet', { columns: ['input_ids', 'label'] })`. Numbers are scalars,
+   * list<number> columns ragged fields, strings token ids through `tokenizer`. Row groups are read
+   * by position; each reader keeps the last one it decoded.
+   */
+  parquet(path: string, options?: ParquetOptions): Promise<ParquetSource> {
+    return parquetSource(path, options);
   },
 };

@@ -17,12 +17,15 @@ import { buildIndex as buildArrowIndex } from './arrow-index.js';
 import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
 import { imageFolderSource } from './image-folder.js';
+import { jsonlFirstRecord, jsonlSource } from './jsonl.js';
 import { npySource } from './npy.js';
+import { parquetColumns, parquetSource } from './parquet.js';
 import { safetensorsSource } from './safetensors.js';
 import { shardIndex } from './tar-index.js';
 import { expandShardPaths, tarShardsSource } from './tar-shards.js';
+import { type MegatronTokens, tokensSource } from './token-file.js';
 
-export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards';
+export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards' | 'jsonl' | 'parquet' | 'megatron';
 
 export interface ColumnDescription {
   readonly name: string;
@@ -74,6 +77,9 @@ export function detectFormat(path: string): SourceFormat {
   if (ext === '.safetensors') return 'safetensors';
   if (ext === '.arrow' || ext === '.feather' || ext === '.ipc' || ext === '.arrows') return 'arrow';
   if (ext === '.tar') return 'tar-shards';
+  if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
+  if (ext === '.parquet') return 'parquet';
+  if (ext === '.idx') return 'megatron';
   const head = new Uint8Array(512);
   let n = 0;
   const fd = openSync(path, 'r');
@@ -89,7 +95,9 @@ export function detectFormat(path: string): SourceFormat {
   if (n >= 8 && head[0] === 0xff && head[1] === 0xff && head[2] === 0xff && head[3] === 0xff) return 'arrow';
   if (n >= 262 && text(257, 262) === 'ustar') return 'tar-shards';
   if (n >= 9 && head[8] === 0x7b /* { */ && head[5] === 0 && head[6] === 0 && head[7] === 0) return 'safetensors';
-  throw new LoaderError('ERR_INVALID_DATASET', `${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, or a folder of class folders or .tar shards)`);
+  if (n >= 9 && text(0, 9) === 'MMIDIDX\x00\x00') return 'megatron';
+  if (n >= 4 && text(0, 4) === 'PAR1') return 'parquet';
+  throw new LoaderError('ERR_INVALID_DATASET', `${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a Megatron .idx, or a folder of class folders or .tar shards)`);
 }
 
 export async function openPath(path: string, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
@@ -113,6 +121,23 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
       const size = options.size ?? (await imageSize(await readBytes(probe.pathOf(0)), displayPath(probe.pathOf(0))));
       const ds = imageFolderSource(path, { size, decode: 'threads' });
       return { format, dataset: ds, details: { classes: ds.classes.length, classNames: ds.classes.slice(0, 20), decodedTo: `${size[0]}×${size[1]}` } };
+    }
+    case 'jsonl': {
+      // Every numeric or array field of record 0; text fields need a tokenizer, so they are listed, not read.
+      const first = jsonlFirstRecord(path);
+      const fields = Object.keys(first).filter((k) => typeof first[k] === 'number' || Array.isArray(first[k]));
+      const text = Object.keys(first).filter((k) => typeof first[k] === 'string');
+      const ds = jsonlSource(path, { fields });
+      return { format, dataset: ds, details: { records: ds.length, ...raggedDetails(ds), ...(text.length > 0 ? { text } : {}) } };
+    }
+    case 'parquet': {
+      const { readable, text } = await parquetColumns(path);
+      const ds = await parquetSource(path, { columns: readable });
+      return { format, dataset: ds, details: { rowGroups: ds.numRowGroups, ...raggedDetails(ds), ...(text.length > 0 ? { text } : {}) } };
+    }
+    case 'megatron': {
+      const ds = tokensSource(path.replace(/\.idx$/, '.bin'), { index: path }) as MegatronTokens;
+      return { format, dataset: ds, details: { dtype: ds.dtype, ...raggedDetails(ds) } };
     }
     case 'tar-shards': {
       const isDir = statSync(path).isDirectory();
@@ -142,6 +167,11 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
     bytesPerSample: f.rowSize * elementSize(f.dtype),
   }));
   return { path, format, length: dataset.length, columns, bytesPerSample: schema.sampleBytes, details };
+}
+
+/** Which fields vary in length (their shape above is sample 0's), and the bounds the source knows. */
+function raggedDetails(ds: { readonly ragged: readonly string[]; readonly raggedMax: Readonly<Record<string, number>> }): Record<string, unknown> {
+  return ds.ragged.length === 0 ? {} : { ragged: ds.ragged, ...(Object.keys(ds.raggedMax).length > 0 ? { raggedMax: ds.raggedMax } : {}) };
 }
 
 /** "32×32", or "image 32×32, thumb 8×8" when image columns or fields differ. */

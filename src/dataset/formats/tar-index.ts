@@ -164,7 +164,7 @@ export function shardIndex(shard: string, mode: TarIndexMode, openAs: string | U
  * in a parent that no other user can swap it out of (owned by this user or root, and not writable
  * by others unless sticky, as /tmp is). Where there are no uids (Windows), any directory is.
  */
-function isPrivateDir(dir: string): boolean {
+export function isPrivateDir(dir: string): boolean {
   const uid = process.getuid?.();
   if (uid === undefined) return true;
   try {

@@ -1,0 +1,205 @@
+// sources.tokens: token files written by Python (the struct module, as nanoGPT's prepare.py and
+// Megatron's _IndexWriter lay them out) read back exactly — windows with the target shift through
+// the loader with reader workers, Megatron documents as ragged samples with raggedMax from the
+// index — and damaged indexes refused with a typed error naming the file.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { MegatronTokens, TokenWindows, tokensSource } from '../../src/dataset/formats/token-file.js';
+import { openSource, specOf } from '../../src/dataset/source-spec.js';
+import { DataLoader, sources } from '../../src/index.js';
+import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
+
+const PYTHON = '/usr/bin/python3';
+const noPython = existsSync(PYTHON) ? false : `${PYTHON} is not installed`;
+const dir = mkdtempSync(join(tmpdir(), 'stoker-tokens-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function python(script: string, ...args: string[]): void {
+  execFileSync(PYTHON, ['-c', script, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
+/** Token k of the test streams: a value that differs from its neighbours and fits uint16. */
+const tok = (k: number) => (k * 7919 + 13) % 65521;
+
+/** nanoGPT's layout (prepare.py: `np.array(ids, dtype=np.uint16).tofile(...)`): raw little-endian ids. */
+const FLAT = `
+import struct, sys
+path, n, fmt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with open(path, 'wb') as f:
+    f.write(struct.pack('<%d%s' % (n, fmt), *[(k * 7919 + 13) % 65521 for k in range(n)]))
+`;
+
+/** Megatron's _IndexWriter, field by field; documents given as lists of sequence lengths (JSON). */
+const MEGATRON = `
+import json, struct, sys
+prefix, docs, code = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+size = {8: 2, 4: 4}[code]
+fmt = {8: 'H', 4: 'i'}[code]
+lengths, doc_idx, k = [], [0], 0
+with open(prefix + '.bin', 'wb') as b:
+    for doc in docs:
+        for n in doc:
+            b.write(struct.pack('<%d%s' % (n, fmt), *[(j * 7919 + 13) % 65521 for j in range(k, k + n)]))
+            k += n
+            lengths.append(n)
+        doc_idx.append(len(lengths))
+pointers, p = [], 0
+for n in lengths:
+    pointers.append(p)
+    p += n * size
+with open(prefix + '.idx', 'wb') as f:
+    f.write(b'MMIDIDX\\x00\\x00')
+    f.write(struct.pack('<Q', 1))
+    f.write(struct.pack('<B', code))
+    f.write(struct.pack('<Q', len(lengths)))
+    f.write(struct.pack('<Q', len(doc_idx)))
+    f.write(struct.pack('<%di' % len(lengths), *lengths))
+    f.write(struct.pack('<%dq' % len(pointers), *pointers))
+    f.write(struct.pack('<%dq' % len(doc_idx), *doc_idx))
+`;
+
+let fileNo = 0;
+function flat(n: number, fmt: 'H' | 'I'): string {
+  const path = join(dir, `flat${fileNo++}.bin`);
+  python(FLAT, path, String(n), fmt);
+  return path;
+}
+function megatron(docs: number[][], code = 8): string {
+  const prefix = join(dir, `mega${fileNo++}`);
+  python(MEGATRON, prefix, JSON.stringify(docs), String(code));
+  return `${prefix}.bin`;
+}
+
+describe('sources.tokens (nanoGPT .bin)', { skip: noPython }, () => {
+  it('sample i is the contextLength + 1 tokens from token i × contextLength, and the tail that fills no window is never a sample', () => {
+    const path = flat(1000, 'H');
+    const ds = sources.tokens(path, { contextLength: 64 }) as TokenWindows;
+    assert.equal(ds.tokens, 1000);
+    assert.equal(ds.length, Math.floor((1000 - 65) / 64) + 1);
+    for (const i of [0, 1, 7, ds.length - 1]) {
+      const { tokens } = ds.get(i);
+      assert.ok(tokens instanceof Uint16Array);
+      assert.deepEqual(Array.from(tokens), range(65).map((j) => tok(i * 64 + j)));
+    }
+    // Consecutive windows share one token: input of window i+1 starts at the target's last token.
+    assert.equal(ds.get(1).tokens[0], ds.get(0).tokens[64]);
+    assert.throws(() => ds.get(ds.length), { code: 'ERR_INVALID_DATASET' });
+    ds.close();
+  });
+
+  it('reads uint32 tokens with a stride, and a reopened copy (as a reader worker makes) reads the same', async () => {
+    const path = flat(301, 'I');
+    const ds = tokensSource(path, { dtype: 'uint32', contextLength: 16, stride: 5 }) as TokenWindows;
+    assert.equal(ds.length, Math.floor((301 - 17) / 5) + 1);
+    const again = (await openSource(specOf(ds)!)) as TokenWindows;
+    for (const i of range(ds.length)) {
+      const t = ds.get(i).tokens;
+      assert.ok(t instanceof Uint32Array);
+      assert.deepEqual(Array.from(t), range(17).map((j) => tok(i * 5 + j)));
+      assert.deepEqual(again.get(i).tokens, t);
+    }
+    ds.close();
+    again.close();
+  });
+
+  it('refuses a file that is not a whole number of tokens, one shorter than a window, and missing contextLength', () => {
+    const odd = join(dir, 'odd.bin');
+    writeFileSync(odd, new Uint8Array(41));
+    assert.throws(() => sources.tokens(odd, { contextLength: 4 }), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(odd) && e.message.includes('uint16'));
+    assert.throws(() => sources.tokens(flat(10, 'H'), { contextLength: 10 }), { code: 'ERR_EMPTY_DATASET' });
+    assert.throws(() => sources.tokens(odd, {}), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('contextLength'));
+    assert.throws(() => sources.tokens(odd, { contextLength: 4, dtype: 'int8' as never }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('dtype'));
+    assert.throws(() => sources.tokens(odd, { contextLenght: 4 } as never), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('contextLenght'));
+  });
+
+  it('delivers every window exactly once per epoch, with its tokens, through 2 reader workers', { timeout: TEST_MS }, async () => {
+    const path = flat(20_000, 'H');
+    const ds = sources.tokens(path, { contextLength: 128 }) as TokenWindows;
+    const loader = await DataLoader.create(ds, { batchSize: 8, workers: 2, mode: 'streaming', dropLast: false, seed: 3 });
+    try {
+      assert.equal(loader.stats().workers, 2);
+      for (let epoch = 0; epoch < 2; epoch++) {
+        const batches = await within(HANG_MS, `epoch ${epoch}`, collect(loader.epoch(epoch)));
+        assert.deepEqual(sorted(batches.flatMap((b) => Array.from(b.sampleIds))), range(ds.length));
+        for (const b of batches) {
+          const t = b.get('tokens');
+          assert.deepEqual(t.shape, [b.rows, 129]);
+          b.sampleIds.forEach((id, r) => assert.deepEqual(Array.from((t.data as Uint16Array).subarray(r * 129, r * 129 + 129)), range(129).map((j) => tok(id * 128 + j))));
+          b.release();
+        }
+      }
+    } finally {
+      await loader.close();
+    }
+  });
+});
+
+describe('sources.tokens (Megatron .bin + .idx)', { skip: noPython }, () => {
+  // Documents of several sequences, an empty one, and a long one.
+  const docs = [[5], [3, 4], [], [40], [1, 1, 1], [12]];
+  const starts = docs.map((_, d) => docs.slice(0, d).flat().reduce((a, b) => a + b, 0));
+  const lengths = docs.map((d) => d.reduce((a, b) => a + b, 0));
+
+  it("gives document i as a ragged 'tokens' field, with raggedMax the longest document from the index", async () => {
+    const bin = megatron(docs);
+    const ds = sources.tokens(bin, { index: true }) as MegatronTokens;
+    assert.ok(ds instanceof MegatronTokens);
+    assert.equal(ds.length, docs.length);
+    assert.equal(ds.dtype, 'uint16');
+    assert.deepEqual(ds.ragged, ['tokens']);
+    assert.deepEqual(ds.raggedMax, { tokens: 40 });
+    assert.deepEqual(Array.from(ds.lengths), lengths, 'lengths per document, for token budgets');
+    const again = (await openSource(specOf(ds)!)) as MegatronTokens;
+    for (const d of range(docs.length)) {
+      const expected = range(lengths[d]!).map((j) => tok(starts[d]! + j));
+      assert.deepEqual(Array.from(ds.get(d).tokens), expected, `document ${d}`);
+      assert.deepEqual(Array.from(again.get(d).tokens), expected);
+    }
+    ds.close();
+    again.close();
+  });
+
+  it('reads int32 indexes (dtype code 4) through an explicit .idx path, and refuses a dtype that contradicts the index', () => {
+    const bin = megatron([[3], [2, 2]], 4);
+    const ds = sources.tokens(bin, { index: bin.replace(/\.bin$/, '.idx') }) as MegatronTokens;
+    assert.equal(ds.dtype, 'int32');
+    assert.deepEqual(Array.from(ds.get(1).tokens), range(4).map((j) => tok(3 + j)));
+    ds.close();
+    assert.throws(() => sources.tokens(bin, { index: true, dtype: 'uint16' }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('int32'));
+    assert.throws(() => sources.tokens(bin, { index: true, contextLength: 8 }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('contextLength'));
+  });
+
+  it('refuses a damaged index with ERR_BAD_FILE naming the file: magic, truncation, a pointer gap, boundaries past the end, a .bin of another size', () => {
+    const damaged = (edit: (b: Buffer) => Buffer, binEdit?: (b: Buffer) => Buffer) => {
+      const bin = megatron([[4], [2, 3]]);
+      const idx = bin.replace(/\.bin$/, '.idx');
+      writeFileSync(idx, edit(readFileSync(idx)));
+      if (binEdit) writeFileSync(bin, binEdit(readFileSync(bin)));
+      return { bin, idx };
+    };
+    const S = 3;
+    const pointersAt = 34 + 4 * S;
+    const docsAt = pointersAt + 8 * S;
+    const cases: [string, (b: Buffer) => Buffer, ((b: Buffer) => Buffer) | undefined, string][] = [
+      ['bad magic', (b) => (b.write('XX', 0, 'latin1'), b), undefined, 'MMIDIDX'],
+      ['truncated', (b) => b.subarray(0, b.length - 3), undefined, 'should hold'],
+      ['pointer gap', (b) => (b.writeBigInt64LE(10n, pointersAt + 8), b), undefined, 'end to end'],
+      ['boundary past the end', (b) => (b.writeBigInt64LE(9n, docsAt + 8), b), undefined, 'rise from 0'],
+      ['bin of another size', (b) => b, (b) => Buffer.concat([b, Buffer.alloc(2)]), 'do not belong together'],
+      ['unsupported dtype', (b) => (b.writeUInt8(7, 17), b), undefined, 'dtype code 7'],
+    ];
+    for (const [what, edit, binEdit, says] of cases) {
+      const { bin, idx } = damaged(edit, binEdit);
+      assert.throws(
+        () => sources.tokens(bin, { index: true }),
+        (e: any) => e.code === 'ERR_BAD_FILE' && (e.message.includes(idx) || e.message.includes(bin)) && e.message.includes(says),
+        what,
+      );
+    }
+  });
+});
