@@ -126,7 +126,7 @@ class DataLoader:
     source: a dataset path (.npy, .safetensors, .arrow, .tar, an image folder), a module spec
         {"module", "export", "options"}, or `stoker.torch.synthetic(...)`. May be omitted with
         `connect=` a server started with --source.
-    batch_size, device ('cpu', 'cuda', 'cuda:N'), shuffle, seed, and any DataLoader option of Stoker
+    batch_size, device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default True), seed (default 42), and any DataLoader option of Stoker
         in snake_case (drop_last, workers, mode, augment, prefetch, errors, ...).
     node / command: how to start the loader (default `node <repo>/bin/stoker.js serve --once`;
         set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
@@ -135,10 +135,11 @@ class DataLoader:
     Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
     """
 
-    def __init__(self, source=None, batch_size=None, device="cpu", shuffle=True, seed=42, *, node="node",
+    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
                  command=None, connect=None, slots=4, timeout=None, env=None, **options):
         self._proc = None
         self._sock = None
+        self._reader = None
         self._stderr_tail = collections.deque(maxlen=40)
         self._slabs = {}
         self._cpu_views = {}
@@ -150,7 +151,10 @@ class DataLoader:
         opts = {_camel(k): v for k, v in options.items()}
         if batch_size is not None:
             opts["batchSize"] = batch_size
-        opts.update({"device": str(device), "shuffle": bool(shuffle), "seed": seed})
+        # Unset ones keep the server's defaults (its command line's, else Stoker's: cpu, shuffled, seed 42).
+        for key, value in (("device", None if device is None else str(device)), ("shuffle", shuffle), ("seed", seed)):
+            if value is not None:
+                opts[key] = value
         self._options = opts
         self._next_epoch = 0
         self._resume = None
@@ -160,7 +164,7 @@ class DataLoader:
             self._sock.settimeout(timeout)
             self._sock.connect(path)
             self._reader = self._sock.makefile("rb")
-            self._finalizer = weakref.finalize(self, _cleanup, self._sock, self._proc)
+            self._finalizer = weakref.finalize(self, _cleanup, self._sock, self._reader, self._proc)
             self._open()
         except BaseException:
             self.close()
@@ -401,6 +405,9 @@ class DataLoader:
         self._cpu_views.clear()
         self._slabs.clear()
         if self._sock is not None:
+            # The socket's fd closes only once the file made by makefile() is closed too.
+            if self._reader is not None:
+                self._reader.close()
             self._sock.close()
         if self._proc is not None:
             try:
@@ -417,8 +424,9 @@ class DataLoader:
         return False
 
 
-def _cleanup(sock, proc):
+def _cleanup(sock, reader, proc):
     try:
+        reader.close()
         sock.close()
     except OSError:
         pass

@@ -65,7 +65,7 @@ export class LineChannel {
     };
     socket.on('end', () => end('disconnected'));
     socket.on('close', () => end('disconnected'));
-    socket.on('error', (e) => end(`socket error: ${e.message}`));
+    socket.on('error', (e) => end(`disconnected (${e.message})`));
   }
 
   get closed(): boolean {

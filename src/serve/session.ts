@@ -101,6 +101,8 @@ export class Session {
         await this.#teardown();
         this.#channel.send({ op: 'closed' });
         this.#channel.end();
+        // Done with this client whether or not it closes its end.
+        void this.#end('closed');
         return;
       default:
         throw new ProtocolError(`stoker serve: unknown op ${JSON.stringify(m.op)}`);
@@ -282,7 +284,8 @@ export class Session {
     if (this.#loader !== undefined || holding > 0) {
       this.#config.log(`stoker serve: client ${this.id} ${why}${holding > 0 ? ` holding ${holding} batch${holding === 1 ? '' : 'es'}; freed them` : ''}`);
     }
-    await this.#queue.catch(() => {});
+    // A `close` request ends the session from inside the queue: do not wait for the queue then.
+    if (why !== 'closed') await this.#queue.catch(() => {});
     try {
       await this.#teardown();
     } catch (e) {
