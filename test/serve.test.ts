@@ -4,48 +4,15 @@
 // /usr/bin/python3 or its torch is missing (CI installs python3-torch; see .ci/run).
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
+import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
 
-const PYTHON = '/usr/bin/python3';
-const CLIENT = fileURLToPath(new URL('./fixtures/torch_client.py', import.meta.url));
-const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
-
-function torchMissing(): string | false {
-  try {
-    execFileSync(PYTHON, ['-c', 'import torch'], { stdio: 'ignore', timeout: 120_000 });
-    return false;
-  } catch {
-    return `${PYTHON} with torch is not installed here (apt-get install python3-torch); the Python client is not tested`;
-  }
-}
-const skip = torchMissing();
-
-/** Run one scenario of torch_client.py; resolves to its JSON line (and stderr), under a hard time limit. */
-function scenario(name: string, args: Record<string, unknown> = {}): Promise<{ out: Record<string, unknown>; stderr: string; code: number }> {
-  return new Promise((resolve, reject) => {
-    execFile(PYTHON, [CLIENT, name, JSON.stringify(args)], { timeout: CHILD_MS, maxBuffer: 64 << 20, env: { ...process.env, STOKER_JS: BIN } }, (error, stdout, stderr) => {
-      if (error !== null && (error as { killed?: boolean }).killed && (error as { signal?: string }).signal === 'SIGTERM') {
-        reject(new Error(`python scenario ${name} did not finish within ${CHILD_MS} ms (hang)\n${stderr}`));
-        return;
-      }
-      const line = stdout.trim().split('\n').pop() ?? '';
-      let out: Record<string, unknown>;
-      try {
-        out = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        reject(new Error(`python scenario ${name} printed no JSON line (exit ${String((error as { code?: unknown } | null)?.code)}):\n${stdout}\n${stderr}`));
-        return;
-      }
-      resolve({ out, stderr, code: error === null ? 0 : Number((error as { code?: unknown }).code ?? -1) });
-    });
-  });
-}
+const skip = torchMissing('/usr/bin/python3');
 
 const sorted = (xs: unknown) => [...(xs as number[])].sort((a, b) => a - b);
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);

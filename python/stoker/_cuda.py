@@ -111,6 +111,9 @@ class CudaIpc:
         torch.cuda.synchronize(self.device)
         self._views.clear()
         for mem_id in list(self.mems):
-            self.forget(mem_id)
+            try:
+                self.forget(mem_id)
+            except RuntimeError:
+                pass  # the loader is gone already; its memory went with it
         self.ready.clear()
         self.release_events.clear()

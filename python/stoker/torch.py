@@ -145,6 +145,7 @@ class DataLoader:
         self._cpu_views = {}
         self._cuda = None
         self._current = None
+        self._active = None
         self._closed = False
         self._timeout = timeout
         self._source = source
@@ -302,9 +303,14 @@ class DataLoader:
             raise StokerError("this loader is closed", "ERR_LOADER_CLOSED")
         if self._resume is not None:
             self._open()
+        # One epoch streams at a time: an abandoned loop is stopped before the next starts, so none of
+        # its batches can reach the new one.
+        if self._active is not None:
+            self._active.close()
         epoch = self._next_epoch
         self._next_epoch = epoch + 1
-        return self._epoch(epoch)
+        self._active = self._epoch(epoch)
+        return self._active
 
     def _epoch(self, epoch):
         self._send({"op": "epoch", "epoch": epoch})
@@ -326,12 +332,16 @@ class DataLoader:
                     finished = True
                     self._raise(m)
         finally:
+            self._active = None
             self._drop_current()
             if not finished and not self._closed and self._sock is not None:
                 self._stop()
 
     def _stop(self):
         """Leaving an epoch early: the loader aborts it and takes back every batch we held."""
+        if self._cuda is not None:
+            # The loader takes every held batch back at once: no queued kernel may still read one.
+            torch.cuda.current_stream(self.device).synchronize()
         try:
             self._send({"op": "stop"})
             while self._recv()["op"] != "stopped":
@@ -391,8 +401,16 @@ class DataLoader:
         """Stop the loader (idempotent): frees its shared and device memory, ends the child process."""
         if self._closed:
             return
+        if self._active is not None:
+            try:
+                self._active.close()
+            except StokerError:
+                pass
         self._closed = True
         self._current = None
+        # The loader frees its memory at close: our queued kernels finish, and our mappings go, first.
+        if self._cuda is not None:
+            self._cuda.close()
         if self._sock is not None:
             try:
                 self._send({"op": "close"})
@@ -400,8 +418,6 @@ class DataLoader:
                     pass
             except StokerError:
                 pass
-        if self._cuda is not None:
-            self._cuda.close()
         self._cpu_views.clear()
         self._slabs.clear()
         if self._sock is not None:
