@@ -260,8 +260,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
    * process's work joins the lease rules by waiting on it / being waited on by it (`stoker serve`).
    */
   get cudaStream(): bigint | undefined {
-    const backend = this.#device instanceof AcceleratorDevice ? this.#device.backend : undefined;
-    const stream = (backend as { consumerStream?: { handle: bigint } } | undefined)?.consumerStream;
+    // On CUDA the kernel host is the CUDA backend, whose consumer stream orders the batches.
+    const stream = (this.#device.kernels as { consumerStream?: { handle: bigint } } | undefined)?.consumerStream;
     return stream?.handle;
   }
 
