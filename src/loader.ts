@@ -255,6 +255,16 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     return makeUserKernel(this.#device.kernels, this.#device.name, ptx, name);
   }
 
+  /**
+   * The CUstream batches are ordered on (CUDA; undefined on the CPU and sim): another library's or
+   * process's work joins the lease rules by waiting on it / being waited on by it (`stoker serve`).
+   */
+  get cudaStream(): bigint | undefined {
+    // On CUDA the kernel host is the CUDA backend, whose consumer stream orders the batches.
+    const stream = (this.#device.kernels as { consumerStream?: { handle: bigint } } | undefined)?.consumerStream;
+    return stream?.handle;
+  }
+
   /** Wait until work queued on the batches' stream (user kernels, releases) is done. No-op on the CPU. */
   async synchronize(): Promise<void> {
     this.#device.synchronize();

@@ -117,7 +117,7 @@ describe('stoker: help and version', () => {
     assert.equal(bare.code, 2, 'no command is a usage error');
     assert.match(bare.stderr, /Usage: stoker/, 'and shows the help on stderr');
     assert.match(root.stdout, /Usage: stoker/);
-    for (const c of ['demo', 'bench', 'inspect']) assert.match(root.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
+    for (const c of ['demo', 'bench', 'inspect', 'serve']) assert.match(root.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
     assert.match(root.stdout, /Exit codes: 0 ok .* 2 bad command line/);
     for (const o of ['--samples', '--epochs', '--device', '--backend', '--json', '--no-progress']) assert.ok(demo.stdout.includes(o), `demo --help lists ${o}`);
     for (const o of ['--scenarios', '--report', '--step-ms', '--json']) assert.ok(bench.stdout.includes(o), `bench --help lists ${o}`);

@@ -1,4 +1,4 @@
-// The `stoker` command: `stoker demo`, `stoker bench`, `stoker inspect <path>` (bin/stoker.js runs
+// The `stoker` command: `stoker demo`, `stoker bench`, `stoker inspect <path>`, `stoker serve` (bin/stoker.js runs
 // `main`). The rule: commands throw, this file reports — one line on stderr (the stack only under
 // --verbose), a JSON error document on stdout under --json, and the exit codes of errors.ts.
 
@@ -9,6 +9,7 @@ import { runCleanups } from './cleanup.js';
 import { demoCommand } from './demo.js';
 import { EXIT, describeFailure } from './errors.js';
 import { inspectCommand } from './inspect.js';
+import { serveCommand } from './serve.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -25,7 +26,7 @@ export function buildProgram(): Command {
   program.addHelpText('after', `
 Exit codes: 0 ok · 1 the command failed (bad file, loader error) · 2 bad command line · 130 interrupted.
 Docs: docs/cli.md; the figures: docs/stats.md.`);
-  for (const command of [demoCommand(), benchCommand(), inspectCommand()]) {
+  for (const command of [demoCommand(), benchCommand(), inspectCommand(), serveCommand()]) {
     command.helpOption('-h, --help', 'show help').exitOverride().configureOutput({ outputError: () => {} });
     program.addCommand(command);
   }

@@ -23,6 +23,12 @@ type Status = number;
 
 export const CU_STREAM_NON_BLOCKING = 0x1;
 export const CU_EVENT_DISABLE_TIMING = 0x2;
+/** An event another process can open through its cuIpcGetEventHandle handle (needs DISABLE_TIMING too). */
+export const CU_EVENT_INTERPROCESS = 0x4;
+/** CU_POINTER_ATTRIBUTE_BUFFER_ID: an id unique to one allocation for the life of the process. */
+export const CU_POINTER_ATTRIBUTE_BUFFER_ID = 7;
+/** Bytes of a CUipcMemHandle / CUipcEventHandle. */
+export const CU_IPC_HANDLE_BYTES = 64;
 export const CU_MEMHOSTREGISTER_PORTABLE = 0x1;
 /** Map the registered range into the device's address space (readable by kernels). */
 export const CU_MEMHOSTREGISTER_DEVICEMAP = 0x2;
@@ -80,6 +86,16 @@ export interface Driver {
   eventSynchronize(event: bigint): void;
   /** cuEventSynchronize on one of koffi's worker threads: the main thread keeps running. */
   eventSynchronizeAsync(event: bigint): Promise<void>;
+  /** cuMemGetAddressRange: the allocation holding `ptr` (its base address and size). */
+  memGetAddressRange(ptr: bigint): { base: bigint; bytes: number };
+  /** cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_BUFFER_ID): never reused within the process, unlike an address. */
+  pointerBufferId(ptr: bigint): bigint;
+  /** cuIpcGetMemHandle of an allocation's base address: 64 bytes another process opens once. */
+  ipcGetMemHandle(base: bigint): Uint8Array;
+  /** cuIpcGetEventHandle of an event created with CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING. */
+  ipcGetEventHandle(event: bigint): Uint8Array;
+  /** cuIpcOpenEventHandle: another process's interprocess event, as a CUevent of this one (destroy it with eventDestroy). */
+  ipcOpenEventHandle(handle: Uint8Array): bigint;
   /** Loads PTX text or a cubin; a JIT failure's log is in the error message. */
   moduleLoadData(image: Uint8Array): bigint;
   moduleUnload(module: bigint): void;
@@ -244,6 +260,13 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>): Driver {
   const cuEventQuery = queried('int cuEventQuery(void *event)', CUDA_ERROR_NOT_READY);
   const cuEventSynchronize = checked('int cuEventSynchronize(void *event)');
   const cuEventSynchronizeRaw = fn('int cuEventSynchronize(void *event)') as Native & { async: (...args: unknown[]) => void };
+  const cuMemGetAddressRange = checked('int cuMemGetAddressRange_v2(void *pbase, void *psize, uint64_t dptr)');
+  const cuPointerGetAttribute = checked('int cuPointerGetAttribute(void *data, int attribute, uint64_t ptr)');
+  const cuIpcGetMemHandle = checked('int cuIpcGetMemHandle(void *handle, uint64_t dptr)');
+  const cuIpcGetEventHandle = checked('int cuIpcGetEventHandle(void *handle, void *event)');
+  // The handle is a 64-byte struct passed by value.
+  const ipcHandle = koffi.struct({ reserved: koffi.array('uint8_t', CU_IPC_HANDLE_BYTES) });
+  const cuIpcOpenEventHandleRaw = lib.func('cuIpcOpenEventHandle', 'int', ['void *', ipcHandle]) as Native;
   const cuModuleLoadDataEx = fn('int cuModuleLoadDataEx(void *module, const void *image, unsigned int count, void *options, void *values)');
   const cuModuleUnload = checked('int cuModuleUnload(void *module)');
   const cuModuleGetFunction = checked('int cuModuleGetFunction(void *pfn, void *module, const char *name)');
@@ -346,6 +369,29 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>): Driver {
           }
         });
       });
+    },
+    memGetAddressRange(ptr) {
+      cuMemGetAddressRange(out64.subarray(0, 1), out64.subarray(1, 2), ptr);
+      return { base: out64[0]!, bytes: u64(out64[1]!) };
+    },
+    pointerBufferId(ptr) {
+      cuPointerGetAttribute(out64, CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr);
+      return out64[0]!;
+    },
+    ipcGetMemHandle(base) {
+      const handle = new Uint8Array(new ArrayBuffer(CU_IPC_HANDLE_BYTES));
+      cuIpcGetMemHandle(handle, base);
+      return handle;
+    },
+    ipcGetEventHandle(event) {
+      const handle = new Uint8Array(new ArrayBuffer(CU_IPC_HANDLE_BYTES));
+      cuIpcGetEventHandle(handle, event);
+      return handle;
+    },
+    ipcOpenEventHandle(handle) {
+      if (handle.byteLength !== CU_IPC_HANDLE_BYTES) throw new RangeError(`an IPC event handle has ${CU_IPC_HANDLE_BYTES} bytes, got ${handle.byteLength}`);
+      check('cuIpcOpenEventHandle', cuIpcOpenEventHandleRaw(out64, { reserved: Array.from(handle) }) as Status);
+      return out64[0]!;
     },
     moduleLoadData(image) {
       const log = new Uint8Array(new ArrayBuffer(JIT_LOG_BYTES));

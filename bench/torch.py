@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""`bench torch`: one training loop — torchvision ResNet-18, batch 256, bf16 autocast, channels-last,
+SGD — fed by (a) PyTorch's DataLoader at its best num_workers, (b) an expert loop (the data resident
+on the GPU, index_select by a device randperm), (c) Stoker through stoker.torch (CUDA IPC); plus a
+model-free run of each (just taking batches). CIFAR-shaped data: uint8 [N, 3, 32, 32], int64 labels;
+every loader hands the loop uint8 images on the GPU, the loop normalizes them there.
+
+Figures: images/s of the timed steps (after warm-up, synchronized), and the GPU's data wait as
+1 − images/s ÷ images/s of the same loop over one batch already on the GPU (the ceiling: a loader
+can only lose time against it). The last lines are the ratios to (b), measured in the same run.
+Usage: python3 bench/torch.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+def log(msg):
+    print(f"bench torch: {msg}", file=sys.stderr, flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--samples", type=int, default=50_000)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--workers", default="2,4,8")
+    p.add_argument("--json")
+    p.add_argument("--no-model", action="store_true")
+    a = p.parse_args()
+    import torch
+    if not torch.cuda.is_available():
+        print(json.dumps({"skipped": "no CUDA device"}))
+        return
+    import stoker.torch as st
+    dev = torch.device("cuda")
+    N, B = a.samples, a.batch
+    torch.manual_seed(0)
+    # The synthetic source's content, so (c) reads the same bytes as (a) and (b).
+    j = torch.arange(3 * 32 * 32)
+    images = ((torch.arange(N).view(-1, 1) + j.view(1, -1)) % 251).to(torch.uint8).view(N, 3, 32, 32)
+    labels = (torch.arange(N) % 10).to(torch.int64)
+    results = {"samples": N, "batch": B, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+    model = opt = None
+    if not a.no_model:
+        try:
+            import torchvision
+            model = torchvision.models.resnet18(num_classes=10).to(dev).to(memory_format=torch.channels_last)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        except ImportError:
+            log("torchvision missing: model-free figures only")
+    mean = torch.tensor([0.49, 0.48, 0.45], device=dev).view(1, 3, 1, 1) * 255
+    std = torch.tensor([0.25, 0.24, 0.26], device=dev).view(1, 3, 1, 1) * 255
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        x = ((x.float() - mean) / std).contiguous(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def timed(batches, with_model, steps):
+        """images/s over `steps` steps after `warmup` ones; `batches` yields (x_uint8_gpu, y_gpu)."""
+        it = iter(batches)
+        for _ in range(a.warmup):
+            x, y = next(it)
+            if with_model:
+                step(x, y)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(steps):
+            x, y = next(it)
+            if with_model:
+                step(x, y)
+            else:
+                x.view(-1)[:64].sum()  # read it on the stream, as a step would
+        torch.cuda.synchronize()
+        return steps * B / (time.perf_counter() - t)
+
+    def forever(make_epoch):
+        e = 0
+        while True:
+            yield from make_epoch(e)
+            e += 1
+
+    # The ceiling: one batch already on the GPU, reused.
+    x0, y0 = images[:B].to(dev), labels[:B].to(dev)
+    if model is not None:
+        results["ceiling"] = timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps)
+        log(f"ceiling {results['ceiling']:.0f} images/s")
+
+    # (b) resident on the GPU, index_select by a device randperm.
+    gx, gy = images.to(dev), labels.to(dev)
+
+    def resident(e):
+        g = torch.Generator(device=dev)
+        g.manual_seed(e)
+        perm = torch.randperm(N, device=dev, generator=g)
+        for i in range(N // B):
+            idx = perm[i * B:(i + 1) * B]
+            yield gx.index_select(0, idx), gy.index_select(0, idx)
+
+    # (a) torch DataLoader, pinned, per-item dataset as users write it.
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return N
+
+        def __getitem__(self, i):
+            return images[i], labels[i]
+
+    def torch_loader(workers):
+        dl = torch.utils.data.DataLoader(DS(), batch_size=B, shuffle=True, drop_last=True, pin_memory=True,
+                                         num_workers=workers, persistent_workers=workers > 0)
+
+        def epoch(e):
+            for x, y in dl:
+                yield x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        return epoch
+
+    # (c) Stoker through the client.
+    sl = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device="cuda", seed=1)
+
+    def stoker_epoch(e):
+        for b in sl:
+            yield b["image"], b["label"].to(torch.int64)
+
+    results["modelFree"] = {}
+    for name, fn in (("resident", resident), ("stoker", stoker_epoch)):
+        results["modelFree"][name] = timed(forever(fn), False, 4 * (N // B))
+        log(f"model-free {name}: {results['modelFree'][name]:.0f} samples/s")
+    if model is not None:
+        results["train"] = {}
+        best = (0.0, None)
+        for w in [int(x) for x in a.workers.split(",") if x]:
+            ips = timed(forever(torch_loader(w)), True, a.steps)
+            log(f"torch DataLoader num_workers={w}: {ips:.0f} images/s")
+            if ips > best[0]:
+                best = (ips, w)
+        results["train"]["torch"] = {"imagesPerSec": best[0], "numWorkers": best[1]}
+        for name, fn in (("resident", resident), ("stoker", stoker_epoch)):
+            results["train"][name] = {"imagesPerSec": timed(forever(fn), True, a.steps)}
+        for name, r in results["train"].items():
+            r["dataWait"] = max(0.0, 1 - r["imagesPerSec"] / results["ceiling"])
+    sl.close()
+
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
+    print(f"GPU {results['gpu']}, torch {results['torch']}, N={N}, batch {B}")
+    if model is not None:
+        print(f"{'loader':<26}{'images/s':>12}{'data wait':>11}")
+        print(f"{'ceiling (one GPU batch)':<26}{results['ceiling']:>12.0f}{'':>11}")
+        for name, r in results["train"].items():
+            label = f"torch nw={r['numWorkers']}" if name == "torch" else name
+            print(f"{label:<26}{r['imagesPerSec']:>12.0f}{100 * r['dataWait']:>10.2f}%")
+    for name, v in results["modelFree"].items():
+        print(f"model-free {name:<15}{v:>12.0f} samples/s")
+    if model is not None:
+        print(f"stoker / resident (train): {results['train']['stoker']['imagesPerSec'] / results['train']['resident']['imagesPerSec']:.3f}")
+        print(f"stoker / torch (train): {results['train']['stoker']['imagesPerSec'] / results['train']['torch']['imagesPerSec']:.3f}")
+    print(f"stoker / resident (model-free): {results['modelFree']['stoker'] / results['modelFree']['resident']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

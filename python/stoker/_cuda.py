@@ -1,0 +1,119 @@
+"""CUDA IPC on the client side, through ctypes on libcuda (already loaded by torch) and torch's own
+IPC events. The rules: an allocation is opened once per id and closed on `forget` or close; a batch's
+tensors are read only after the current stream waited on its ready event; a release records an
+interprocess event on the current stream, which the loader's stream waits on before it recycles."""
+
+import ctypes
+
+import torch
+
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+_TYPESTR = {
+    "uint8": "|u1", "int8": "|i1", "int16": "<i2", "uint16": "<u2", "int32": "<i4", "uint32": "<u4",
+    "float16": "<f2", "bfloat16": "<i2", "float32": "<f4", "float64": "<f8", "int64": "<i8",
+}
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class _View:
+    """Just enough of __cuda_array_interface__ (v2: no stream semantics; ordering is by our events)."""
+
+    __slots__ = ("__cuda_array_interface__", "owner")
+
+    def __init__(self, ptr, shape, typestr, owner):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False), "version": 2}
+        # Keeps the opened allocation referenced while a tensor views it.
+        self.owner = owner
+
+
+class _Mem:
+    __slots__ = ("ptr", "bytes", "open")
+
+    def __init__(self, ptr, size):
+        self.ptr, self.bytes, self.open = ptr, size, True
+
+
+class CudaIpc:
+    def __init__(self, device):
+        self.device = torch.device(device)
+        torch.cuda.init()
+        # Make the device's primary context current on this thread, as the runtime does on first use.
+        torch.empty(1, device=self.device)
+        self._lib = ctypes.CDLL("libcuda.so.1")
+        self._open = self._lib.cuIpcOpenMemHandle_v2
+        self._open.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
+        self._close = self._lib.cuIpcCloseMemHandle
+        self._close.argtypes = [ctypes.c_uint64]
+        self.mems = {}
+        self.ready = {}
+        self.release_events = []
+        self._next_release = 0
+        self._views = {}
+
+    def _check(self, call, rc):
+        if rc != 0:
+            name = ctypes.c_char_p()
+            self._lib.cuGetErrorName(rc, ctypes.byref(name))
+            raise RuntimeError(f"{call} failed with {name.value.decode() if name.value else rc}")
+
+    def open_mem(self, mem_id, handle_hex, size):
+        h = _Handle()
+        h.reserved = bytes.fromhex(handle_hex)
+        ptr = ctypes.c_uint64()
+        with torch.cuda.device(self.device):
+            self._check("cuIpcOpenMemHandle", self._open(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        self.mems[mem_id] = _Mem(ptr.value, size)
+
+    def forget(self, mem_id):
+        m = self.mems.pop(mem_id, None)
+        self._views = {k: v for k, v in self._views.items() if k[0] != mem_id}
+        if m is not None and m.open:
+            m.open = False
+            with torch.cuda.device(self.device):
+                self._check("cuIpcCloseMemHandle", self._close(m.ptr))
+
+    def open_ready(self, event_id, handle_hex):
+        self.ready[event_id] = torch.cuda.Event.from_ipc_handle(self.device, bytes.fromhex(handle_hex))
+
+    def tensor(self, field, dtype):
+        key = (field["mem"], field["offset"], field["dtype"], tuple(field["shape"]))
+        t = self._views.get(key)
+        if t is None:
+            m = self.mems[field["mem"]]
+            t = torch.as_tensor(_View(m.ptr + field["offset"], field["shape"], _TYPESTR[field["dtype"]], m), device=self.device)
+            if field["dtype"] == "bfloat16":
+                t = t.view(torch.bfloat16)
+            self._views[key] = t
+        return t
+
+    def wait_ready(self, event_id):
+        torch.cuda.current_stream(self.device).wait_event(self.ready[event_id])
+
+    def record_release(self, send):
+        """An interprocess event recorded on the current stream; returns its id (announced once)."""
+        if len(self.release_events) < 8:
+            ev = torch.cuda.Event(enable_timing=False, blocking=False, interprocess=True)
+            ev.record(torch.cuda.current_stream(self.device))
+            self.release_events.append(ev)
+            event_id = len(self.release_events) - 1
+            send({"op": "event", "id": event_id, "handle": bytes(ev.ipc_handle()).hex()})
+            return event_id
+        # Reusing an event is safe: the loader then waits on a later point of the same stream.
+        event_id = self._next_release
+        self._next_release = (self._next_release + 1) % len(self.release_events)
+        self.release_events[event_id].record(torch.cuda.current_stream(self.device))
+        return event_id
+
+    def close(self):
+        torch.cuda.synchronize(self.device)
+        self._views.clear()
+        for mem_id in list(self.mems):
+            try:
+                self.forget(mem_id)
+            except RuntimeError:
+                pass  # the loader is gone already; its memory went with it
+        self.ready.clear()
+        self.release_events.clear()

@@ -1,0 +1,27 @@
+"""Errors that cross from the Node loader: `BatchError` names the epoch, batch and sample ids."""
+
+
+class StokerError(RuntimeError):
+    """The loader (or the channel to it) failed. `code` is Stoker's stable error code."""
+
+    def __init__(self, message, code="ERR_SERVE"):
+        super().__init__(message)
+        self.code = code
+
+
+class BatchError(StokerError):
+    """One batch could not be made (the dataset threw, the device stayed full, the transform failed).
+    The epoch that raised it is over; the loader stays usable for the next one."""
+
+    def __init__(self, message, epoch, batch, ids, code="ERR_BATCH_FAILED"):
+        super().__init__(message, code)
+        self.epoch = epoch
+        self.batch = batch
+        self.ids = list(ids)
+
+
+class LoaderDied(StokerError):
+    """The loader process exited or the socket closed while the client waited on it."""
+
+    def __init__(self, message):
+        super().__init__(message, "ERR_LOADER_DIED")

@@ -1,0 +1,450 @@
+"""`stoker.torch.DataLoader`: a PyTorch loader fed by Stoker's Node.js loader in its own process.
+
+    loader = stoker.torch.DataLoader(source="data/train.npy", batch_size=256, device="cuda")
+    for epoch in range(10):
+        for batch in loader:            # one epoch per loop, like torch's DataLoader
+            images, labels = batch["image"], batch["label"]
+
+The rules: a batch's tensors view memory the loader recycles once the batch is released, which
+happens when the next batch is asked for (or at `batch.release()` / the end of a `with batch:`);
+`batch.retain()` keeps it until `release()`; clone what must outlive that. On CUDA the tensors are
+ordered on the current stream (it waits on the batch's ready event) and the release is recorded on
+the current stream, so the loader never overwrites memory a queued kernel still reads.
+"""
+
+import base64
+import collections
+import json
+import mmap
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import weakref
+
+import torch
+
+from ._errors import BatchError, LoaderDied, StokerError
+
+__all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
+
+_DTYPES = {
+    "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+    "uint16": getattr(torch, "uint16", None), "uint32": getattr(torch, "uint32", None),
+}
+
+
+def synthetic(n=50_000, shape=(3, 32, 32), classes=10, fail_at=None):
+    """The built-in synthetic source: image byte j of sample i is (i + j) % 251, label i % classes."""
+    options = {"n": n, "shape": list(shape), "classes": classes}
+    if fail_at:
+        options["failAt"] = list(fail_at)
+    return {"builtin": "synthetic", "options": options}
+
+
+def _camel(key):
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _stoker_js():
+    env = os.environ.get("STOKER_JS")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "..", "..", "bin", "stoker.js"),):
+        if os.path.exists(cand):
+            return os.path.normpath(cand)
+    found = shutil.which("stoker")
+    if found:
+        return found
+    raise StokerError(
+        "cannot find Stoker's bin/stoker.js: set STOKER_JS=/path/to/stoker/bin/stoker.js, pass command=[...], "
+        "or connect= the socket of a running `stoker serve`", "ERR_INVALID_OPTION")
+
+
+class Batch(dict):
+    """A dict of field name → torch.Tensor, plus `epoch`, `index`, `ids`, `picks`, and a lease."""
+
+    def __init__(self, loader, message, tensors):
+        super().__init__(tensors)
+        self.epoch = message["epoch"]
+        self.index = message["index"]
+        self.rows = message["rows"]
+        self._seq = message["seq"]
+        self._ids = message["ids"]
+        self._picks = message.get("picks")
+        self._loader = loader
+        self._holds = 0
+        self.released = False
+
+    @property
+    def ids(self):
+        """Dataset sample id of each row (int64 tensor)."""
+        return torch.frombuffer(bytearray(base64.b64decode(self._ids)), dtype=torch.int32).to(torch.int64)
+
+    @property
+    def picks(self):
+        """Pick of each row (sample id × augment + repeat)."""
+        raw = self._picks if self._picks is not None else self._ids
+        return torch.frombuffer(bytearray(base64.b64decode(raw)), dtype=torch.int32).to(torch.int64)
+
+    def retain(self):
+        """Keep this batch past the point where the loader would recycle it; pair with `release()`."""
+        self._holds += 1
+        return self
+
+    def release(self):
+        """Let the loader reuse this batch's memory (idempotent). Its tensors must not be read after."""
+        if self.released:
+            return
+        if self._holds > 0:
+            self._holds -= 1
+            if self._holds > 0:
+                return
+        self.released = True
+        self._loader._release(self)
+
+    def _auto_release(self):
+        if self._holds == 0:
+            self.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+class DataLoader:
+    """Batches from Stoker's loader, as dicts of torch.Tensor.
+
+    source: a dataset path (.npy, .safetensors, .arrow, .tar, an image folder), a module spec
+        {"module", "export", "options"}, or `stoker.torch.synthetic(...)`. May be omitted with
+        `connect=` a server started with --source.
+    batch_size, device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default True), seed (default 42), and any DataLoader option of Stoker
+        in snake_case (drop_last, workers, mode, augment, prefetch, errors, ...).
+    node / command: how to start the loader (default `node <repo>/bin/stoker.js serve --once`;
+        set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
+    slots: batches the loader may run ahead of the consumer (child mode).
+    timeout: seconds to wait for any one message before raising (None: wait as long as the loader lives).
+    Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
+    """
+
+    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
+                 command=None, connect=None, slots=4, timeout=None, env=None, **options):
+        self._proc = None
+        self._sock = None
+        self._reader = None
+        self._stderr_tail = collections.deque(maxlen=40)
+        self._slabs = {}
+        self._cpu_views = {}
+        self._cuda = None
+        self._current = None
+        self._active = None
+        self._closed = False
+        self._timeout = timeout
+        self._source = source
+        opts = {_camel(k): v for k, v in options.items()}
+        if batch_size is not None:
+            opts["batchSize"] = batch_size
+        # Unset ones keep the server's defaults (its command line's, else Stoker's: cpu, shuffled, seed 42).
+        for key, value in (("device", None if device is None else str(device)), ("shuffle", shuffle), ("seed", seed)):
+            if value is not None:
+                opts[key] = value
+        self._options = opts
+        self._next_epoch = 0
+        self._resume = None
+        try:
+            path = connect if connect is not None else self._spawn(command or [node, _stoker_js(), "serve", "--once", "--slots", str(slots)], env)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.settimeout(timeout)
+            self._sock.connect(path)
+            self._reader = self._sock.makefile("rb")
+            self._finalizer = weakref.finalize(self, _cleanup, self._sock, self._reader, self._proc)
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- process and channel -------------------------------------------------------------------
+
+    def _spawn(self, command, env):
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=env if env is not None else os.environ.copy())
+        threading.Thread(target=self._forward, args=(self._proc.stderr,), daemon=True).start()
+        line = self._proc.stdout.readline()
+        threading.Thread(target=self._forward, args=(self._proc.stdout,), daemon=True).start()
+        try:
+            ready = json.loads(line)
+            return ready["socket"]
+        except (ValueError, KeyError, TypeError):
+            code = self._proc.wait(timeout=10) if line == b"" else None
+            raise LoaderDied(f"the Stoker loader did not start ({' '.join(command)}; exit code {code}): {self._tail()}") from None
+
+    def _forward(self, stream):
+        for line in iter(stream.readline, b""):
+            text = line.decode("utf-8", "replace")
+            self._stderr_tail.append(text.rstrip("\n"))
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+    def _tail(self):
+        lines = list(self._stderr_tail)[-8:]
+        return " | ".join(lines) if lines else "(nothing on stderr)"
+
+    def _send(self, message):
+        try:
+            self._sock.sendall((json.dumps(message, separators=(",", ":")) + "\n").encode())
+        except OSError as e:
+            raise self._died(f"sending to it failed ({e})") from None
+
+    def _died(self, what):
+        code = None
+        if self._proc is not None:
+            try:
+                code = self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = "still running"
+        return LoaderDied(f"the Stoker loader process is gone: {what}; exit code {code}; its stderr: {self._tail()}")
+
+    def _recv(self):
+        """The next message that is not bookkeeping (slabs, IPC memory and events are handled here)."""
+        while True:
+            try:
+                line = self._reader.readline()
+            except socket.timeout:
+                raise StokerError(f"no message from the loader for {self._timeout} s (timeout=)", "ERR_TIMEOUT") from None
+            except OSError as e:
+                raise self._died(f"reading from it failed ({e})") from None
+            if not line:
+                raise self._died("the socket closed")
+            m = json.loads(line)
+            op = m["op"]
+            if op == "slab":
+                fd = os.open(m["path"], os.O_RDWR)
+                try:
+                    self._slabs[m["slab"]] = mmap.mmap(fd, m["bytes"])
+                finally:
+                    os.close(fd)
+                self._cpu_views.clear()
+                self._send({"op": "slab-open", "slab": m["slab"]})
+            elif op == "mem":
+                self._need_cuda().open_mem(m["id"], m["handle"], m["bytes"])
+            elif op == "forget":
+                self._need_cuda().forget(m["id"])
+            elif op == "ready":
+                self._need_cuda().open_ready(m["id"], m["handle"])
+            else:
+                return m
+
+    def _need_cuda(self):
+        if self._cuda is None:
+            from ._cuda import CudaIpc
+            self._cuda = CudaIpc(self.device)
+        return self._cuda
+
+    def _raise(self, m):
+        if "batch" in m:
+            raise BatchError(m["message"], m["epoch"], m["batch"], m.get("ids", []), m["code"])
+        raise StokerError(m["message"], m.get("code", "ERR_SERVE"))
+
+    def _call(self, message, answer):
+        self._send(message)
+        m = self._recv()
+        if m["op"] == "error":
+            self._raise(m)
+        if m["op"] != answer:
+            raise StokerError(f"protocol: expected {answer!r}, got {m['op']!r}", "ERR_PROTOCOL")
+        return m
+
+    def _open(self):
+        options = dict(self._options)
+        if self._resume is not None:
+            options["resume"] = self._resume
+        message = {"op": "open", "options": options}
+        if self._source is not None:
+            message["source"] = self._source
+        m = self._call(message, "opened")
+        self._info = m
+        self._state = m["state"]
+        self._next_epoch = m["state"]["epoch"]
+        self._resume = None
+        self.device = torch.device(m["device"]) if m["device"] != "cpu" else torch.device("cpu")
+
+    # ---- iteration -----------------------------------------------------------------------------
+
+    @property
+    def names(self):
+        return list(self._info["names"])
+
+    @property
+    def batch_size(self):
+        return self._info["batchSize"]
+
+    @property
+    def world(self):
+        """{'rank', 'worldSize', 'localRank', 'launcher', ...} as the loader resolved it."""
+        return dict(self._info["world"])
+
+    def __len__(self):
+        return self._info["numBatches"]
+
+    def set_epoch(self, epoch):
+        """The epoch the next loop runs (each epoch has its own shuffle)."""
+        self._next_epoch = int(epoch)
+
+    def __iter__(self):
+        if self._closed:
+            raise StokerError("this loader is closed", "ERR_LOADER_CLOSED")
+        if self._resume is not None:
+            self._open()
+        # One epoch streams at a time: an abandoned loop is stopped before the next starts, so none of
+        # its batches can reach the new one.
+        if self._active is not None:
+            self._active.close()
+        epoch = self._next_epoch
+        self._next_epoch = epoch + 1
+        self._active = self._epoch(epoch)
+        return self._active
+
+    def _epoch(self, epoch):
+        self._send({"op": "epoch", "epoch": epoch})
+        finished = False
+        try:
+            while True:
+                m = self._recv()
+                self._drop_current()
+                op = m["op"]
+                if op == "batch":
+                    batch = self._make(m)
+                    self._state = m["state"]
+                    self._current = batch
+                    yield batch
+                elif op == "end":
+                    finished = True
+                    return
+                elif op == "error":
+                    finished = True
+                    self._raise(m)
+        finally:
+            self._active = None
+            self._drop_current()
+            if not finished and not self._closed and self._sock is not None:
+                self._stop()
+
+    def _stop(self):
+        """Leaving an epoch early: the loader aborts it and takes back every batch we held."""
+        if self._cuda is not None:
+            # The loader takes every held batch back at once: no queued kernel may still read one.
+            torch.cuda.current_stream(self.device).synchronize()
+        try:
+            self._send({"op": "stop"})
+            while self._recv()["op"] != "stopped":
+                pass
+        except StokerError:
+            pass
+
+    def _drop_current(self):
+        b, self._current = self._current, None
+        if b is not None:
+            b._auto_release()
+
+    def _make(self, m):
+        tensors = {}
+        if "event" in m:
+            cuda = self._cuda
+            cuda.wait_ready(m["event"])
+            for f in m["fields"]:
+                tensors[f["name"]] = cuda.tensor(f, f["dtype"])
+        else:
+            for f in m["fields"]:
+                key = (f["slab"], f["offset"], f["dtype"], tuple(f["shape"]))
+                t = self._cpu_views.get(key)
+                if t is None:
+                    dtype = _DTYPES.get(f["dtype"])
+                    if dtype is None:
+                        raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
+                                          "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
+                    count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
+                    t = torch.frombuffer(self._slabs[f["slab"]], dtype=dtype, count=count, offset=f["offset"]).view(f["shape"])
+                    self._cpu_views[key] = t
+                tensors[f["name"]] = t
+        return Batch(self, m, tensors)
+
+    def _release(self, batch):
+        if self._closed or self._sock is None:
+            return
+        message = {"op": "release", "seq": batch._seq}
+        if self._cuda is not None and self.device.type == "cuda":
+            message["event"] = self._cuda.record_release(self._send)
+        self._send(message)
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def state_dict(self):
+        """Where this run stands (torchdata StatefulDataLoader style): resume with load_state_dict."""
+        return {"stoker": dict(self._state)}
+
+    def load_state_dict(self, state):
+        """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest)."""
+        self._resume = dict(state["stoker"])
+        self._next_epoch = self._resume["epoch"]
+
+    # ---- lifetime ------------------------------------------------------------------------------
+
+    def close(self):
+        """Stop the loader (idempotent): frees its shared and device memory, ends the child process."""
+        if self._closed:
+            return
+        if self._active is not None:
+            try:
+                self._active.close()
+            except StokerError:
+                pass
+        self._closed = True
+        self._current = None
+        # The loader frees its memory at close: our queued kernels finish, and our mappings go, first.
+        if self._cuda is not None:
+            self._cuda.close()
+        if self._sock is not None:
+            try:
+                self._send({"op": "close"})
+                while self._recv()["op"] != "closed":
+                    pass
+            except StokerError:
+                pass
+        self._cpu_views.clear()
+        self._slabs.clear()
+        if self._sock is not None:
+            # The socket's fd closes only once the file made by makefile() is closed too.
+            if self._reader is not None:
+                self._reader.close()
+            self._sock.close()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _cleanup(sock, reader, proc):
+    try:
+        reader.close()
+        sock.close()
+    except OSError:
+        pass
+    if proc is not None and proc.poll() is None:
+        proc.terminate()

@@ -1,0 +1,54 @@
+// Internal: not exported from the package entry.
+// What `stoker serve` accepts as a source: a dataset path (as `stoker inspect` opens it), a module
+// spec `{module, export, options}`, or a built-in synthetic set `{builtin: 'synthetic', options}`.
+// The rule: a path is opened here and closed by the session; a spec is opened (and closed) by the
+// loader itself, so its reader workers can reopen it.
+
+import { extname, isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LoaderError, show } from '../errors.js';
+import type { AnyDataset } from '../dataset/dataset.js';
+import { openPath } from '../dataset/formats/inspect.js';
+import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
+
+export interface OpenedSource {
+  readonly dataset: AnyDataset | SourceSpec;
+  /** True when the session must close `dataset` (a path it opened). */
+  readonly owned: boolean;
+}
+
+const SYNTHETIC = new URL(`./synthetic${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
+
+export async function openServeSource(source: unknown): Promise<OpenedSource> {
+  if (typeof source === 'string' && source.trim().startsWith('{')) {
+    try {
+      source = JSON.parse(source);
+    } catch {
+      throw badSource(source);
+    }
+  }
+  if (typeof source === 'string' && source !== '') {
+    return { dataset: (await openPath(resolve(source))).dataset, owned: true };
+  }
+  const s = source as { path?: unknown; size?: unknown; module?: unknown; export?: unknown; options?: unknown; builtin?: unknown } | null;
+  if (s !== null && typeof s === 'object') {
+    if (typeof s.path === 'string') {
+      const size = typeof s.size === 'number' ? ([s.size, s.size] as const) : Array.isArray(s.size) ? (s.size as [number, number]) : undefined;
+      return { dataset: (await openPath(resolve(s.path), size === undefined ? {} : { size })).dataset, owned: true };
+    }
+    if (s.builtin === 'synthetic') return { dataset: moduleSource(SYNTHETIC, 'synthetic', s.options ?? {}), owned: false };
+    if (typeof s.module === 'string' && typeof s.export === 'string') {
+      const module = isAbsolute(s.module) || /^[a-z]+:/.test(s.module) ? s.module : resolve(s.module);
+      return { dataset: moduleSource(module, s.export, s.options), owned: false };
+    }
+  }
+  throw badSource(source);
+}
+
+function badSource(source: unknown): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_DATASET',
+    `stoker serve: the source must be a dataset path, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
+      'Pass --source <path> or send one in the open message',
+  );
+}

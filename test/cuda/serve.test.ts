@@ -1,0 +1,44 @@
+// The Python client over CUDA IPC on a real GPU: batches viewed in place in the loader's device
+// memory (no copy), every row's content checked on the GPU in Python, exactly-once, resume, errors,
+// a killed loader, and no device memory left after both sides are done (cudaMemGetInfo in Python).
+// Skipped without a CUDA device or without a python (STOKER_PYTHON, default python3) whose torch sees it.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { cudaAvailable } from '../../src/device/cuda/driver.js';
+import { TEST_MS } from '../fixtures.js';
+import { scenario, torchMissing } from '../fixtures/python-client.js';
+
+const PYTHON = process.env.STOKER_PYTHON ?? 'python3';
+const skip = cudaAvailable() ? torchMissing(PYTHON, true) : 'no CUDA driver or device here';
+const cuda = { device: 'cuda', n: 50_000, batch: 256 };
+
+describe('the Python client over CUDA IPC', { skip, timeout: TEST_MS }, () => {
+  it('delivers every sample exactly once per epoch, every row as the source made it, and leaves no device memory behind', async () => {
+    const { out, stderr } = await scenario('exactly_once', { ...cuda, epochs: 2 }, PYTHON);
+    const epochs = out.epochs as number[][];
+    assert.equal(epochs.length, 2);
+    for (const ids of epochs) {
+      assert.equal(ids.length, 195 * 256);
+      assert.equal(new Set(ids).size, ids.length, 'no sample twice');
+      assert.ok(ids.every((i) => i >= 0 && i < 50_000));
+    }
+    assert.equal(out.rowsOk, true, stderr);
+    assert.equal(out.exit, 0);
+    assert.ok((out.deviceBytesLeft as number) < 64 * 2 ** 20, `device bytes left: ${String(out.deviceBytesLeft)}`);
+  });
+
+  it('a state_dict saved mid-epoch resumes at exactly the next batch', async () => {
+    const { out } = await scenario('resume', { device: 'cuda', n: 6400, batch: 256, stopAfter: 7 }, PYTHON);
+    assert.deepEqual(out.resumed, out.full);
+  });
+
+  it('a BatchError crosses with epoch, batch and ids; a killed loader raises LoaderDied; close() exits 0', async () => {
+    const e = await scenario('batch_error', { device: 'cuda', n: 640, batch: 64 }, PYTHON);
+    assert.equal((e.out.error as { batch: number }).batch, 1);
+    const d = await scenario('loader_dies', { device: 'cuda', n: 6400, batch: 256 }, PYTHON);
+    assert.equal(d.out.raised, 'LoaderDied');
+    const c = await scenario('close', { device: 'cuda', n: 6400, batch: 256 }, PYTHON);
+    assert.equal(c.out.exit, 0);
+  });
+});

@@ -1,0 +1,132 @@
+// `stoker serve` and the Python client (python/stoker/torch.py) end to end over shared memory: the
+// scenarios run in the system python3 with torch (test/fixtures/torch_client.py prints one JSON line
+// of facts each) against a Node loader in a child process. Skipped, with the reason, where
+// /usr/bin/python3 or its torch is missing (CI installs python3-torch; see .ci/run).
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { CHILD_MS, TEST_MS } from './fixtures.js';
+import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
+
+const skip = torchMissing('/usr/bin/python3');
+
+const sorted = (xs: unknown) => [...(xs as number[])].sort((a, b) => a - b);
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/** Files a server with this pid left in /dev/shm. */
+function shmLeft(pid: number | undefined): string[] {
+  try {
+    return readdirSync('/dev/shm').filter((f) => f.startsWith(`stoker-${pid}-`));
+  } catch {
+    return [];
+  }
+}
+
+describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 }, () => {
+  it('delivers every sample exactly once per epoch, each row as the source made it, and the child exits 0', async () => {
+    const { out } = await scenario('exactly_once', { n: 640, batch: 64, epochs: 2 });
+    assert.equal(out.len, 10);
+    const epochs = out.epochs as number[][];
+    assert.equal(epochs.length, 2);
+    for (const ids of epochs) assert.deepEqual(sorted(ids), range(640));
+    assert.notDeepEqual(epochs[0], epochs[1], 'each epoch has its own shuffle');
+    assert.equal(out.rowsOk, true);
+    assert.equal(out.exit, 0);
+  });
+
+  it('a state_dict saved mid-epoch resumes at exactly the next batch: the resumed run equals the uninterrupted one', async () => {
+    const { out } = await scenario('resume', { n: 640, batch: 64, stopAfter: 3 });
+    assert.deepEqual(out.resumed, out.full);
+    assert.equal((out.state as { stoker: { position: number } }).stoker.position, 3 * 64);
+  });
+
+  it('a BatchError crosses as stoker.torch.BatchError naming epoch, batch and sample ids, and the next epoch still runs', async () => {
+    const { out } = await scenario('batch_error', { n: 640, batch: 64 });
+    assert.deepEqual(out.delivered, [0]);
+    const err = out.error as { type: string; epoch: number; batch: number; ids: number[]; code: string; message: string };
+    assert.equal(err.type, 'BatchError');
+    assert.equal(err.epoch, 0);
+    assert.equal(err.batch, 1);
+    assert.deepEqual(err.ids, range(64).map((i) => 64 + i));
+    assert.equal(err.code, 'ERR_BATCH_FAILED');
+    assert.match(err.message, /scripted to fail/);
+    assert.equal(out.again, 1);
+  });
+
+  it('a killed loader process raises LoaderDied in Python instead of hanging', async () => {
+    const { out } = await scenario('loader_dies', { n: 640, batch: 64 });
+    assert.equal(out.raised, 'LoaderDied');
+    assert.match(String(out.message), /exit code -9/);
+  });
+
+  it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
+    const { out } = await scenario('close', { n: 640, batch: 64 });
+    assert.equal(out.exit, 0);
+    assert.equal(out.refused, true);
+    assert.deepEqual(shmLeft(out.pid as number), []);
+  });
+});
+
+describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS * 2 }, () => {
+  let dir: string;
+  let server: ChildProcess;
+  let socket: string;
+  let stderr = '';
+  let exited: Promise<number | null>;
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'stoker-serve-'));
+    socket = join(dir, 's.sock');
+    server = spawn(process.execPath, [BIN, 'serve', '--socket', socket, '--source', JSON.stringify({ builtin: 'synthetic', options: { n: 640 } }), '--batch-size', '64', '--slots', '2', '--idle-timeout', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    server.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    exited = new Promise((r) => server.on('exit', (code) => r(code)));
+    const ready = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`stoker serve printed no ready line within ${CHILD_MS} ms\n${stderr}`)), CHILD_MS);
+      server.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) {
+          clearTimeout(timer);
+          resolve(out.split('\n')[0]!);
+        }
+      });
+    });
+    assert.equal((JSON.parse(ready) as { socket: string }).socket, socket);
+  });
+
+  after(() => {
+    if (server.exitCode === null) server.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a consumer killed while holding batches has them freed, the server says so, and the next client gets a whole epoch', async () => {
+    const died = await scenario('consumer_dies', { socket, take: 2 });
+    assert.equal(died.out.took, 2);
+    const full = await scenario('consumer_full', { socket });
+    assert.deepEqual(sorted(full.out.ids), range(640));
+    assert.match(stderr, /client 0 disconnected( \(read ECONNRESET\))? holding [12] batch(es)?; freed them/);
+  });
+
+  it('a consumer that holds every slot and says nothing past --idle-timeout is dropped (LoaderDied in Python), and the server keeps serving', async () => {
+    const stalled = await scenario('consumer_stalls', { socket, sleep: 3 });
+    assert.equal(stalled.out.raised, 'LoaderDied');
+    assert.match(stderr, /holds all 2 slots and sent nothing for \d+ s; dropping it/);
+    const full = await scenario('consumer_full', { socket });
+    assert.deepEqual(sorted(full.out.ids), range(640));
+  });
+
+  it('SIGTERM stops the server cleanly: exit code 0, no socket file, no shared-memory file left', async () => {
+    const pid = server.pid;
+    server.kill('SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('hang'), CHILD_MS)))]);
+    clearTimeout(timer);
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(readdirSync(dir), []);
+    assert.deepEqual(shmLeft(pid), []);
+  });
+});
