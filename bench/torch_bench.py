@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# Named torch_bench.py, not torch.py: a script named torch.py run from bench/ would import itself as `torch`
+# (the first GPU run of this bench failed so: "module 'torch' has no attribute 'cuda'").
 """`bench torch`: one training loop — torchvision ResNet-18, batch 256, bf16 autocast, channels-last,
 SGD — fed by (a) PyTorch's DataLoader at its best num_workers, (b) an expert loop (the data resident
 on the GPU, index_select by a device randperm), (c) Stoker through stoker.torch (CUDA IPC); plus a
@@ -8,7 +10,7 @@ every loader hands the loop uint8 images on the GPU, the loop normalizes them th
 Figures: images/s of the timed steps (after warm-up, synchronized), and the GPU's data wait as
 1 − images/s ÷ images/s of the same loop over one batch already on the GPU (the ceiling: a loader
 can only lose time against it). The last lines are the ratios to (b), measured in the same run.
-Usage: python3 bench/torch.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA.
+Usage: python3 bench/torch_bench.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA.
 """
 
 import argparse
