@@ -8,6 +8,7 @@
 // offset is checked against its buffer before a slice is taken, so a damaged file is a typed error
 // naming the file, the column and the row, never a wrong slice.
 
+import { partAt } from './part-index.js';
 import { resolve } from 'node:path';
 import { type Data, DataType, Message, type RecordBatch, type Schema } from 'apache-arrow';
 import { LoaderError, badFile, invalidOption, show } from '../../errors.js';
@@ -146,15 +147,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable {
   }
 
   #batchOf(i: number): number {
-    const s = this.#starts;
-    let lo = 0;
-    let hi = s.length - 2;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1;
-      if (s[mid]! <= i) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return partAt(this.#starts, i, this.#starts.length - 2);
   }
 
   [kSourceSpec](): SourceSpec {

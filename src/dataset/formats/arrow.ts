@@ -12,6 +12,7 @@
 // Image columns are decoded in this thread or in child processes (`decode`; image-decoding.ts):
 // each source copy sends the rows' bytes to its own lazily started pool, closed by `close()`.
 
+import { partAt } from './part-index.js';
 import { formatCacheBytes } from '../../pipeline/budget.js';
 import { totalmem } from 'node:os';
 import { dirname, resolve } from 'node:path';
@@ -308,15 +309,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
   }
 
   #batchOf(i: number): number {
-    const s = this.#starts;
-    let lo = 0;
-    let hi = this.numRecordBatches - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1;
-      if (s[mid]! <= i) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return partAt(this.#starts, i, this.numRecordBatches - 1);
   }
 
   #openFile(): PositionedFile {

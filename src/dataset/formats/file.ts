@@ -33,6 +33,16 @@ export class PositionedFile {
     this.#fd = fd;
   }
 
+  /** Open `path` and refuse it (`ERR_BAD_FILE`) when its size is no longer `size`, the size it was indexed at. */
+  static openSized(path: string, size: number): PositionedFile {
+    const file = new PositionedFile(path);
+    if (file.size !== size) {
+      file.close();
+      throw badFile(path, 0, `the file changed size since it was opened (${size} bytes then, ${file.size} now)`, 'Open the source again after rewriting the file');
+    }
+    return file;
+  }
+
   /**
    * Throw `ERR_BAD_FILE` unless `[offset, offset + length)` lies inside the file. `what` names the
    * region for the message ("the header", "tensor \"x\"").

@@ -9,6 +9,7 @@
 // `tokenizer`). The rule: the file must not change while a loader reads it; each open checks its
 // size against the one seen first.
 
+import { partAt } from './part-index.js';
 import { resolve } from 'node:path';
 import { type AsyncBuffer, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
 import { LoaderError, badFile, invalidOption, show } from '../../errors.js';
@@ -101,7 +102,7 @@ export class ParquetSource implements Dataset, Reopenable {
   }
 
   #readGroup(k: number): Promise<unknown[][]> {
-    this.#file ??= openChecked(this.path, this.#spec.fileSize);
+    this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
     this.#decodedGroups++;
     const file = asyncBuffer(this.#file);
     return new Promise((resolvePromise, reject) => {
@@ -117,15 +118,7 @@ export class ParquetSource implements Dataset, Reopenable {
   }
 
   #groupOf(i: number): number {
-    const s = this.#starts;
-    let lo = 0;
-    let hi = this.numRowGroups - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1;
-      if (s[mid]! <= i) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return partAt(this.#starts, i, this.numRowGroups - 1);
   }
 
   [kSourceSpec](): SourceSpec {
@@ -147,14 +140,6 @@ function asyncBuffer(file: PositionedFile): AsyncBuffer {
   };
 }
 
-function openChecked(path: string, size: number): PositionedFile {
-  const file = new PositionedFile(path);
-  if (file.size !== size) {
-    file.close();
-    throw badFile(path, 0, `the file changed size since it was opened (${size} bytes then, ${file.size} now)`, 'Open the source again after rewriting the file');
-  }
-  return file;
-}
 
 async function readMetadata(path: string, file: PositionedFile): Promise<FileMetaData> {
   if (file.size < 12) throw badFile(path, 0, `the file holds ${file.size} bytes, too few for a Parquet file (magic, footer length, magic)`);
@@ -282,7 +267,7 @@ export async function parquetColumns(path: string): Promise<{ readable: string[]
 
 /** Worker-side factory: reads the footer again (one small read), checks the size. */
 export async function openParquet(spec: ParquetSpec): Promise<ParquetSource> {
-  const file = openChecked(spec.path, spec.fileSize);
+  const file = PositionedFile.openSized(spec.path, spec.fileSize);
   try {
     return new ParquetSource(spec, await readMetadata(spec.path, file));
   } finally {

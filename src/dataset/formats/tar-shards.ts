@@ -13,6 +13,7 @@
 // Image fields are decoded in this thread or in child processes (`decode`; image-decoding.ts): each
 // dataset copy sends the field's bytes to its own lazily started pool, closed by `close()`.
 
+import { partAt } from './part-index.js';
 import { isUtf8 } from 'node:buffer';
 import { readdirSync, statSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
@@ -271,14 +272,7 @@ export class TarShardsSource implements Dataset, Reopenable {
 
   #shardIndex(index: number): number {
     const starts = this.#spec.starts;
-    let lo = 0;
-    let hi = starts.length - 2;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >>> 1;
-      if (starts[mid]! <= index) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
+    return partAt(starts, index, starts.length - 2);
   }
 
   /** An open shard, checked against the size and mtime it was indexed at; at most MAX_OPEN stay open. */

@@ -86,7 +86,7 @@ export class TokenWindows implements Dataset, Reopenable {
   /** `{ tokens }`: `contextLength + 1` token ids starting at token `i × stride`. */
   get(i: number): { tokens: TokenArray } {
     if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: window ${show(i)} is out of range [0, ${this.length})`);
-    this.#file ??= openChecked(this.path, this.#spec.fileSize);
+    this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
     const size = this.dtype === 'uint16' ? 2 : 4;
     const n = this.contextLength + 1;
     return { tokens: readTokens(this.#file, i * this.stride * size, n, this.dtype, `window ${i}`) };
@@ -132,8 +132,8 @@ export class MegatronTokens implements Dataset, Reopenable {
   get(i: number): { tokens: TokenArray } {
     if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: document ${show(i)} is out of range [0, ${this.length})`);
     const ix = this.#spec.index;
-    this.#idx ??= openChecked(ix.path, ix.fileSize);
-    this.#bin ??= openChecked(this.path, ix.binSize);
+    this.#idx ??= PositionedFile.openSized(ix.path, ix.fileSize);
+    this.#bin ??= PositionedFile.openSized(this.path, ix.binSize);
     // Documents are runs of sequences, and the index was checked to lay sequences end to end, so a
     // document is one byte range: from its first sequence's pointer to the next document's.
     const pair = this.#idx.read(ix.documentsAt + i * 8, 16, `the document index of document ${i}`);
@@ -205,14 +205,6 @@ export function openMegatronTokens(spec: MegatronSpec): MegatronTokens {
   return new MegatronTokens(spec);
 }
 
-function openChecked(path: string, size: number): PositionedFile {
-  const file = new PositionedFile(path);
-  if (file.size !== size) {
-    file.close();
-    throw badFile(path, 0, `the file changed size since it was opened (${size} bytes then, ${file.size} now)`, 'Open the source again after rewriting the file');
-  }
-  return file;
-}
 
 /** `n` little-endian tokens at byte `offset`, in fresh aligned memory. */
 function readTokens(file: PositionedFile, offset: number, n: number, dtype: TokenDType, what: string): TokenArray {
