@@ -116,7 +116,8 @@ class CudaIpc:
         self.release_events[event_id].record(torch.cuda.current_stream(self.device))
         return event_id
 
-    def close(self):
+    def close_memory(self):
+        """Before the loader frees its memory: our queued kernels finish, then our mappings go."""
         torch.cuda.synchronize(self.device)
         self._views.clear()
         for mem_id in list(self.mems):
@@ -124,5 +125,10 @@ class CudaIpc:
                 self.forget(mem_id)
             except RuntimeError:
                 pass  # the loader is gone already; its memory went with it
+
+    def close(self):
+        """After the loader closed (or died): the events go last. The loader's stream may still be about
+        to wait on a release event it was sent, and a wait on an event its owner destroyed never ends."""
+        self.close_memory()
         self.ready.clear()
         self.release_events.clear()
