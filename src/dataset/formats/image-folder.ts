@@ -34,7 +34,9 @@ import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageViewShare, imageViewShare, keyedView } from './image-view.js';
+import type { ViewOption } from '../../transforms/crop-box.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, readerThreadsFor } from './image-decoding.js';
 
 export { AUTO_PROCESSES_ABOVE, AUTO_PROCESSES_MIN_PIXELS, type ImageDecodeMode, READS_IN_FLIGHT } from './image-decoding.js';
@@ -69,10 +71,23 @@ export interface ImageFolderOptions {
    * cores divided among the workers' copies, rounded, at least 1 (NOTE [decode processes per copy]).
    */
   readonly decodeProcesses?: number;
+  /**
+   * A decode-time view per pick (docs/images.md): 'train' (RandomResizedCrop with torchvision's
+   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224) as one box), or
+   * `{ randomResizedCrop: { scale, ratio } | true, centerCrop: { resize, crop } | true, flip }`.
+   * The box is cut and resized to `size` by the decoder, from the pick's key, so each epoch (and
+   * each `augment` repeat) gets its own crop; the loader then bypasses its sample caches for this
+   * source (NOTE [keyed reads], dataset.ts). Replaces `fit`. Default: none (`fit` decides).
+   */
+  readonly view?: ViewOption;
+  /** Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`): v = (x / 255 − mean) / std. */
+  readonly normalize?: ImageNormalize;
+  /** 'uint8' (default without normalize), 'float32' (default with it), 'float16' or 'bfloat16': the image field's dtype, made by the decoder. */
+  readonly output?: ImageOutput;
 }
 
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
-export interface ImageFolderSpecOptions extends ImageDecodeShare {
+export interface ImageFolderSpecOptions extends ImageDecodeShare, ImageViewShare {
   readonly dir: string;
   readonly classes: readonly string[];
   /** Paths relative to `dir`, in sample order. */
@@ -90,7 +105,8 @@ export interface ImageFolderSpecOptions extends ImageDecodeShare {
 
 /** One sample of an image folder. */
 export type ImageFolderSample = {
-  readonly image: Tensor<'uint8'>;
+  /** uint8, or the `output` dtype. */
+  readonly image: Tensor;
   readonly label: Tensor<'int32'>;
 };
 
@@ -106,6 +122,8 @@ export class ImageFolder implements Dataset, Reopenable {
   readonly labels: Int32Array;
   /** Where this copy decodes: 'auto' resolved. */
   readonly decode: 'threads' | 'processes';
+  /** True with a `view`: reads take the pick's key (NOTE [keyed reads], dataset.ts). */
+  readonly keyed: boolean;
   readonly #options: ImageFolderSpecOptions;
   readonly #images: ImageDecoding;
 
@@ -119,6 +137,7 @@ export class ImageFolder implements Dataset, Reopenable {
     this.length = options.files.length;
     this.#images = new ImageDecoding(options, options.size, inWorker);
     this.decode = this.#images.mode;
+    this.keyed = options.view !== undefined;
   }
 
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
@@ -161,7 +180,10 @@ export class ImageFolder implements Dataset, Reopenable {
     const raw = o.rawPaths?.get(index);
     // A name that is not UTF-8 cannot travel to a decode process as JSON: read its bytes here.
     const input = raw === undefined ? { path } : await readRaw(this.pathOf(index) as Buffer, path, context?.signal);
-    const image = await this.#images.decode(input, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
+    const image = await this.#images.decode(input, {
+      size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path,
+      view: keyedView(o.view, index, context?.key), normalize: o.normalize, output: o.output,
+    }, context?.signal);
     return { image, label };
   }
 
@@ -191,9 +213,10 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   if (typeof dir !== 'string' || dir.length === 0) throw invalidOption('sources.imageFolder(dir)', 'a folder path', dir);
   if (options === null || typeof options !== 'object') throw invalidOption('sources.imageFolder(dir, options)', 'an object with at least size', options, 'Pass e.g. { size: 224 }');
   const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
-  checkDecodeOptions({ ...options, size }, 'size');
   const extensions = checkExtensions(options.extensions);
   const share = imageDecodeShare(options);
+  const views = imageViewShare(options, '');
+  checkDecodeOptions({ ...options, size, ...views }, 'size');
   const root = resolve(dir);
   const { classes, files, labels, rawPaths } = listImageFolder(root, extensions);
   // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
@@ -201,7 +224,7 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   return new ImageFolder({
     dir: root, classes, files, labels, rawPaths, size: [size[0], size[1]],
     channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
-    ...share,
+    ...share, ...views,
   });
 }
 
