@@ -6,13 +6,19 @@
 // says which source coordinate it came from.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tableToIPC } from 'apache-arrow';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type Batch, DataLoader, LoaderError } from '../../src/index.js';
+import type { AnyDataset } from '../../src/dataset/dataset.js';
+import { arrowSource } from '../../src/dataset/formats/arrow.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
+import { hfTable } from './arrow-targets.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
 import { toU64 } from '../../src/sampler/rng.js';
 import { boxFor, viewFrom } from '../../src/transforms/crop-box.js';
@@ -27,6 +33,8 @@ const STD = [0.5, 0.25, 1];
 
 let root: string;
 let dir: string;
+let shard: string;
+let arrowFile: string;
 
 async function gradient(): Promise<Buffer> {
   const px = Buffer.alloc(W * H * 3);
@@ -42,6 +50,17 @@ before(async () => {
     mkdirSync(join(dir, cls), { recursive: true });
     for (let i = 0; i < 6; i++) writeFileSync(join(dir, cls, `${i}.png`), png);
   }
+  const members = join(root, 'members');
+  mkdirSync(members);
+  for (let i = 0; i < 8; i++) {
+    writeFileSync(join(members, `s${i}.png`), png);
+    writeFileSync(join(members, `s${i}.cls`), String(i % 2));
+  }
+  shard = join(root, 'shard.tar');
+  const tar = spawnSync('tar', ['-cf', shard, '-C', members, ...Array.from({ length: 8 }, (_, i) => [`s${i}.png`, `s${i}.cls`]).flat()], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(tar.status, 0, tar.stderr);
+  arrowFile = join(root, 'images.arrow');
+  writeFileSync(arrowFile, tableToIPC(hfTable(Array.from({ length: 8 }, () => png)), 'file'));
 });
 
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -98,6 +117,39 @@ describe('decode-time views (image folders)', { timeout: SUITE_MS }, () => {
         const epochs = loader.stats().epochs;
         assert.equal(epochs.length, 3);
         for (const e of epochs) assert.deepEqual([e.rowsFromCache, e.rowsFromSource], [0, 24], 'a keyed read always comes from the source, never from the sample cache');
+      } finally {
+        await loader.close();
+        await source.close();
+      }
+    });
+  }
+
+  for (const kind of ['tarShards', 'arrow'] as const) {
+    it(`${kind} image fields take a view too: each epoch's crops are the picks' boxes`, async () => {
+      const source: AnyDataset & { keyed: boolean; close(): Promise<void> } =
+        kind === 'tarShards'
+          ? await tarShardsSource(shard, { image: { size: [OUT, OUT], view: { randomResizedCrop: true, flip: true } }, decode: 'threads', index: 'off' })
+          : arrowSource(arrowFile, { columns: ['image', 'label'], decoders: { image: { kind: 'image', size: [OUT, OUT], view: 'train' } }, decode: 'threads' });
+      assert.equal(source.keyed, true);
+      const loader = await DataLoader.create(source, { batchSize: 4, shuffle: true, seed: 5, workers: 0 });
+      try {
+        const field = kind === 'tarShards' ? 'png' : 'image';
+        const views: string[] = [];
+        for (const epoch of [0, 1]) {
+          const batches = await within(HANG_MS, `epoch ${epoch}`, collect(loader.epoch(epoch)));
+          assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(8));
+          const seen: string[] = [];
+          for (const b of batches) {
+            const data = b.get(field).data as Uint8Array;
+            for (let r = 0; r < b.rows; r++) {
+              const img = data.subarray(r * 3 * OUT * OUT, (r + 1) * 3 * OUT * OUT);
+              assertIsBox(img, PickKey.fromPick(b.picks[r]!, 1, epoch, toU64(5)), undefined, `${kind} epoch ${epoch} sample ${b.sampleIds[r]}`);
+              seen[b.sampleIds[r]!] = Buffer.from(img).toString('base64');
+            }
+          }
+          views.push(seen.join());
+        }
+        assert.notEqual(views[0], views[1], 'epochs 0 and 1 gave the same views');
       } finally {
         await loader.close();
         await source.close();
