@@ -15,7 +15,17 @@ _TYPESTR = {
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    # c_ubyte, not c_char: assigning bytes to a c_char array copies up to the first NUL only, and a
+    # CUipcMemHandle is binary (the first such client sent a truncated handle: CUDA_ERROR_INVALID_VALUE).
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
+
+def ipc_handle(handle_hex):
+    """The 64-byte CUipcMemHandle sent as hex, byte for byte."""
+    raw = bytes.fromhex(handle_hex)
+    if len(raw) != ctypes.sizeof(_Handle):
+        raise ValueError(f"a CUDA IPC handle has {ctypes.sizeof(_Handle)} bytes, got {len(raw)}")
+    return _Handle.from_buffer_copy(raw)
 
 
 class _View:
@@ -60,8 +70,7 @@ class CudaIpc:
             raise RuntimeError(f"{call} failed with {name.value.decode() if name.value else rc}")
 
     def open_mem(self, mem_id, handle_hex, size):
-        h = _Handle()
-        h.reserved = bytes.fromhex(handle_hex)
+        h = ipc_handle(handle_hex)
         ptr = ctypes.c_uint64()
         with torch.cuda.device(self.device):
             self._check("cuIpcOpenMemHandle", self._open(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
