@@ -36,6 +36,7 @@ export type LoaderErrorCode =
   | 'ERR_FILE_ACCESS'
   | 'ERR_LAUNCH_ENV'
   | 'ERR_RESUME_MISMATCH'
+  | 'ERR_TOO_LONG'
   | 'ERR_PIN_SOURCE';
 
 export class LoaderError extends Error {
