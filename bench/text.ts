@@ -9,7 +9,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -29,10 +29,14 @@ interface Row {
 }
 
 type AnyOptions = Record<string, unknown>;
+const FIXED = '(0) pad each to --context';
 
 /** Delivered tokens, slots and batches of one timed run; `count(batch)` gives [real tokens, slots]. */
-async function measure(path: string, tokenizer: string, loaderOptions: AnyOptions, seconds: number, count: (b: any) => [number, number]): Promise<{ tokensPerS: number; waste: number; batches: number }> {
-  const ds = sources.jsonl(path, { text: 'text', tokenizer: { path: tokenizer, maxLength: 8192 } });
+function measure(path: string, tokenizer: string, loaderOptions: AnyOptions, seconds: number, count: (b: any) => [number, number]): Promise<{ tokensPerS: number; waste: number; batches: number }> {
+  return measureOn(sources.jsonl(path, { text: 'text', tokenizer: { path: tokenizer, maxLength: 8192 } }), loaderOptions, seconds, count);
+}
+
+async function measureOn(ds: Parameters<typeof DataLoader.create>[0], loaderOptions: AnyOptions, seconds: number, count: (b: any) => [number, number]): Promise<{ tokensPerS: number; waste: number; batches: number }> {
   const loader = await DataLoader.create(ds, { mode: 'streaming', sampleCache: false, seed: 7, ...loaderOptions } as any);
   let real = 0;
   let slots = 0;
@@ -140,19 +144,28 @@ export async function main(args: readonly string[]): Promise<void> {
     const made = spawnSync(python, [join(import.meta.dirname ?? 'bench', 'text_data.py'), dir, '--docs', String(docs)], { stdio: ['ignore', 'inherit', 'inherit'] });
     if (made.status !== 0) throw new Error(`bench/text_data.py failed (exit ${made.status}); make the data with: python3 bench/text_data.py ${dir} --docs ${docs}`);
   }
-  console.log(`bench text — ${hardwareLine()}; ${docs} documents in ${corpus}; batch ${batch}, ${seconds} s per configuration`);
+  const probe = sources.jsonl(corpus, { fields: ['id'] });
+  const nDocs = probe.length;
+  probe.close();
+  console.log(`bench text — ${hardwareLine()}; ${nDocs} documents in ${corpus}; batch ${batch}, ${seconds} s per configuration`);
 
   const rows: Row[] = [];
-  // (0) No batching question at all: one document per batch, so ragged rows need no collate. This is
-  // the JSONL → tokenize-in-workers throughput, the ceiling of the batched configurations.
+  // (0) Needs no ragged batching: each document truncated and padded to `context` ids in the source
+  // (padding='max_length'), tokenized in the reader workers. Real tokens/s here is the JSONL →
+  // tokenize-in-workers throughput; its waste is what fixed-length padding costs.
+  const padId = (JSON.parse(readFileSync(tokenizer, 'utf8')).model.vocab as Record<string, number>)['<pad>'] ?? 0;
+  const fixed = sources.module(new URL('./fixtures/text-fixed.ts', import.meta.url), 'openFixedJsonl', { path: corpus, tokenizer, length: context, padId });
   for (const w of workerList)
-    rows.push(await attempt('one document per batch', w, () => measure(corpus, tokenizer, { batchSize: 1, workers: w }, seconds, (b) => {
+    rows.push(await attempt(FIXED, w, () => measureOn(fixed, { batchSize: batch, workers: w }, seconds, (b) => {
       const t = b.get('text');
-      sink.value += t.data[0] ?? 0;
-      return [t.shape[0], t.shape[0]];
+      const n = b.get('length').data as Int32Array;
+      let real = 0;
+      for (const x of n) real += x;
+      sink.value += t.data[0];
+      return [real, t.shape[0] * t.shape[1]];
     })));
   const best = (config: string) => rows.filter((r) => r.config === config && r.tokensPerS !== undefined).sort((a, b) => b.tokensPerS! - a.tokensPerS!)[0];
-  const bestWorkers = best('one document per batch')?.workers ?? workerList[workerList.length - 1]!;
+  const bestWorkers = best(FIXED)?.workers ?? workerList[workerList.length - 1]!;
   // (a) pad to the longest of each batch; (b) token budgets (batches of ≤ batch × 512 tokens, grouped
   // by length in a window); (c) packing into contextLength windows, best-fit and concat.
   const padCollate = { collate: { text: 'pad' } };
@@ -203,5 +216,5 @@ export async function main(args: readonly string[]): Promise<void> {
   ratio('(b) batchTokens + pad', refGrouped, 'LengthGroupedSampler + padding');
   ratio('(c) pack best-fit', refPad, 'DataCollatorWithPadding');
   ratio('(c) pack concat', refPad, 'DataCollatorWithPadding');
-  ratio('one document per batch', refPad, 'DataCollatorWithPadding');
+  ratio(FIXED, refPad, 'DataCollatorWithPadding');
 }
