@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`bench text`'s reference: what an expert writes with PyTorch and Hugging Face for the same job —
-a map-style Dataset over the JSONL by a line-offset index (built once, one positioned read and
-json.loads per item), tokenizing in __getitem__ with Hugging Face `tokenizers` (Rust) from the same
+a map-style Dataset over the JSONL by a line-offset index (built once, one positioned read (os.pread)
+and json.loads per item), tokenizing in __getitem__ with Hugging Face `tokenizers` (Rust) from the same
 tokenizer.json, truncated to 8 192 ids as Stoker's `maxLength`, and a PyTorch DataLoader (shuffle,
 pinned memory off: the batches stay on the host as Stoker's do) with
   pad:     transformers.DataCollatorWithPadding (input_ids + attention_mask, padded to the longest);
@@ -23,6 +23,33 @@ import sys
 import time
 
 MAX_LEN = 8192
+
+
+class JsonlDataset:
+    """Map-style: item i is one positioned read of line i, json.loads, and the tokenizer's ids.
+    Defined at module level so worker processes can unpickle it under any start method."""
+
+    def __init__(self, corpus, tok_path, offsets):
+        self.corpus, self.tok_path, self.offsets = corpus, tok_path, offsets
+        self.tok = None
+        self.f = None
+        self.pid = None
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        if self.f is None or self.pid != os.getpid():  # per process: its own file and tokenizer
+            from tokenizers import Tokenizer
+            self.f = os.open(self.corpus, os.O_RDONLY)
+            self.tok = Tokenizer.from_file(self.tok_path)
+            self.pid = os.getpid()
+        start = int(self.offsets[i])
+        rec = json.loads(os.pread(self.f, int(self.offsets[i + 1]) - start, start))
+        return {"input_ids": self.tok.encode(rec["text"]).ids[:MAX_LEN]}
+
+    def __getstate__(self):
+        return {"corpus": self.corpus, "tok_path": self.tok_path, "offsets": self.offsets, "tok": None, "f": None, "pid": None}
 
 
 def main():
@@ -56,30 +83,15 @@ def main():
     starts.append(pos)
     offsets = np.array(starts, dtype=np.int64)
 
-    class JsonlDataset(torch.utils.data.Dataset):
-        def __init__(self):
-            self.tok = None
-            self.f = None
-
-        def __len__(self):
-            return len(offsets) - 1
-
-        def __getitem__(self, i):
-            if self.f is None:  # per worker process: its own file handle and tokenizer
-                self.f = open(corpus, "rb")
-                self.tok = Tokenizer.from_file(tok_path)
-            self.f.seek(int(offsets[i]))
-            rec = json.loads(self.f.read(int(offsets[i + 1] - offsets[i])))
-            return {"input_ids": self.tok.encode(rec["text"]).ids[:MAX_LEN]}
-
     hf_tok = PreTrainedTokenizerFast(tokenizer_file=tok_path, pad_token="<pad>", eos_token="<|endoftext|>")
     collator = DataCollatorWithPadding(hf_tok, padding="longest", return_tensors="pt")
-    ds = JsonlDataset()
+    ds = JsonlDataset(corpus, tok_path, offsets)
 
     digest_docs = min(a.digest_docs, len(ds))
     h = hashlib.sha256()
+    probe = JsonlDataset(corpus, tok_path, offsets)
     for i in range(digest_docs):
-        h.update(np.asarray(ds[i]["input_ids"], dtype="<i4").tobytes())
+        h.update(np.asarray(probe[i]["input_ids"], dtype="<i4").tobytes())
 
     lengths = None
 
