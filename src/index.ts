@@ -21,6 +21,7 @@ export type { SafetensorsOptions } from './dataset/formats/safetensors.js';
 export type { FileColumnsSource, LoadMode, LoadOptions } from './dataset/formats/columns-file.js';
 export type { ArrowOptions, ArrowSource, ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './dataset/formats/arrow.js';
 export type { ImageFolder, ImageFolderOptions, ImageDecodeMode } from './dataset/formats/image-folder.js';
+export type { CropBox, ViewOption } from './transforms/crop-box.js';
 export type { TarShardsOptions, TarShardsSource, TarFieldDecoder, TarImageOptions, TarIndexMode } from './dataset/formats/tar-shards.js';
 export type { ConcatSource, ConcatBatchSource, ConcatSampleSource } from './dataset/concat-source.js';
 export type { MixOptions, MixPart, MixSource } from './dataset/mix-source.js';

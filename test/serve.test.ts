@@ -4,11 +4,12 @@
 // /usr/bin/python3 or its torch is missing (CI installs python3-torch; see .ci/run).
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
 import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
 
@@ -25,6 +26,17 @@ function shmLeft(pid: number | undefined): string[] {
     return [];
   }
 }
+
+describe('the Python client over CUDA IPC, the parts that run without a GPU', { skip }, () => {
+  it('passes a CUDA IPC handle to the driver byte for byte, NUL bytes included', () => {
+    // A CUipcMemHandle is binary: a c_char field would keep only the bytes before the first NUL.
+    const handle = Buffer.from(Array.from({ length: 64 }, (_, i) => (i % 5 === 1 ? 0 : (i * 37 + 11) & 0xff)));
+    const python = `import sys; sys.path.insert(0, sys.argv[1]); from stoker._cuda import ipc_handle\nprint(bytes(ipc_handle(sys.argv[2])).hex())\ntry:\n    ipc_handle('00' * 63)\nexcept ValueError as e:\n    print(e)`;
+    const out = execFileSync('/usr/bin/python3', ['-c', python, fileURLToPath(new URL('../python', import.meta.url)), handle.toString('hex')], { encoding: 'utf8', timeout: CHILD_MS }).trim().split('\n');
+    assert.equal(out[0], handle.toString('hex'));
+    assert.match(out[1]!, /has 64 bytes, got 63/);
+  });
+});
 
 describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 }, () => {
   it('delivers every sample exactly once per epoch, each row as the source made it, and the child exits 0', async () => {

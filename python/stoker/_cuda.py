@@ -15,7 +15,17 @@ _TYPESTR = {
 
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    # c_ubyte, not c_char: assigning bytes to a c_char array copies up to the first NUL only, and a
+    # CUipcMemHandle is binary (the first such client sent a truncated handle: CUDA_ERROR_INVALID_VALUE).
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
+
+def ipc_handle(handle_hex):
+    """The 64-byte CUipcMemHandle sent as hex, byte for byte."""
+    raw = bytes.fromhex(handle_hex)
+    if len(raw) != ctypes.sizeof(_Handle):
+        raise ValueError(f"a CUDA IPC handle has {ctypes.sizeof(_Handle)} bytes, got {len(raw)}")
+    return _Handle.from_buffer_copy(raw)
 
 
 class _View:
@@ -60,8 +70,7 @@ class CudaIpc:
             raise RuntimeError(f"{call} failed with {name.value.decode() if name.value else rc}")
 
     def open_mem(self, mem_id, handle_hex, size):
-        h = _Handle()
-        h.reserved = bytes.fromhex(handle_hex)
+        h = ipc_handle(handle_hex)
         ptr = ctypes.c_uint64()
         with torch.cuda.device(self.device):
             self._check("cuIpcOpenMemHandle", self._open(ctypes.byref(ptr), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
@@ -107,7 +116,8 @@ class CudaIpc:
         self.release_events[event_id].record(torch.cuda.current_stream(self.device))
         return event_id
 
-    def close(self):
+    def close_memory(self):
+        """Before the loader frees its memory: our queued kernels finish, then our mappings go."""
         torch.cuda.synchronize(self.device)
         self._views.clear()
         for mem_id in list(self.mems):
@@ -115,5 +125,10 @@ class CudaIpc:
                 self.forget(mem_id)
             except RuntimeError:
                 pass  # the loader is gone already; its memory went with it
+
+    def close(self):
+        """After the loader closed (or died): the events go last. The loader's stream may still be about
+        to wait on a release event it was sent, and a wait on an event its owner destroyed never ends."""
+        self.close_memory()
         self.ready.clear()
         self.release_events.clear()

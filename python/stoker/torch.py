@@ -408,9 +408,10 @@ class DataLoader:
                 pass
         self._closed = True
         self._current = None
-        # The loader frees its memory at close: our queued kernels finish, and our mappings go, first.
+        # The loader frees its memory at close: our queued kernels finish, and our mappings go, first;
+        # our release events only once the loader has closed (it may still wait on the last one).
         if self._cuda is not None:
-            self._cuda.close()
+            self._cuda.close_memory()
         if self._sock is not None:
             try:
                 self._send({"op": "close"})
@@ -418,6 +419,8 @@ class DataLoader:
                     pass
             except StokerError:
                 pass
+        if self._cuda is not None:
+            self._cuda.close()
         self._cpu_views.clear()
         self._slabs.clear()
         if self._sock is not None:

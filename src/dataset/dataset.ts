@@ -2,6 +2,7 @@
 // The one rule: content is a pure function of the index. Caches freeze the first read, so any
 // randomness belongs in the loader's `transform`, keyed by its PickKey.
 
+import type { PickKey } from '../sampler/pick-key.js';
 import type { TypedArray } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
 
@@ -24,7 +25,23 @@ export type BatchColumns = readonly BatchValue[] | { readonly [name: string]: Ba
 export interface ReadContext {
   /** Aborted when the consumer leaves the epoch or the loader closes. */
   readonly signal: AbortSignal;
+  /**
+   * Keyed datasets only (`keyed: true`): the pick this `get(i)` reads for, whose key gives its
+   * decode-time view. Absent for reads outside an epoch (the shape probe): read a plain view then.
+   */
+  readonly key?: PickKey;
+  /** Keyed datasets only: the picks of `getBatch(indices)`, one per index. */
+  readonly keys?: readonly PickKey[];
 }
+
+/**
+ * NOTE [keyed reads] A dataset whose samples depend on the pick's key as well as the index (an
+ * image source with a decode-time `view`: a random crop per epoch) says `keyed: true`. The loader
+ * then passes every read its PickKey (`context.key` / `context.keys`), and such reads never go
+ * through the sample tiers (RAM cache, disk stage, VRAM pool) nor a resident store: each epoch's
+ * view differs, so a frozen first read would be wrong. `keyed` must not change after the loader
+ * is built. Purity then means: the same (index, key) gives the same content.
+ */
 
 /**
  * A per-sample dataset.
@@ -45,6 +62,8 @@ export interface Dataset {
    * `workers` is not set (sources that decode in child processes ask for fewer threads).
    */
   readonly readerWorkers?: number;
+  /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
+  readonly keyed?: boolean;
   get(index: number, context: ReadContext): Sample | Promise<Sample>;
   /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
   close?(): void | Promise<void>;
@@ -64,12 +83,19 @@ export interface BatchDataset {
   readonly length: number;
   /** Optional: as `Dataset.readerWorkers`. */
   readonly readerWorkers?: number;
+  /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
+  readonly keyed?: boolean;
   getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;
   /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
   close?(): void | Promise<void>;
 }
 
 export type AnyDataset = Dataset | BatchDataset;
+
+/** True when the dataset's reads take the pick's key (NOTE [keyed reads]). */
+export function isKeyed(ds: AnyDataset): boolean {
+  return (ds as { keyed?: unknown }).keyed === true;
+}
 
 export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
   return typeof (ds as BatchDataset).getBatch === 'function';

@@ -13,7 +13,8 @@ import { type DType, type Storage, type StorageOf, allocStorage, elementSize, in
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import { hasColumns, kColumns } from './arrays-source.js';
-import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset } from './dataset.js';
+import { type PickKeys, pickKeyAt } from '../sampler/pick-key.js';
+import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset, isKeyed } from './dataset.js';
 import { type FieldSpec, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
 
 /** Rows of one batch, batch dimension first, in the order they were asked for. */
@@ -45,11 +46,14 @@ export class SourceReader {
   readonly #tiers: SampleTiers | undefined;
   readonly #fieldBytes: number[];
   readonly #scratch: Uint8Array;
+  /** The dataset takes keys (NOTE [keyed reads]): reads carry them and skip the tiers. */
+  readonly #keyed: boolean;
   #probed = false;
 
   constructor(ds: AnyDataset, schema: Schema, tiers?: SampleTiers) {
     this.#ds = ds;
     this.schema = schema;
+    this.#keyed = isKeyed(ds);
     this.#tiers = tiers;
     this.#fieldBytes = schema.fields.map((f) => f.rowSize * elementSize(f.dtype));
     this.#scratch = new Uint8Array(schema.sampleBytes);
@@ -106,20 +110,26 @@ export class SourceReader {
   }
 
   /** Rows of `ids`, in that order, in memory from `alloc` (or borrowed from a per-batch dataset). */
-  read(ids: ArrayLike<number>, context: ReadContext, alloc: Allocate): StagedBatch | Promise<StagedBatch> {
-    if (isBatchDataset(this.#ds) && !hasColumns(this.#ds)) return this.#readBorrowed(this.#ds, ids, context);
+  read(ids: ArrayLike<number>, context: ReadContext, alloc: Allocate, keys?: PickKeys): StagedBatch | Promise<StagedBatch> {
+    if (isBatchDataset(this.#ds) && !hasColumns(this.#ds)) return this.#readBorrowed(this.#ds, ids, this.#batchContext(context, ids.length, keys));
     const n = ids.length;
     const outs = this.schema.fields.map((f) => alloc(f.dtype, n * f.rowSize) as Storage);
     const finish = (): StagedBatch => ({ tensors: this.schema.fields.map((f, i) => trustedTensor(f.dtype, outs[i]!, [n, ...f.shape])), owned: true });
-    const done = this.readInto(ids, context, outs, 0);
+    const done = this.readInto(ids, context, outs, 0, undefined, keys);
     return done === undefined ? finish() : done.then(finish);
+  }
+
+  /** A keyed batch read's context: the key of each row (NOTE [keyed reads]). */
+  #batchContext(context: ReadContext, rows: number, keys: PickKeys | undefined): ReadContext {
+    if (!this.#keyed || keys === undefined) return context;
+    return { signal: context.signal, keys: Array.from({ length: rows }, (_, r) => pickKeyAt(keys, r)) };
   }
 
   /**
    * Write the rows of `ids` into `outs` (one storage per field, batch-shaped) from row `rowOffset`.
    * Synchronous when every read is; the reader workers write straight into staging memory this way.
    */
-  readInto(ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean): void | Promise<void> {
+  readInto(ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean, keys?: PickKeys): void | Promise<void> {
     const ds = this.#ds;
     if (cancelled?.()) throw cancelledError();
     if (hasColumns(ds)) {
@@ -129,11 +139,11 @@ export class SourceReader {
       return;
     }
     if (isBatchDataset(ds)) {
-      return this.#readBorrowed(ds, ids, context).then((staged) => {
+      return this.#readBorrowed(ds, ids, this.#batchContext(context, ids.length, keys)).then((staged) => {
         staged.tensors.forEach((t, f) => (outs[f] as unknown as { set(a: Storage, o: number): void }).set(t.data, rowOffset * t.rowSize));
       });
     }
-    return this.#readSamples(ds, ids, context, outs, rowOffset, cancelled);
+    return this.#readSamples(ds, ids, context, outs, rowOffset, cancelled, keys);
   }
 
   async #readBorrowed(ds: BatchDataset, ids: ArrayLike<number>, context: ReadContext): Promise<StagedBatch> {
@@ -149,9 +159,12 @@ export class SourceReader {
     this.#tiers?.counters.add('sourceNs', ms * 1e6);
   }
 
-  #readSamples(ds: Dataset, ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean): void | Promise<void> {
-    const tiers = this.#tiers;
-    const { fields, keys } = this.schema;
+  #readSamples(ds: Dataset, ids: ArrayLike<number>, context: ReadContext, outs: readonly Storage[], rowOffset: number, cancelled?: () => boolean, keys?: PickKeys): void | Promise<void> {
+    // NOTE [keyed reads]: a keyed sample is read with its key and never served from, or offered to, a tier.
+    const keyed = this.#keyed && keys !== undefined;
+    const tiers = keyed ? undefined : this.#tiers;
+    const counters = this.#tiers?.counters;
+    const { fields, keys: names } = this.schema;
     const pending: { row: number; id: number; value: Promise<unknown>; t0: number }[] = [];
     let sourceRows = 0;
     let sourceMs = 0;
@@ -176,21 +189,21 @@ export class SourceReader {
         }
       }
       const t0 = performance.now();
-      const got = ds.get(id, context);
+      const got = ds.get(id, keyed ? { signal: context.signal, key: pickKeyAt(keys, i) } : context);
       if (isPromise(got)) {
         pending.push({ row, id, value: got, t0 });
         continue;
       }
       sourceMs += performance.now() - t0;
       sourceRows++;
-      writeSample(got, id, row, fields, keys, outs);
-      this.#afterSource(ds, id, outs, row, context);
+      writeSample(got, id, row, fields, names, outs);
+      if (!keyed) this.#afterSource(ds, id, outs, row, context);
     }
-    if (tiers !== undefined) {
-      tiers.counters.add('ramRows', ramRows);
-      tiers.counters.add('diskRows', diskRows);
-      tiers.counters.add('sourceRows', sourceRows);
-      tiers.counters.add('sourceNs', sourceMs * 1e6);
+    if (counters !== undefined) {
+      counters.add('ramRows', ramRows);
+      counters.add('diskRows', diskRows);
+      counters.add('sourceRows', sourceRows);
+      counters.add('sourceNs', sourceMs * 1e6);
     }
     if (pending.length === 0) return;
     return (async () => {
@@ -199,11 +212,11 @@ export class SourceReader {
       samples.forEach(([s, dt], k) => {
         const { row, id } = pending[k]!;
         ms += dt;
-        writeSample(s, id, row, fields, keys, outs);
+        writeSample(s, id, row, fields, names, outs);
       });
-      for (const { row, id } of pending) await this.#afterSource(ds, id, outs, row, context);
-      tiers?.counters.add('sourceRows', pending.length);
-      tiers?.counters.add('sourceNs', ms * 1e6);
+      if (!keyed) for (const { row, id } of pending) await this.#afterSource(ds, id, outs, row, context);
+      counters?.add('sourceRows', pending.length);
+      counters?.add('sourceNs', ms * 1e6);
     })();
   }
 

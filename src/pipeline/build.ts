@@ -10,7 +10,7 @@ import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, InPlaceDevice, ResidentStore } from '../device/device.js';
 import type { MappedColumns } from '../device/mapped-columns.js';
 import { vramPoolKilled } from '../device/vram-pool.js';
-import { type AnyDataset, closeDataset } from '../dataset/dataset.js';
+import { type AnyDataset, closeDataset, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
 import type { Schema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
@@ -98,6 +98,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
       `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
     );
   }
+  checkKeyed(ds, opts);
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
@@ -158,7 +159,9 @@ async function buildStreaming(
     );
   }
   const counters = new TierCounters();
-  const cache = perSample && opts.sampleCache ? SampleCache.create(length, schema.sampleBytes) : undefined;
+  // NOTE [keyed reads] (dataset.ts): a keyed dataset's samples differ per pick, so no tier holds them.
+  const keyed = isKeyed(ds);
+  const cache = perSample && opts.sampleCache && !keyed ? SampleCache.create(length, schema.sampleBytes) : undefined;
   const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
   let disk: DiskStage | undefined;
   if (opts.diskStage !== undefined) {
@@ -170,7 +173,7 @@ async function buildStreaming(
   if (workers > 0) {
     try {
       readers = await ReaderPool.start({
-        spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn,
+        spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn, keyed,
         pin: (slot) => device.pinStaging(slot),
       });
     } catch (error) {
@@ -188,7 +191,7 @@ async function buildStreaming(
   );
   const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
   const pooling = device.pooling;
-  const pool = pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
+  const pool = keyed ? undefined : pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
   const batchBytes = schema.sampleBytes * opts.batchSize;
   let assembler: BatchAssembler;
   if (mapped !== undefined) {
@@ -234,8 +237,15 @@ function mapSource(device: InPlaceDevice, name: string, ds: ColumnsSource, opts:
  * the loader resident by itself once it holds every sample.
  */
 function autoResident(ds: AnyDataset, length: number, sampleBytes: number, probe: Probe): boolean {
-  if (!hasColumns(ds)) return false;
+  if (!hasColumns(ds) || isKeyed(ds)) return false;
   return probe === undefined || canFitResident(length, sampleBytes, probe);
+}
+
+/** A keyed dataset (NOTE [keyed reads], dataset.ts) cannot be frozen: not resident, not staged to disk. */
+function checkKeyed(ds: AnyDataset, opts: ResolvedOptions): void {
+  if (!isKeyed(ds)) return;
+  if (opts.mode === 'resident') throw invalidOption('mode', "'streaming' or 'auto' for a dataset with decode-time views (keyed reads)", opts.mode, 'A resident store would freeze one view of each sample; drop mode, or drop the source\'s view');
+  if (opts.diskStage !== undefined) throw invalidOption('diskStage', 'left out for a dataset with decode-time views (keyed reads)', opts.diskStage, 'The disk stage would freeze one view of each sample; drop diskStage, or drop the source\'s view');
 }
 
 function checkDataset(dataset: unknown): number {

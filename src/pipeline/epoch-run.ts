@@ -13,6 +13,7 @@ import { BatchError, type BatchStage, describeCause } from '../errors.js';
 import { type DeliveryConfig, TransformFailure, deliver } from './delivery.js';
 import type { DeviceBatch } from '../device/device.js';
 import type { EpochPlan } from './epoch-plan.js';
+import type { PickKeys } from '../sampler/pick-key.js';
 import { type EpochStats, SKIPPED_KEPT, newEpochStats } from './stats.js';
 
 export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefined> {
@@ -47,6 +48,12 @@ export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefi
 
   get ended(): boolean {
     return this.#ended;
+  }
+
+  /** The picks of batch `index` with what makes their keys (NOTE [keyed reads], dataset.ts). */
+  protected keysOf(index: number): PickKeys {
+    const plan = this.plan;
+    return { picks: plan.picks.subarray(plan.start(index), plan.end(index)), augment: this.#config.augment, epoch: plan.epoch, seed: this.#config.seed };
   }
 
   /** Batch memory for batch `index`, or a rejection carrying the dataset's error. */

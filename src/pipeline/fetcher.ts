@@ -5,15 +5,17 @@
 // pipeline.
 
 import type { Allocate, SourceReader, StagedBatch } from '../dataset/source-reader.js';
+import type { PickKeys } from '../sampler/pick-key.js';
 
 export interface Fetcher {
   /**
    * Read the rows of `sampleIds` in that order. May reject (the batch fails, the fetcher survives).
    * Should stop early, rejecting, once `signal` aborts; the pipeline never waits on it after that.
    * `inFlight` is how many batches the pipeline may have in flight: a fetcher with parallel readers
-   * splits a batch among them only when fewer batches than readers are in flight.
+   * splits a batch among them only when fewer batches than readers are in flight. `keys`: the
+   * picks of the rows, for a keyed dataset (NOTE [keyed reads], dataset.ts).
    */
-  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight?: number): Promise<StagedBatch>;
+  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight?: number, keys?: PickKeys): Promise<StagedBatch>;
   close(): Promise<void>;
 }
 
@@ -26,9 +28,9 @@ export class MainThreadFetcher implements Fetcher {
     this.#alloc = alloc;
   }
 
-  async fetch(sampleIds: Uint32Array, signal: AbortSignal): Promise<StagedBatch> {
+  async fetch(sampleIds: Uint32Array, signal: AbortSignal, _inFlight?: number, keys?: PickKeys): Promise<StagedBatch> {
     signal.throwIfAborted();
-    return this.#reader.read(sampleIds, { signal }, this.#alloc);
+    return this.#reader.read(sampleIds, { signal }, this.#alloc, keys);
   }
 
   async close(): Promise<void> {}

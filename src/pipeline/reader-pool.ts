@@ -25,6 +25,7 @@ import type { StagedBatch } from '../dataset/source-reader.js';
 import type { SourceSpec } from '../dataset/source-spec.js';
 import { LoaderError, describeCause, formatIds } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
+import type { PickKeys } from '../sampler/pick-key.js';
 import type { Fetcher } from './fetcher.js';
 import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
 import { type Slot, type SlotLayout, slotAllocation, slotLayout, slotViews } from './staging.js';
@@ -47,6 +48,8 @@ export interface ReaderPoolOptions {
   readonly counters: BigInt64Array;
   readonly purityProbe: boolean;
   readonly warn: (message: string) => void;
+  /** The dataset is keyed: reads carry their picks' keys (NOTE [keyed reads], dataset.ts). */
+  readonly keyed?: boolean;
   /** Page-lock a new staging slot (accelerators) once; returns the offset of its first page-aligned byte. */
   readonly pin?: (slot: SharedArrayBuffer) => number;
 }
@@ -124,7 +127,9 @@ export class ReaderPool implements Fetcher {
     return this.#started;
   }
 
-  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight = 1): Promise<StagedBatch> {
+  fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight = 1, keys?: PickKeys): Promise<StagedBatch> {
+    // Only a keyed dataset's reads carry keys (NOTE [keyed reads]): the rest pay nothing for them.
+    const keyed = this.#opts.keyed === true ? keys : undefined;
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#closing) return Promise.reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
     signal.throwIfAborted();
@@ -147,12 +152,14 @@ export class ReaderPool implements Fetcher {
       const size = Math.ceil(n / parts);
       for (let start = 0; start < n; start += size) {
         const member = members[this.#rr++ % members.length]!;
-        const ids = sampleIds.slice(start, Math.min(start + size, n));
+        const end = Math.min(start + size, n);
+        const ids = sampleIds.slice(start, end);
+        const chunkKeys = keyed === undefined ? undefined : { ...keyed, picks: keyed.picks.slice(start, end) };
         job.open++;
         let held = member.held.get(job.id);
         if (held === undefined) member.held.set(job.id, (held = new Set()));
         held.add(start);
-        this.#post(member, { t: 'read', job: job.id, slot, start, rows: n, ids });
+        this.#post(member, { t: 'read', job: job.id, slot, start, rows: n, ids, keys: chunkKeys });
       }
       signal.addEventListener('abort', () => this.#cancel(job, signal.reason), { once: true });
     });

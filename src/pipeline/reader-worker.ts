@@ -13,6 +13,7 @@ import type { Schema } from '../dataset/schema.js';
 import { type SourceSpec, openSource } from '../dataset/source-spec.js';
 import { closeDataset } from '../dataset/dataset.js';
 import { SourceReader } from '../dataset/source-reader.js';
+import type { PickKeys } from '../sampler/pick-key.js';
 import { type Slot, type SlotLayout, slotViews } from './staging.js';
 
 export interface ReaderInit {
@@ -31,7 +32,7 @@ export interface ReaderInit {
 }
 
 export type ToWorker =
-  | { readonly t: 'read'; readonly job: number; readonly slot: number; readonly start: number; readonly rows: number; readonly ids: Uint32Array }
+  | { readonly t: 'read'; readonly job: number; readonly slot: number; readonly start: number; readonly rows: number; readonly ids: Uint32Array; readonly keys?: PickKeys | undefined }
   | { readonly t: 'cancel'; readonly job: number }
   | { readonly t: 'slots'; readonly slots: readonly Slot[] }
   | { readonly t: 'chunks'; readonly chunks: readonly SharedArrayBuffer[] }
@@ -96,7 +97,7 @@ async function read(m: Extract<ToWorker, { t: 'read' }>): Promise<void> {
   running.set(m.job, controller);
   try {
     const outs = slotViews(init.schema, init.layout, slots[m.slot]!, m.rows);
-    await reader.readInto(m.ids, { signal: controller.signal }, outs, m.start, () => !live());
+    await reader.readInto(m.ids, { signal: controller.signal }, outs, m.start, () => !live(), m.keys);
     post(live() ? { t: 'done', job: m.job, start: m.start } : { t: 'cancelled', job: m.job, start: m.start });
   } catch (error) {
     if (!live() || controller.signal.aborted) post({ t: 'cancelled', job: m.job, start: m.start });

@@ -108,7 +108,7 @@ export class StreamingRun extends EpochRun {
     const ids = plan.samples.subarray(plan.start(index), plan.end(index));
     const t0 = performance.now();
     try {
-      return { memory: await this.#assembler.assemble(ids, this.#context) };
+      return { memory: await this.#assembler.assemble(ids, this.#context, this.keysOf(index)) };
     } catch (error) {
       return { error };
     } finally {

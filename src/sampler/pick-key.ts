@@ -10,6 +10,22 @@ const K_EPOCH = toU64(0xbf58476d1ce4e5b9n);
 const K_SAMPLE = toU64(0x94d049bb133111ebn);
 const K_REPEAT = toU64(0xd6e8feb86659fd93n);
 
+/**
+ * The keys of a run of picks, as plain data (it crosses to reader workers): row r is
+ * `PickKey.fromPick(picks[r], augment, epoch, seed)`.
+ */
+export interface PickKeys {
+  readonly picks: Uint32Array;
+  readonly augment: number;
+  readonly epoch: number;
+  readonly seed: U64;
+}
+
+/** Row r's key of `keys`. */
+export function pickKeyAt(keys: PickKeys, r: number): PickKey {
+  return PickKey.fromPick(keys.picks[r]!, keys.augment, keys.epoch, keys.seed);
+}
+
 export class PickKey {
   /** Dataset sample id. */
   readonly sample: number;

@@ -248,16 +248,24 @@ export class Session {
     for (const f of w) f();
   }
 
+  #releaseHeld(): void {
+    for (const seq of [...this.#held.keys()]) this.#release(seq, undefined);
+  }
+
   /** End the epoch being streamed and take back every batch the client holds. */
   async #stop(): Promise<void> {
     const run = this.#run;
     this.#run = undefined;
     if (run !== undefined) {
       run.abort.abort(new Error('stopped'));
+      // Take the client's batches back before waiting for the pump: on CUDA they are the loader's
+      // device memory, which the pump's in-flight batch may be waiting for (the client synchronized
+      // its stream before asking to stop, or is gone).
+      this.#releaseHeld();
       this.#wake();
       await run.finished;
     }
-    for (const seq of [...this.#held.keys()]) this.#release(seq, undefined);
+    this.#releaseHeld();
     this.#ring?.releaseAll();
     this.#export?.settleAll();
   }

@@ -312,7 +312,7 @@ describe("sources.imageFolder with decode: 'processes' through the loader", { ti
         for (let r = 0; r < b.rows; r++) {
           const id = b.sampleIds[r]!;
           assert.equal(labels[r], ds.labels[id]);
-          const want = (await threads.get(id)).image.data;
+          const want = (await threads.get(id)).image.data as Uint8Array;
           assert.ok(Buffer.from(images.subarray(r * 432, (r + 1) * 432)).equals(Buffer.from(want)), `pixels of sample ${id}`);
         }
       }

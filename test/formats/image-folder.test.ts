@@ -175,7 +175,7 @@ describe('sources.imageFolder: decoded samples', () => {
       assert.deepEqual(label.shape, []);
       assert.equal(label.data[0], ds.labels[i]);
       const colour = COLOURS[ds.classes[label.data[0]!]!]!;
-      for (const [y, x] of [[0, 0], [6, 10], [11, 19]] as const) near(pixelChw(image.data, 3, 12, 20, y, x), colour, 6, `${ds.files[i]} at (${y}, ${x})`);
+      for (const [y, x] of [[0, 0], [6, 10], [11, 19]] as const) near(pixelChw(image.data as Uint8Array, 3, 12, 20, y, x), colour, 6, `${ds.files[i]} at (${y}, ${x})`);
     }
   });
 
@@ -329,7 +329,7 @@ describe('sources.imageFolder through the loader', { timeout: SUITE_MS }, () => 
     assert.deepEqual(ds.files, ['caf\uFFFD/b.png', 'caf\uFFFD/\uFFFD.png', 'plain/\uFFFD.png'], 'sorted by bytes: b (0x62) before \xe8');
     assert.deepEqual(Array.from(ds.labels), [0, 0, 1]);
     const want = [colours[1]!, colours[0]!, colours[2]!];
-    for (let i = 0; i < 3; i++) near(pixelChw((await ds.get(i)).image.data, 3, 2, 2, 0, 0), want[i]!, 2, `sample ${i}`);
+    for (let i = 0; i < 3; i++) near(pixelChw((await ds.get(i)).image.data as Uint8Array, 3, 2, 2, 0, 0), want[i]!, 2, `sample ${i}`);
     const procs = imageFolderSource(odd, { size: 2, decode: 'processes', decodeProcesses: 1 });
     const loader = await DataLoader.create(procs, { batchSize: 3, workers: 1, mode: 'streaming', dropLast: false, shuffle: false });
     try {

@@ -77,7 +77,7 @@ function torchvision(srcH: number, srcW: number, n: number, h: number, w: number
   return { rh, rw, top: pythonRound((rh - h) / 2), left: pythonRound((rw - w) / 2) };
 }
 
-const hwc = (bytes: Uint8Array, size: [number, number], more: Partial<Parameters<typeof decodeImage>[1]> = {}) =>
+const hwc = (bytes: Uint8Array, size: [number, number], more: Partial<Parameters<typeof decodeImage>[1]> & { output?: 'uint8'; normalize?: undefined } = {}) =>
   decodeImage(bytes, { size, layout: 'hwc', source: 'test.png', ...more });
 
 describe("fit 'center-crop' is torchvision's Resize + CenterCrop", () => {

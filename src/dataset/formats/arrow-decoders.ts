@@ -9,8 +9,11 @@ import { pathToFileURL } from 'node:url';
 import { LoaderError, describeCause, invalidOption, show } from '../../errors.js';
 import { type TypedArray, allocStorage, inferDType } from '../../tensor/dtype.js';
 import { Tensor, trustedTensor } from '../../tensor/tensor.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions } from './image-decode.js';
+import type { PickKey } from '../../sampler/pick-key.js';
+import type { View, ViewOption } from '../../transforms/crop-box.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions } from './image-decode.js';
 import type { ImageDecoding } from './image-decoding.js';
+import { imageViewShare, keyedView } from './image-view.js';
 
 /** Decode encoded images to a uint8 tensor [C, H, W] (or [H, W, C]) through sharp; see `decodeImage`. */
 export interface ArrowImageDecoder {
@@ -25,7 +28,16 @@ export interface ArrowImageDecoder {
   readonly fit?: ImageFit;
   /** Images with more pixels are refused before decoding (default: sharp's 268 M). */
   readonly maxInputPixels?: number;
+  /** A decode-time view per pick, as `sources.imageFolder`'s `view`; the source is then keyed (NOTE [keyed reads], dataset.ts). Replaces `fit`. */
+  readonly view?: ViewOption;
+  /** Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`). */
+  readonly normalize?: ImageNormalize;
+  /** Output dtype: 'uint8' (default without normalize), 'float32' (default with it), 'float16', 'bfloat16'. */
+  readonly output?: ImageOutput;
 }
+
+/** An image decoder after validation: its view resolved. */
+export type ResolvedImageDecoder = Omit<ArrowImageDecoder, 'view'> & { readonly view?: View | undefined };
 
 /**
  * A user function, imported in each thread: `export function decode(bytes: Uint8Array, row: number):
@@ -50,7 +62,7 @@ export interface ArrowCodesDecoder {
 export type ArrowDecoder = ArrowImageDecoder | ArrowModuleDecoder | ArrowCodesDecoder;
 
 /** A decoder after validation: cloneable (module URLs as strings). */
-export type ResolvedDecoder = ArrowImageDecoder | { readonly kind: 'module'; readonly module: string; readonly export: string } | ArrowCodesDecoder;
+export type ResolvedDecoder = ResolvedImageDecoder | { readonly kind: 'module'; readonly module: string; readonly export: string } | ArrowCodesDecoder;
 /** The decoders that read a bytes column. */
 export type BytesDecoder = Exclude<ResolvedDecoder, ArrowCodesDecoder>;
 
@@ -60,9 +72,10 @@ export function resolveDecoder(knob: string, d: unknown): ResolvedDecoder {
   if (o === null || typeof o !== 'object') throw invalidOption(knob, "{ kind: 'image', size: [h, w] }, { kind: 'module', module, export } or { kind: 'codes' }", d);
   if (o.kind === 'codes') return { kind: 'codes' };
   if (o.kind === 'image') {
-    const { size, channels, layout, fit, maxInputPixels } = o as ArrowImageDecoder;
-    checkDecodeOptions({ size, channels, layout, fit, maxInputPixels }, `${knob}.size`);
-    return { kind: 'image', size: [size[0], size[1]], channels, layout, fit, maxInputPixels };
+    const { size, channels, layout, fit, maxInputPixels, normalize, output } = o as ArrowImageDecoder;
+    const { view } = imageViewShare(o as ArrowImageDecoder, `${knob}.`);
+    checkDecodeOptions({ size, channels, layout, fit, maxInputPixels, normalize, output }, `${knob}.size`);
+    return { kind: 'image', size: [size[0], size[1]], channels, layout, fit, maxInputPixels, normalize, output, ...(view === undefined ? {} : { view }) };
   }
   if (o.kind === 'module') {
     const m = o as ArrowModuleDecoder;
@@ -110,6 +123,7 @@ const IN_FLIGHT = 32;
  */
 export async function decodeColumn(
   decoder: BytesDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, images: ImageDecoding | undefined, signal?: AbortSignal,
+  keys?: readonly PickKey[],
 ): Promise<Tensor> {
   if (decoder.kind === 'image' && images === undefined) throw new LoaderError('ERR_INVALID_DATASET', `column ${show(column)} has an image decoder but its source has no image decoding`);
   const n = inputs.length;
@@ -120,7 +134,10 @@ export async function decodeColumn(
     while (next < n) {
       signal?.throwIfAborted();
       const r = next++;
-      outs[r] = fn === undefined ? await images!.decode(inputs[r]!, { ...(decoder as ArrowImageDecoder), source: source(r) }, signal) : asTensor(await fn(inputs[r]!, rows[r]!), decoder, column, rows[r]!);
+      const image = decoder as ResolvedImageDecoder;
+      outs[r] = fn === undefined
+        ? await images!.decode(inputs[r]!, { ...image, view: keyedView(image.view, rows[r]!, keys?.[r]), source: source(r) }, signal)
+        : asTensor(await fn(inputs[r]!, rows[r]!), decoder, column, rows[r]!);
     }
   };
   await Promise.all(Array.from({ length: Math.min(IN_FLIGHT, n) }, worker));

@@ -12,6 +12,7 @@
 // Image columns are decoded in this thread or in child processes (`decode`; image-decoding.ts):
 // each source copy sends the rows' bytes to its own lazily started pool, closed by `close()`.
 
+import type { PickKey } from '../../sampler/pick-key.js';
 import { partAt } from './part-index.js';
 import { formatCacheBytes } from '../../pipeline/budget.js';
 import { totalmem } from 'node:os';
@@ -152,6 +153,8 @@ export class ArrowSource implements BatchDataset, Reopenable {
   readonly #shapes = new Map<string, { dtype: string; shape: readonly number[] }>();
   /** This copy's image decoding; absent without image columns. */
   readonly #images: ImageDecoding | undefined;
+  /** True when an image column has a `view`: reads take the picks' keys (NOTE [keyed reads], dataset.ts). */
+  readonly keyed: boolean;
 
   /** Use `arrowSource(path, options)` (main thread) or `openArrow` (workers). */
   constructor(spec: ArrowSpecOptions, schema: Schema, schemaBytes: Uint8Array, plans: readonly ColumnPlan[], inWorker = false) {
@@ -169,6 +172,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
     this.#rowReader = spec.rowTable === undefined ? undefined : new RowReader(spec.path, plans, spec.rowTable);
     const sizes = Object.values(spec.decoders).flatMap((d) => (d.kind === 'image' ? [d.size] : []));
     this.#images = sizes.length > 0 ? new ImageDecoding(spec.imageDecode, largestSize(sizes), inWorker) : undefined;
+    this.keyed = Object.values(spec.decoders).some((d) => d.kind === 'image' && d.view !== undefined);
   }
 
   /** Where this copy decodes image columns ('auto' resolved); undefined without image columns. */
@@ -279,16 +283,16 @@ export class ArrowSource implements BatchDataset, Reopenable {
       this.#plans.forEach((p, c) => (result[p.name] = trustedTensor((p as TensorColumn).dtype, outs[c] as Storage, [n, ...(p as TensorColumn).rowShape])));
       return result;
     }
-    return this.#decodeAll(indices, outs, context?.signal);
+    return this.#decodeAll(indices, outs, context?.signal, context?.keys);
   }
 
-  async #decodeAll(indices: readonly number[], outs: (Storage | Uint8Array[])[], signal: AbortSignal | undefined): Promise<Record<string, Tensor>> {
+  async #decodeAll(indices: readonly number[], outs: (Storage | Uint8Array[])[], signal: AbortSignal | undefined, keys: readonly PickKey[] | undefined): Promise<Record<string, Tensor>> {
     const n = indices.length;
     const result: Record<string, Tensor> = {};
     const done = await Promise.all(
       this.#plans.map(async (p, c) => {
         if (p.kind === 'tensor') return trustedTensor(p.dtype, outs[c] as Storage, [n, ...p.rowShape]);
-        const t = await decodeColumn(this.#spec.decoders[p.name] as BytesDecoder, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, this.#images, signal);
+        const t = await decodeColumn(this.#spec.decoders[p.name] as BytesDecoder, p.name, outs[c] as Uint8Array[], indices, (r) => `${this.path} column ${show(p.name)} row ${indices[r]}`, this.#images, signal, keys);
         this.#checkShape(p.name, t, indices[0]!);
         return t;
       }),

@@ -37,8 +37,10 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
     const image = await decodeImage(bytes, options);
     // One writev for header and pixels.
     socket.cork();
-    socket.write(frameHeader(id, FromChild.Pixels, image.data.length));
-    socket.write(image.data);
+    const data = image.data as ArrayBufferView;
+    const bytesOut = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    socket.write(frameHeader(id, FromChild.Pixels, bytesOut.length));
+    socket.write(bytesOut);
     socket.uncork();
   } catch (error) {
     socket.write(encodeFrame(id, FromChild.Error, JSON.stringify(toWire(error))));

@@ -41,7 +41,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, type LoaderErrorCode, badFile, describeCause, fileAccess, invalidOption } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { type DecodeImageOptions, checkDecodeOptions, decodeImage } from './image-decode.js';
+import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeImage, outputOf } from './image-decode.js';
 
 /** Requests one child holds at once: the one it decodes and the next, so that it never waits for the parent. */
 export const PER_CHILD = 2;
@@ -200,8 +200,9 @@ interface Request {
   readonly input: DecodeInput;
   readonly options: DecodeImageOptions;
   readonly shape: readonly number[];
+  readonly dtype: ImageOutput;
   readonly bytes: number;
-  readonly resolve: (t: Tensor<'uint8'>) => void;
+  readonly resolve: (t: Tensor) => void;
   readonly reject: (e: unknown) => void;
   readonly signal: AbortSignal | undefined;
   settled: boolean;
@@ -239,6 +240,13 @@ function installExitHook(): void {
   process.on('exit', () => {
     for (const pool of livePools) pool.killNow();
   });
+}
+
+/** The pixels of a reply as the output dtype (a frame's payload is an array of its own: offset 0, aligned). */
+function typedView(payload: Uint8Array, dtype: ImageOutput): Uint8Array | Float32Array | Uint16Array {
+  if (dtype === 'uint8') return payload;
+  const size = dtype === 'float32' ? 4 : 2;
+  return dtype === 'float32' ? new Float32Array(payload.buffer, payload.byteOffset, payload.length / size) : new Uint16Array(payload.buffer, payload.byteOffset, payload.length / size);
 }
 
 /** Output shape of a decode, from its options. */
@@ -300,7 +308,9 @@ export class DecodePool {
    * Rejects with ERR_WORKER_DIED when the child decoding it dies, with the signal's reason when
    * `signal` aborts first.
    */
-  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor<'uint8'>> {
+  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal): Promise<Tensor<'uint8'>>;
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor>;
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor> {
     if (this.#closed !== undefined) return Promise.reject(poolClosed());
     if (signal?.aborted) return Promise.reject(signal.reason);
     try {
@@ -311,7 +321,7 @@ export class DecodePool {
     if (this.#inProcess) return decodeHere(input, options, signal);
     const wire: WireOptions = {
       size: [options.size[0], options.size[1]], channels: options.channels, layout: options.layout, fit: options.fit,
-      maxInputPixels: options.maxInputPixels, source: options.source,
+      maxInputPixels: options.maxInputPixels, source: options.source, view: options.view, normalize: options.normalize, output: options.output,
     };
     const id = this.#nextId;
     this.#nextId = this.#nextId >= 0xffff_fff0 ? 1 : this.#nextId + 1;
@@ -329,8 +339,9 @@ export class DecodePool {
       frame = encodeFrame(id, ToChild.DecodePath, JSON.stringify({ path: input.path, options: wire }));
     }
     const shape = outputShape(options);
-    return new Promise<Tensor<'uint8'>>((resolve, reject) => {
-      const request: Request = { id, frame, input, options, shape, bytes: shape[0]! * shape[1]! * shape[2]!, resolve, reject, signal, settled: false, queued: true };
+    return new Promise<Tensor>((resolve, reject) => {
+      const dtype = outputOf(options);
+      const request: Request = { id, frame, input, options, shape, dtype, bytes: shape[0]! * shape[1]! * shape[2]! * (dtype === 'uint8' ? 1 : dtype === 'float32' ? 4 : 2), resolve, reject, signal, settled: false, queued: true };
       if (signal !== undefined) this.#watch(signal, request);
       this.#outstanding++;
       this.#waiting++;
@@ -499,7 +510,7 @@ export class DecodePool {
     if (kind === FromChild.Pixels) {
       if (payload.length !== request.bytes) {
         this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${payload.length} bytes where ${request.shape.join('×')} were asked for`), undefined);
-      } else this.#settle(request, undefined, new Tensor(payload, request.shape, 'uint8'));
+      } else this.#settle(request, undefined, new Tensor(typedView(payload, request.dtype) as never, request.shape, request.dtype));
     } else if (kind === FromChild.Error) {
       let error: Error;
       try {
@@ -602,7 +613,7 @@ export class DecodePool {
     entry.requests.add(request);
   }
 
-  #settle(request: Request, error: unknown, value: Tensor<'uint8'> | undefined): void {
+  #settle(request: Request, error: unknown, value: Tensor | undefined): void {
     if (request.settled) return;
     request.settled = true;
     if (request.queued) {
@@ -646,7 +657,7 @@ function poolClosed(): LoaderError {
 }
 
 /** The in-process path, for a pool whose children cannot start. */
-async function decodeHere(input: DecodeInput, options: DecodeImageOptions, signal: AbortSignal | undefined): Promise<Tensor<'uint8'>> {
+async function decodeHere(input: DecodeInput, options: DecodeImageOptions, signal: AbortSignal | undefined): Promise<Tensor> {
   let bytes: Uint8Array;
   if (input instanceof Uint8Array) bytes = input;
   else {

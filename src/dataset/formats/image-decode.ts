@@ -37,6 +37,10 @@ import { createRequire } from 'node:module';
 import type sharpModule from 'sharp';
 import { badFile, invalidOption, LoaderError } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { PickKey } from '../../sampler/pick-key.js';
+import type { U64 } from '../../sampler/rng.js';
+import { type CropBox, type View, boxFor } from '../../transforms/crop-box.js';
+import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 
 type Sharp = typeof sharpModule;
@@ -44,6 +48,13 @@ type Sharp = typeof sharpModule;
 export type ImageLayout = 'chw' | 'hwc';
 export type ImageFit = 'resize' | 'center-crop';
 export type ImageChannels = 1 | 3 | 4;
+/** The dtype an image source delivers: uint8 pixels, or x / 255 (normalized with `normalize`) as a float. */
+export type ImageOutput = 'uint8' | 'float32' | 'float16' | 'bfloat16';
+/** Per-channel mean and std on the [0, 1] scale: v = (x / 255 − mean) / std. */
+export interface ImageNormalize {
+  readonly mean: readonly number[];
+  readonly std: readonly number[];
+}
 
 /** sharp's own default: an image over 0x3FFF × 0x3FFF pixels (about 268 M) is refused before it is decoded. */
 export const DEFAULT_MAX_INPUT_PIXELS = 0x3fff * 0x3fff;
@@ -75,6 +86,31 @@ export interface DecodeImageOptions {
   readonly maxInputPixels?: number;
   /** Where the bytes came from, for messages: a file path or "column x row y". */
   readonly source: string;
+  /**
+   * A decode-time view of one pick (src/transforms/crop-box.ts): its box, in source pixels, is cut
+   * and resized to `size` (stretched: the box already has the aspect ratio it should), then
+   * mirrored when `flip`. The box is computed here, from the image's size read from its header
+   * and the pick's key; plain data, so it crosses to decode processes as JSON. Overrides `fit`.
+   */
+  readonly view?: KeyedView;
+  /** Normalize per channel (needs a float `output`), as `transforms.image` does, in the decoder. */
+  readonly normalize?: ImageNormalize;
+  /** Output dtype. Default 'uint8' ('float32' with normalize). */
+  readonly output?: ImageOutput;
+}
+
+/** A view and the key of the pick it is cut for. */
+export interface KeyedView {
+  readonly view: View;
+  readonly sample: number;
+  readonly repeat: number;
+  readonly epoch: number;
+  readonly seed: U64;
+}
+
+/** The output dtype of a decode. */
+export function outputOf(o: { readonly output?: ImageOutput; readonly normalize?: ImageNormalize }): ImageOutput {
+  return o.output ?? (o.normalize !== undefined ? 'float32' : 'uint8');
 }
 
 const require = createRequire(import.meta.url);
@@ -120,7 +156,7 @@ function sniff(b: Uint8Array): string | undefined {
 }
 
 /** Check decode options once (sources call it at open, so that a bad knob fails before any read). */
-export function checkDecodeOptions(o: Omit<DecodeImageOptions, 'source'>, knob = 'size'): void {
+export function checkDecodeOptions(o: Omit<DecodeImageOptions, 'source' | 'view'>, knob = 'size'): void {
   const size = o.size as unknown;
   if (
     !Array.isArray(size) ||
@@ -134,6 +170,17 @@ export function checkDecodeOptions(o: Omit<DecodeImageOptions, 'source'>, knob =
   if (o.fit !== undefined && o.fit !== 'resize' && o.fit !== 'center-crop') throw invalidOption('fit', "'resize' or 'center-crop'", o.fit);
   const max = o.maxInputPixels;
   if (max !== undefined && !(Number.isSafeInteger(max) && max >= 1)) throw invalidOption('maxInputPixels', 'a positive integer', max);
+  if (o.output !== undefined && !['uint8', 'float32', 'float16', 'bfloat16'].includes(o.output)) throw invalidOption('output', "'uint8', 'float32', 'float16' or 'bfloat16'", o.output);
+  if (o.normalize !== undefined) {
+    if (outputOf(o) === 'uint8') throw invalidOption('normalize', "left out for output 'uint8'", o.normalize, "Pass output: 'float32', 'float16' or 'bfloat16' to normalize");
+    const c = o.channels ?? 3;
+    for (const k of ['mean', 'std'] as const) {
+      const v = (o.normalize as unknown as Record<string, unknown> | null)?.[k];
+      if (!Array.isArray(v) || (v.length !== 1 && v.length !== c) || !v.every((x) => typeof x === 'number' && Number.isFinite(x) && (k === 'mean' || x > 0))) {
+        throw invalidOption(`normalize.${k}`, `1 or ${c} finite numbers${k === 'std' ? ' > 0' : ''} (one per channel, on the [0, 1] scale)`, v, 'Pass e.g. normalize: { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }');
+      }
+    }
+  }
 }
 
 /** sharp's message on one line: its warnings come one per line, often repeated. */
@@ -148,7 +195,9 @@ function oneLine(message: string): string {
  * [C, H, W] (layout 'chw', the default) or [H, W, C], resized per `fit`.
  * Throws `ERR_BAD_FILE` naming `options.source` when the bytes are not a readable image.
  */
-export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor<'uint8'>> {
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }): Promise<Tensor<'uint8'>>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor>;
+export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor> {
   checkDecodeOptions(options);
   const { source } = options;
   const [height, width] = options.size;
@@ -175,7 +224,18 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     let pipeline: ReturnType<Sharp>;
     if (cmyk || (meta.hasAlpha && channels !== 4)) pipeline = sharp(...(await convertFirst(open(), cmyk)));
     else pipeline = open();
-    if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
+    if (options.view !== undefined) {
+      // NOTE [views at decode]: a box that is the whole image is a plain resize, which lets libvips
+      // shrink a JPEG on load; any other box is cut first (sharp then decodes at full size).
+      const v = options.view;
+      const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
+      checkBox(box, srcW, srcH, source);
+      if (box.left !== 0 || box.top !== 0 || box.width !== srcW || box.height !== srcH) {
+        pipeline = pipeline.extract({ left: box.left, top: box.top, width: box.width, height: box.height });
+      }
+      pipeline = pipeline.resize(width, height, { fit: 'fill' });
+      if (box.flip) pipeline = pipeline.flop();
+    } else if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
     else {
       const plan = coverPlan(srcH, srcW, height, width);
       pipeline = pipeline.resize(plan.rw, plan.rh, { fit: 'fill' }).extract({ left: plan.left, top: plan.top, width, height });
@@ -202,8 +262,47 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     throw badFile(source, 0, `cannot decode the image (${format}): the decoder gave ${info.height}×${info.width}×${info.channels} bytes where ${height}×${width}×${channels} were asked for`);
   }
   const hwc = new Uint8Array(data.buffer, data.byteOffset, data.length);
-  if (options.layout === 'hwc') return new Tensor(hwc, [height, width, channels], 'uint8');
-  return new Tensor(hwcToChw(hwc, height * width, channels), [channels, height, width], 'uint8');
+  const output = outputOf(options);
+  const shape = options.layout === 'hwc' ? [height, width, channels] : [channels, height, width];
+  if (output !== 'uint8') return new Tensor(toFloats(hwc, height * width, channels, options.layout === 'hwc', output, options.normalize), shape, output);
+  if (options.layout === 'hwc') return new Tensor(hwc, shape, 'uint8');
+  return new Tensor(hwcToChw(hwc, height * width, channels), shape, 'uint8');
+}
+
+function checkBox(box: CropBox, w: number, h: number, source: string): void {
+  const ok = box !== null && typeof box === 'object' && [box.left, box.top, box.width, box.height].every(Number.isInteger) &&
+    box.left >= 0 && box.top >= 0 && box.width >= 1 && box.height >= 1 && box.left + box.width <= w && box.top + box.height <= h;
+  if (!ok) throw invalidOption('view', `a crop box inside the ${w}×${h} image of ${source}`, box);
+}
+
+/**
+ * Pixels to floats, (x · scale) + bias in float32 as transforms/image.ts computes them (scale =
+ * 1 / (255 · std), bias = −mean / std), cast with round-to-nearest-even; planes or interleaved.
+ */
+export function toFloats(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
+  const out = output === 'float32' ? new Float32Array(pixels * channels) : new Uint16Array(pixels * channels);
+  // A lookup table per channel: 256 values, so the per-pixel work is one load and one store.
+  const table = output === 'float32' ? new Float32Array(256 * channels) : new Uint16Array(256 * channels);
+  for (let c = 0; c < channels; c++) {
+    const mean = normalize?.mean[normalize.mean.length === 1 ? 0 : c] ?? 0;
+    const std = normalize?.std[normalize.std.length === 1 ? 0 : c] ?? 1;
+    const scale = Math.fround(1 / (255 * std));
+    const bias = Math.fround(-mean / std);
+    for (let v = 0; v < 256; v++) {
+      const f = Math.fround(Math.fround(v * scale) + bias);
+      table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
+    }
+  }
+  if (interleaved) {
+    for (let i = 0; i < pixels * channels; i++) out[i] = table[(i % channels) * 256 + hwc[i]!]!;
+    return out;
+  }
+  for (let c = 0; c < channels; c++) {
+    const base = c * pixels;
+    const t = c * 256;
+    for (let p = 0, s = c; p < pixels; p++, s += channels) out[base + p] = table[t + hwc[s]!]!;
+  }
+  return out;
 }
 
 /**

@@ -149,7 +149,9 @@ export class ImageDecoding {
    * (ERR_BAD_FILE naming `options.source`, ERR_FILE_ACCESS for an unreadable path) either way.
    * Rejects with the signal's reason when it aborts first.
    */
-  async decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor<'uint8'>> {
+  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal): Promise<Tensor<'uint8'>>;
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor>;
+  async decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor> {
     if (this.mode === 'processes') return this.#decodePool().decode(input, options, signal);
     if (input instanceof Uint8Array) {
       signal?.throwIfAborted();

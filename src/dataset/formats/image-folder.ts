@@ -1,8 +1,9 @@
 // `sources.imageFolder`: a folder of images laid out as torchvision's ImageFolder, `dir/<class>/…/
 // <file>`, decoded with sharp to a fixed size. Sample i is `{ image: uint8 [C, H, W] (or [H, W, C]),
-// label: int32 scalar }`. The rule: the folder is listed once, when the source is made; reader
-// workers get that listing in the spec and never list again, so every thread sees the same files in
-// the same order even if the folder changes while the loader runs.
+// label: int32 scalar }`. The rule: the folder is listed once, when the source is made (or its
+// listing read from the on-disk cache, folder-listing.ts); reader workers get that listing in the
+// spec as shared memory and never list again, so every thread sees the same files in the same order
+// even if the folder changes while the loader runs (NOTE [one listing]).
 //
 // The listing follows torchvision: class folders sorted by name (code point order) give label
 // indices 0, 1, …; inside a class, files are taken from the whole subtree (sorted paths, symbolic
@@ -25,8 +26,6 @@
 // copy (image-decoding.ts). Pool sizing per copy and 'auto' are shared with the other image
 // sources: NOTE [decode processes per copy] and NOTE [decode: 'auto'] in image-decoding.ts.
 
-import { isUtf8 } from 'node:buffer';
-import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
@@ -34,7 +33,10 @@ import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { type ImageViewShare, imageViewShare, keyedView } from './image-view.js';
+import { type FolderIndexMode, type FolderListing, type ListingOrigin, listFolder, pathBytes, pathString } from './folder-listing.js';
+import type { ViewOption } from '../../transforms/crop-box.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, readerThreadsFor } from './image-decoding.js';
 
 export { AUTO_PROCESSES_ABOVE, AUTO_PROCESSES_MIN_PIXELS, type ImageDecodeMode, READS_IN_FLIGHT } from './image-decoding.js';
@@ -53,6 +55,12 @@ export interface ImageFolderOptions {
   readonly fit?: ImageFit;
   /** File extensions to read, case-insensitive. Default .jpg .jpeg .png .webp. */
   readonly extensions?: readonly string[];
+  /**
+   * The on-disk cache of the folder's listing (NOTE [one listing] in folder-listing.ts): 'auto'
+   * (default) reads it while every directory's mtime is unchanged and writes it after a walk;
+   * 'off' walks the folder every time and writes nothing.
+   */
+  readonly index?: FolderIndexMode;
   /** Refuse images with more input pixels than this (decompression bombs). Default 0x3FFF² ≈ 268 M. */
   readonly maxInputPixels?: number;
   /**
@@ -69,18 +77,28 @@ export interface ImageFolderOptions {
    * cores divided among the workers' copies, rounded, at least 1 (NOTE [decode processes per copy]).
    */
   readonly decodeProcesses?: number;
+  /**
+   * A decode-time view per pick (docs/images.md): 'train' (RandomResizedCrop with torchvision's
+   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224) as one box), or
+   * `{ randomResizedCrop: { scale, ratio } | true, centerCrop: { resize, crop } | true, flip }`.
+   * The box is cut and resized to `size` by the decoder, from the pick's key, so each epoch (and
+   * each `augment` repeat) gets its own crop; the loader then bypasses its sample caches for this
+   * source (NOTE [keyed reads], dataset.ts). Replaces `fit`. Default: none (`fit` decides).
+   */
+  readonly view?: ViewOption;
+  /** Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`): v = (x / 255 − mean) / std. */
+  readonly normalize?: ImageNormalize;
+  /** 'uint8' (default without normalize), 'float32' (default with it), 'float16' or 'bfloat16': the image field's dtype, made by the decoder. */
+  readonly output?: ImageOutput;
 }
 
 /** What reader workers receive: the listing made on the main thread, and the decode settings. */
-export interface ImageFolderSpecOptions extends ImageDecodeShare {
+export interface ImageFolderSpecOptions extends ImageDecodeShare, ImageViewShare {
   readonly dir: string;
-  readonly classes: readonly string[];
-  /** Paths relative to `dir`, in sample order. */
-  readonly files: readonly string[];
-  /** Label of each file (index into `classes`). */
-  readonly labels: Int32Array;
-  /** The relative paths, as bytes, of the files whose names are not valid UTF-8, by sample (NOTE [names as bytes]). */
-  readonly rawPaths?: ReadonlyMap<number, Uint8Array> | undefined;
+  /** Classes, relative paths and labels, in shared memory (NOTE [one listing]). */
+  readonly listing: FolderListing;
+  /** Where the main thread's listing came from. */
+  readonly origin: ListingOrigin;
   readonly size: readonly [number, number];
   readonly channels: ImageChannels;
   readonly layout: ImageLayout;
@@ -90,7 +108,8 @@ export interface ImageFolderSpecOptions extends ImageDecodeShare {
 
 /** One sample of an image folder. */
 export type ImageFolderSample = {
-  readonly image: Tensor<'uint8'>;
+  /** uint8, or the `output` dtype. */
+  readonly image: Tensor;
   readonly label: Tensor<'int32'>;
 };
 
@@ -100,25 +119,40 @@ export class ImageFolder implements Dataset, Reopenable {
   readonly dir: string;
   /** Class names, sorted; a sample's label is its class's index here. */
   readonly classes: readonly string[];
-  /** Image paths relative to `dir`, in sample order (class by class, sorted within a class). */
-  readonly files: readonly string[];
   /** Label of each sample. */
   readonly labels: Int32Array;
+  /** 'walked': this source listed the folder; 'cached': it read the listing from the on-disk cache. */
+  readonly listing: ListingOrigin;
   /** Where this copy decodes: 'auto' resolved. */
   readonly decode: 'threads' | 'processes';
+  /** True with a `view`: reads take the pick's key (NOTE [keyed reads], dataset.ts). */
+  readonly keyed: boolean;
   readonly #options: ImageFolderSpecOptions;
   readonly #images: ImageDecoding;
+  readonly #raw: ReadonlySet<number>;
+  #files: readonly string[] | undefined;
 
   /** Internal: made by `imageFolderSource` (main thread) or `openImageFolder` (workers). */
   constructor(options: ImageFolderSpecOptions, inWorker = false) {
     this.#options = options;
     this.dir = options.dir;
-    this.classes = Object.freeze([...options.classes]);
-    this.files = Object.freeze([...options.files]);
-    this.labels = options.labels;
-    this.length = options.files.length;
+    this.classes = Object.freeze([...options.listing.classes]);
+    this.labels = options.listing.labels;
+    this.length = options.listing.ends.length;
+    this.listing = options.origin;
+    this.#raw = new Set(options.listing.raw);
     this.#images = new ImageDecoding(options, options.size, inWorker);
     this.decode = this.#images.mode;
+    this.keyed = options.view !== undefined;
+  }
+
+  /**
+   * Image paths relative to `dir`, in sample order (class by class, sorted within a class); names
+   * that are not UTF-8 shown with U+FFFD. Made on first use (a million paths cost ~100 ms).
+   */
+  get files(): readonly string[] {
+    this.#files ??= Object.freeze(Array.from({ length: this.length }, (_, i) => pathString(this.#options.listing, i)));
+    return this.#files;
   }
 
   /** Process ids of this copy's decode processes alive now (none in 'threads' mode or before the first read). */
@@ -148,20 +182,22 @@ export class ImageFolder implements Dataset, Reopenable {
    */
   pathOf(index: number): string | Buffer {
     this.#check(index);
-    const raw = this.#options.rawPaths?.get(index);
-    return raw === undefined ? join(this.dir, this.files[index]!) : joinBytes(Buffer.from(this.dir), Buffer.from(raw));
+    const l = this.#options.listing;
+    return this.#raw.has(index) ? Buffer.concat([Buffer.from(this.dir), Buffer.from('/'), pathBytes(l, index)]) : join(this.dir, pathString(l, index));
   }
 
   /** Read and decode sample `index`. A file that cannot be read or decoded rejects with its path. */
   async get(index: number, context?: ReadContext): Promise<ImageFolderSample> {
     this.#check(index);
     const o = this.#options;
-    const path = join(o.dir, o.files[index]!);
-    const label = new Tensor(Int32Array.of(o.labels[index]!), [], 'int32');
-    const raw = o.rawPaths?.get(index);
+    const path = join(o.dir, pathString(o.listing, index));
+    const label = new Tensor(Int32Array.of(o.listing.labels[index]!), [], 'int32');
     // A name that is not UTF-8 cannot travel to a decode process as JSON: read its bytes here.
-    const input = raw === undefined ? { path } : await readRaw(this.pathOf(index) as Buffer, path, context?.signal);
-    const image = await this.#images.decode(input, { size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path }, context?.signal);
+    const input = !this.#raw.has(index) ? { path } : await readRaw(this.pathOf(index) as Buffer, path, context?.signal);
+    const image = await this.#images.decode(input, {
+      size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path,
+      view: keyedView(o.view, index, context?.key), normalize: o.normalize, output: o.output,
+    }, context?.signal);
     return { image, label };
   }
 
@@ -191,17 +227,20 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   if (typeof dir !== 'string' || dir.length === 0) throw invalidOption('sources.imageFolder(dir)', 'a folder path', dir);
   if (options === null || typeof options !== 'object') throw invalidOption('sources.imageFolder(dir, options)', 'an object with at least size', options, 'Pass e.g. { size: 224 }');
   const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
-  checkDecodeOptions({ ...options, size }, 'size');
   const extensions = checkExtensions(options.extensions);
   const share = imageDecodeShare(options);
+  const views = imageViewShare(options, '');
+  checkDecodeOptions({ ...options, size, ...views }, 'size');
   const root = resolve(dir);
-  const { classes, files, labels, rawPaths } = listImageFolder(root, extensions);
+  const index = options.index ?? 'auto';
+  if (index !== 'auto' && index !== 'off') throw invalidOption('index', "'auto' or 'off'", index);
+  const { listing, origin } = listFolder(root, extensions, index);
   // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
   loadImageDecoder();
   return new ImageFolder({
-    dir: root, classes, files, labels, rawPaths, size: [size[0], size[1]],
+    dir: root, listing, origin, size: [size[0], size[1]],
     channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
-    ...share,
+    ...share, ...views,
   });
 }
 
@@ -246,109 +285,4 @@ export function compareCodePoints(a: string, b: string): number {
 // on disk and opened by them, as torchvision opens it; a string listing would turn it into a U+FFFD
 // name that does not exist. Names are sorted by their bytes, which for UTF-8 is code point order
 // (Python's `sorted`); `classes` and `files` show such names decoded with U+FFFD, and the bytes
-// travel to reader workers in the spec (`rawPaths`: Uint8Arrays survive structured clone).
-
-const SLASH = Buffer.from('/');
-const lossy = new TextDecoder('utf-8');
-
-function joinBytes(a: Buffer, b: Buffer): Buffer {
-  return Buffer.concat([a, SLASH, b]);
-}
-
-function listImageFolder(root: string, extensions: Set<string>): { classes: string[]; files: string[]; labels: Int32Array; rawPaths: Map<number, Uint8Array> | undefined } {
-  const rootBytes = Buffer.from(root);
-  let top;
-  try {
-    if (!statSync(root).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
-    top = readdirSync(root, { withFileTypes: true, encoding: 'buffer' });
-  } catch (cause) {
-    throw fileAccess(root, 'list the image folder', cause);
-  }
-  const looked = [...extensions].join(' ');
-  const classes = top
-    .filter((e) => e.name[0] !== DOT && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(joinBytes(rootBytes, e.name)))))
-    .map((e) => e.name)
-    .sort(Buffer.compare);
-  if (classes.length === 0) {
-    throw new LoaderError(
-      'ERR_INVALID_DATASET',
-      `sources.imageFolder(${show(root)}): no class folders in it. An image folder holds one sub-folder per class (dir/<class>/<image>); images directly in dir belong to no class and are ignored`,
-    );
-  }
-  const files: string[] = [];
-  const labels: number[] = [];
-  let rawPaths: Map<number, Uint8Array> | undefined;
-  classes.forEach((name, label) => {
-    const found: Buffer[] = [];
-    walk(rootBytes, name, extensions, found, new Set());
-    if (found.length === 0) {
-      throw new LoaderError(
-        'ERR_INVALID_DATASET',
-        `sources.imageFolder(${show(root)}): class folder ${show(lossy.decode(name))} holds no image (extensions looked for: ${looked}). Add images, remove the folder, or pass extensions: [...] to match the files`,
-      );
-    }
-    for (const f of found) {
-      if (!isUtf8(f)) (rawPaths ??= new Map()).set(files.length, Uint8Array.from(f));
-      files.push(lossy.decode(f));
-      labels.push(label);
-    }
-  });
-  return { classes: classes.map((c) => lossy.decode(c)), files, labels: Int32Array.from(labels), rawPaths };
-}
-
-const DOT = 0x2e;
-
-function isDirectory(path: Buffer): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Image files under `root/rel`, as paths relative to root, in torchvision's order: folders sorted by
- * path, files sorted by name within a folder. Follows links, never the same folder twice.
- */
-function walk(root: Buffer, rel: Buffer, extensions: Set<string>, out: Buffer[], seen: Set<string>): void {
-  const folders = new Map<string, { rel: Buffer; names: Buffer[] }>();
-  collect(root, rel, extensions, folders, seen);
-  for (const folder of [...folders.values()].sort((a, b) => Buffer.compare(a.rel, b.rel))) {
-    for (const name of folder.names.sort(Buffer.compare)) out.push(joinBytes(folder.rel, name));
-  }
-}
-
-function collect(root: Buffer, rel: Buffer, extensions: Set<string>, folders: Map<string, { rel: Buffer; names: Buffer[] }>, seen: Set<string>): void {
-  const abs = joinBytes(root, rel);
-  let entries;
-  try {
-    // realpathSync.native: the JS realpath turns a Buffer path into a string (lossily).
-    const real = realpathSync.native(abs, { encoding: 'buffer' }).toString('latin1');
-    if (seen.has(real)) return;
-    seen.add(real);
-    entries = readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
-  } catch (cause) {
-    throw fileAccess(lossy.decode(abs), 'list the class folder', cause);
-  }
-  const names: Buffer[] = [];
-  for (const e of entries) {
-    if (e.name[0] === DOT) continue;
-    let isDir = e.isDirectory();
-    let isFile = e.isFile();
-    if (e.isSymbolicLink()) {
-      try {
-        const st = statSync(joinBytes(abs, e.name));
-        isDir = st.isDirectory();
-        isFile = st.isFile();
-      } catch {
-        continue; // a dangling link is not an image
-      }
-    }
-    if (isDir) collect(root, joinBytes(rel, e.name), extensions, folders, seen);
-    else if (isFile) {
-      const dot = e.name.lastIndexOf(DOT);
-      if (dot > 0 && extensions.has(lossy.decode(e.name.subarray(dot)).toLowerCase())) names.push(e.name);
-    }
-  }
-  if (names.length > 0) folders.set(rel.toString('latin1'), { rel, names });
-}
+// travel to reader workers in the shared listing (folder-listing.ts), opened by their bytes.

@@ -28,11 +28,20 @@ import { parseNpyBytes } from './npy.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
 import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
+import { imageViewShare, keyedView } from './image-view.js';
+import type { View, ViewOption } from '../../transforms/crop-box.js';
 
 export type { TarIndexMode } from './tar-index.js';
 
-/** How images are decoded: output `size` [height, width] (required), `channels`, `layout`, `fit`, `maxInputPixels` — see `decodeImage`. */
-export type TarImageOptions = Omit<DecodeImageOptions, 'source'>;
+/**
+ * How images are decoded: output `size` [height, width] (required), `channels`, `layout`, `fit`,
+ * `maxInputPixels`, `normalize`, `output` — see `decodeImage` — and a decode-time `view` per pick
+ * (as `sources.imageFolder`'s: 'train', 'eval' or { randomResizedCrop, centerCrop, flip }; the source
+ * is then keyed, NOTE [keyed reads] in dataset.ts).
+ */
+export type TarImageOptions = Omit<DecodeImageOptions, 'source' | 'view'> & { readonly view?: ViewOption };
+/** An image field's options once checked: the view resolved. */
+type TarImageDecode = Omit<DecodeImageOptions, 'source' | 'view'> & { readonly view?: View | undefined };
 
 /**
  * How one field's bytes become a tensor:
@@ -88,7 +97,7 @@ export interface TarShardsOptions {
 type Decoder =
   | { readonly kind: 'int' | 'float' | 'json-number' | 'npy' }
   | { readonly kind: 'raw'; readonly bytes: number }
-  | { readonly kind: 'image'; readonly image: TarImageOptions };
+  | { readonly kind: 'image'; readonly image: TarImageDecode };
 
 /** What a reader worker needs to open the same dataset: structured-cloneable, its big arrays shared. */
 export interface TarShardsSpec {
@@ -165,6 +174,8 @@ export class TarShardsSource implements Dataset, Reopenable {
   readonly #text = new TextDecoder();
   /** This copy's image decoding; absent without image fields. */
   readonly #images: ImageDecoding | undefined;
+  /** True when an image field has a `view`: reads take the pick's key (NOTE [keyed reads], dataset.ts). */
+  readonly keyed: boolean;
 
   /** Use `tarShardsSource` (this thread) or `openTarShards` (a reader worker). */
   constructor(spec: TarShardsSpec, inWorker = false) {
@@ -175,6 +186,7 @@ export class TarShardsSource implements Dataset, Reopenable {
     const sizes = spec.decoders.flatMap((d) => (d.kind === 'image' ? [d.image.size] : []));
     this.#async = sizes.length > 0;
     this.#images = this.#async ? new ImageDecoding(spec.imageDecode, largestSize(sizes), inWorker) : undefined;
+    this.keyed = spec.decoders.some((d) => d.kind === 'image' && d.image.view !== undefined);
   }
 
   /** Where this copy decodes image fields ('auto' resolved); undefined without image fields. */
@@ -247,7 +259,7 @@ export class TarShardsSource implements Dataset, Reopenable {
     return Promise.all(
       spec.decoders.map((d, f) =>
         d.kind === 'image'
-          ? this.#images!.decode(bytes[f]!, { ...d.image, source: `${file.path}: ${where(f)} (data at byte ${offset(f)})` }, context?.signal)
+          ? this.#images!.decode(bytes[f]!, { ...d.image, view: keyedView(d.image.view, index, context?.key), source: `${file.path}: ${where(f)} (data at byte ${offset(f)})` }, context?.signal)
           : decodeScalar(d, bytes[f]!, file.path, offset(f), spec.fields[f]!, where(f)),
       ),
     ).then((tensors) => Object.fromEntries(spec.fields.map((name, f) => [name, tensors[f]!])));
@@ -449,15 +461,19 @@ function resolveDecoder(field: string, options: TarShardsOptions): Decoder {
     if (options.image === undefined) {
       throw invalidOption('image', 'the image decoding options, e.g. { size: [224, 224] }', undefined, `Field ${show(field)} is decoded as an image and the output size cannot be guessed`);
     }
-    checkDecodeOptions(options.image, 'image.size');
-    return { kind: 'image', image: { ...options.image } };
+    return { kind: 'image', image: checkTarImage(options.image, 'image') };
   }
   if (d !== null && typeof d === 'object' && (d as { image?: unknown }).image !== null && typeof (d as { image?: unknown }).image === 'object') {
-    const image = { ...options.image, ...(d as { image: TarImageOptions }).image };
-    checkDecodeOptions(image, `${knob}.image.size`);
-    return { kind: 'image', image };
+    return { kind: 'image', image: checkTarImage({ ...options.image, ...(d as { image: TarImageOptions }).image }, `${knob}.image`) };
   }
   throw invalidOption(knob, DECODER_NAMES, d);
+}
+
+function checkTarImage(image: TarImageOptions, knob: string): TarImageDecode {
+  const views = imageViewShare(image, `${knob}.`);
+  const { view: _option, ...rest } = image;
+  checkDecodeOptions(rest, `${knob}.size`);
+  return views.view === undefined ? rest : { ...rest, view: views.view };
 }
 
 function packKeys(keys: readonly string[]): { keyBytes: Uint8Array; keyEnds: Float64Array } {

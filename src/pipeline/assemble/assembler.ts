@@ -11,6 +11,7 @@
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
 import type { VramPool } from '../../device/vram-pool.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
+import type { PickKeys } from '../../sampler/pick-key.js';
 import type { Fetcher } from '../fetcher.js';
 import type { EpochRoute, EpochStats } from '../stats.js';
 
@@ -34,7 +35,12 @@ export interface BatchAssembler {
   /** Epoch start and end (the pool's payoff phase is chosen per epoch). */
   beginEpoch(stats: EpochStats): void;
   endEpoch(stats: EpochStats): void;
-  assemble(ids: Uint32Array, context: AssembleContext): Promise<DeviceBatch>;
+  /**
+   * `keys`: the batch's picks (row r of `ids` is pick keys.picks[r]); a keyed dataset's reads need
+   * them (NOTE [keyed reads], dataset.ts). Routes with a pool or a mapped source never serve a
+   * keyed dataset (build.ts), so only the staged routes pass them on.
+   */
+  assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch>;
   /** The back-off reached its floor: give device memory back (the pool's newest slab). */
   relieve(): void;
   /**
@@ -47,8 +53,8 @@ export interface BatchAssembler {
 }
 
 /** Read rows through the fetcher, counting them as fetched. */
-export async function fetchRows(fetcher: Fetcher, ids: Uint32Array, context: AssembleContext): Promise<StagedBatch> {
-  const staged = await fetcher.fetch(ids, context.signal, context.inFlight());
+export async function fetchRows(fetcher: Fetcher, ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<StagedBatch> {
+  const staged = await fetcher.fetch(ids, context.signal, context.inFlight(), keys);
   context.stats.rowsFetched += ids.length;
   return staged;
 }

@@ -3,6 +3,7 @@
 // into staging memory the device adopts (CPU) or copies in one async copy per field (accelerator).
 
 import type { Device, DeviceBatch, ResidentStore } from '../../device/device.js';
+import type { PickKeys } from '../../sampler/pick-key.js';
 import type { Fetcher } from '../fetcher.js';
 import type { EpochStats } from '../stats.js';
 import { type AssembleContext, type BatchAssembler, fetchRows } from './assembler.js';
@@ -24,8 +25,8 @@ export class StagedAssembler implements BatchAssembler {
 
   endEpoch(_stats: EpochStats): void {}
 
-  async assemble(ids: Uint32Array, context: AssembleContext): Promise<DeviceBatch> {
-    const staged = await fetchRows(this.#fetcher, ids, context);
+  async assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
+    const staged = await fetchRows(this.#fetcher, ids, context, keys);
     // The retry loop is written out: no closure per batch on this hot path.
     for (let attempt = 0; ; attempt++) {
       try {

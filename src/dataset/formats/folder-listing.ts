@@ -1,0 +1,305 @@
+// Internal: not exported from the package entry.
+// The listing of an image folder, made once and shared: `sources.imageFolder` lists on the main
+// thread (or reads the listing cached on disk), and the listing travels to reader workers as
+// shared memory — the relative paths packed as bytes with their ends, the labels — so a worker
+// neither lists the folder nor copies a million strings (NOTE [one listing]).
+//
+// NOTE [one listing] PyTorch's ImageFolder pickles its list of (path, label) into every worker
+// (20 s and more is reported for ImageNet). Here the listing is three shared arrays: `names` (every
+// relative path's bytes, concatenated, in sample order), `ends` (the end of each in `names`) and
+// `labels`; structured clone shares SharedArrayBuffers instead of copying them, and a path is
+// decoded only when a read needs it. The listing is cached on disk (beside the tar and JSONL
+// indexes: `$XDG_CACHE_HOME/stoker/folder-index/`, else ~/.cache/stoker/…, else a private temp
+// dir), keyed by the folder's absolute path and the extensions, and trusted only while the
+// modification time of every directory it walked is unchanged (adding, removing or renaming an
+// entry changes its directory's mtime). A cache that cannot be read or written is skipped.
+//
+// The walk follows torchvision: class folders sorted by name give label indices 0, 1, …; inside a
+// class, files are taken from the whole subtree (folders sorted by path, files sorted by name within
+// a folder, symbolic links followed, cycles skipped) when their extension is one of `extensions`
+// (case-insensitive). Names that start with "." are skipped; files directly in the root are ignored;
+// a class folder with no image is refused. Names are kept as the bytes on disk (NOTE [names as
+// bytes] in image-folder.ts) and sorted by their bytes.
+
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { isUtf8 } from 'node:buffer';
+import { LoaderError, fileAccess, show } from '../../errors.js';
+import { indexCacheDir, isPrivateDir } from './tar-index.js';
+
+/** The listing as it travels to reader workers (its arrays shared, not copied). */
+export interface FolderListing {
+  readonly classes: readonly string[];
+  /** Every relative path's bytes, in sample order (shared memory). */
+  readonly names: Uint8Array;
+  /** End of path i in `names` (shared memory); path i starts at ends[i − 1] (0 for i = 0). */
+  readonly ends: Uint32Array;
+  /** Label of each sample (shared memory). */
+  readonly labels: Int32Array;
+  /** Samples whose path is not valid UTF-8 (opened by their bytes). */
+  readonly raw: readonly number[];
+}
+
+/** Where the listing came from: walked now, or read from the cache. */
+export type ListingOrigin = 'walked' | 'cached';
+
+/** 'auto': read and write the cache (default); 'off': walk every time, write nothing. */
+export type FolderIndexMode = 'auto' | 'off';
+
+const MAGIC = 'stoker-folder-index 1\n';
+const DOT = 0x2e;
+const SLASH = Buffer.from('/');
+const lossy = new TextDecoder('utf-8');
+
+let walks = 0;
+
+/** How many folders this thread has walked (cache hits do not count). For tests and benches. */
+export function folderWalks(): number {
+  return walks;
+}
+
+/** The cache directory of folder listings, beside the tar indexes. */
+export function folderCacheDir(): string {
+  return join(dirname(indexCacheDir()), 'folder-index');
+}
+
+/** Path `i` of a listing, as bytes (a view into shared memory: copy what you keep). */
+export function pathBytes(l: FolderListing, i: number): Uint8Array {
+  return l.names.subarray(i === 0 ? 0 : l.ends[i - 1]!, l.ends[i]!);
+}
+
+/** Path `i` as a string (U+FFFD for bytes that are not UTF-8). */
+export function pathString(l: FolderListing, i: number): string {
+  return lossy.decode(pathBytes(l, i));
+}
+
+/** The listing of `root` (absolute) for `extensions` (lower case, with the dot): from the cache when it is still valid, else walked (and cached). */
+export function listFolder(root: string, extensions: ReadonlySet<string>, mode: FolderIndexMode = 'auto'): { listing: FolderListing; origin: ListingOrigin } {
+  const ext = [...extensions].sort().join(' ');
+  const name = `${createHash('sha256').update(`${root}\0${ext}`).digest('hex').slice(0, 32)}.idx`;
+  const places = [join(folderCacheDir(), name), join(tmpdir(), `stoker-folder-index-${process.getuid?.() ?? 'user'}`, name)];
+  if (mode === 'auto') {
+    for (const place of places) {
+      if (!isPrivateDir(dirname(place))) continue;
+      const hit = readCache(place, root, ext);
+      if (hit !== undefined) return { listing: hit, origin: 'cached' };
+    }
+  }
+  const { listing, dirs } = walkFolder(root, extensions);
+  if (mode === 'auto') for (const place of places) if (writeCache(place, root, ext, listing, dirs)) break;
+  return { listing, origin: 'walked' };
+}
+
+interface DirStamp {
+  /** Path relative to root ('' for root), as bytes. */
+  readonly rel: Buffer;
+  readonly mtimeNs: string;
+}
+
+function mtimeOf(path: Buffer): string {
+  return statSync(path, { bigint: true }).mtimeNs.toString();
+}
+
+function joinBytes(a: Buffer, b: Buffer): Buffer {
+  return a.length === 0 ? b : Buffer.concat([a, SLASH, b]);
+}
+
+/** Walk the folder (see the header for the rules); the stamps of every directory read come with it. */
+export function walkFolder(root: string, extensions: ReadonlySet<string>): { listing: FolderListing; dirs: DirStamp[] } {
+  walks++;
+  const rootBytes = Buffer.from(root);
+  const dirs: DirStamp[] = [];
+  let top;
+  try {
+    if (!statSync(root).isDirectory()) throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+    dirs.push({ rel: Buffer.alloc(0), mtimeNs: mtimeOf(rootBytes) });
+    top = readdirSync(root, { withFileTypes: true, encoding: 'buffer' });
+  } catch (cause) {
+    throw fileAccess(root, 'list the image folder', cause);
+  }
+  const looked = [...extensions].join(' ');
+  const classes = top
+    .filter((e) => e.name[0] !== DOT && (e.isDirectory() || (e.isSymbolicLink() && isDirectory(Buffer.concat([rootBytes, SLASH, e.name])))))
+    .map((e) => e.name)
+    .sort(Buffer.compare);
+  if (classes.length === 0) {
+    throw new LoaderError(
+      'ERR_INVALID_DATASET',
+      `sources.imageFolder(${show(root)}): no class folders in it. An image folder holds one sub-folder per class (dir/<class>/<image>); images directly in dir belong to no class and are ignored`,
+    );
+  }
+  const paths: Buffer[] = [];
+  const labels: number[] = [];
+  classes.forEach((name, label) => {
+    const found: Buffer[] = [];
+    walk(rootBytes, name, extensions, found, new Set(), dirs);
+    if (found.length === 0) {
+      throw new LoaderError(
+        'ERR_INVALID_DATASET',
+        `sources.imageFolder(${show(root)}): class folder ${show(lossy.decode(name))} holds no image (extensions looked for: ${looked}). Add images, remove the folder, or pass extensions: [...] to match the files`,
+      );
+    }
+    for (const f of found) {
+      paths.push(f);
+      labels.push(label);
+    }
+  });
+  return { listing: pack(classes.map((c) => lossy.decode(c)), paths, labels), dirs };
+}
+
+function pack(classes: readonly string[], paths: readonly Buffer[], labelList: readonly number[]): FolderListing {
+  let total = 0;
+  for (const p of paths) total += p.length;
+  const names = new Uint8Array(new SharedArrayBuffer(total));
+  const ends = new Uint32Array(new SharedArrayBuffer(4 * paths.length));
+  const labels = new Int32Array(new SharedArrayBuffer(4 * paths.length));
+  const raw: number[] = [];
+  let at = 0;
+  paths.forEach((p, i) => {
+    names.set(p, at);
+    at += p.length;
+    ends[i] = at;
+    labels[i] = labelList[i]!;
+    if (!isUtf8(p)) raw.push(i);
+  });
+  return { classes, names, ends, labels, raw };
+}
+
+function isDirectory(path: Buffer): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Image files under `root/rel`, as paths relative to root, in torchvision's order: folders sorted by
+ * path, files sorted by name within a folder. Follows links, never the same folder twice.
+ */
+function walk(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, out: Buffer[], seen: Set<string>, dirs: DirStamp[]): void {
+  const folders = new Map<string, { rel: Buffer; names: Buffer[] }>();
+  collect(root, rel, extensions, folders, seen, dirs);
+  for (const folder of [...folders.values()].sort((a, b) => Buffer.compare(a.rel, b.rel))) {
+    for (const name of folder.names.sort(Buffer.compare)) out.push(joinBytes(folder.rel, name));
+  }
+}
+
+function collect(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, folders: Map<string, { rel: Buffer; names: Buffer[] }>, seen: Set<string>, dirs: DirStamp[]): void {
+  const abs = Buffer.concat([root, SLASH, rel]);
+  let entries;
+  try {
+    // realpathSync.native: the JS realpath turns a Buffer path into a string (lossily).
+    const real = realpathSync.native(abs, { encoding: 'buffer' }).toString('latin1');
+    if (seen.has(real)) return;
+    seen.add(real);
+    dirs.push({ rel, mtimeNs: mtimeOf(abs) });
+    entries = readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
+  } catch (cause) {
+    throw fileAccess(lossy.decode(abs), 'list the class folder', cause);
+  }
+  const names: Buffer[] = [];
+  for (const e of entries) {
+    if (e.name[0] === DOT) continue;
+    let isDir = e.isDirectory();
+    let isFile = e.isFile();
+    if (e.isSymbolicLink()) {
+      try {
+        const st = statSync(Buffer.concat([abs, SLASH, e.name]));
+        isDir = st.isDirectory();
+        isFile = st.isFile();
+      } catch {
+        continue; // a dangling link is not an image
+      }
+    }
+    if (isDir) collect(root, joinBytes(rel, e.name), extensions, folders, seen, dirs);
+    else if (isFile) {
+      const dot = e.name.lastIndexOf(DOT);
+      if (dot > 0 && extensions.has(lossy.decode(e.name.subarray(dot)).toLowerCase())) names.push(e.name);
+    }
+  }
+  if (names.length > 0) folders.set(rel.toString('latin1'), { rel, names });
+}
+
+// The cache file: MAGIC, one JSON line (root, extensions, classes, the walked directories with their
+// mtimes, counts), padding to 4 bytes, then ends (u32 × n), labels (i32 × n) and the names' bytes.
+
+interface CacheHead {
+  readonly root: string;
+  readonly ext: string;
+  readonly classes: readonly string[];
+  /** [relative path as base64, mtimeNs] per directory walked. */
+  readonly dirs: readonly (readonly [string, string])[];
+  readonly count: number;
+  readonly nameBytes: number;
+  readonly raw: readonly number[];
+}
+
+function readCache(place: string, root: string, ext: string): FolderListing | undefined {
+  let buf: Buffer;
+  try {
+    buf = readFileSync(place);
+  } catch {
+    return undefined;
+  }
+  try {
+    const nl = buf.indexOf(10, MAGIC.length);
+    if (buf.toString('latin1', 0, MAGIC.length) !== MAGIC || nl < 0) return undefined;
+    const head = JSON.parse(buf.toString('utf8', MAGIC.length, nl)) as CacheHead;
+    const { count, nameBytes } = head;
+    if (head.root !== root || head.ext !== ext || !Number.isSafeInteger(count) || !Number.isSafeInteger(nameBytes) || !Array.isArray(head.dirs) || !Array.isArray(head.classes)) return undefined;
+    const body = nl + 1 + ((4 - ((nl + 1) % 4)) % 4);
+    if (buf.length !== body + 8 * count + nameBytes) return undefined;
+    const rootBytes = Buffer.from(root);
+    for (const [rel, mtimeNs] of head.dirs) {
+      const relBytes = Buffer.from(rel, 'base64');
+      const abs = relBytes.length === 0 ? rootBytes : Buffer.concat([rootBytes, SLASH, relBytes]);
+      if (mtimeOf(abs) !== mtimeNs) return undefined;
+    }
+    const ends = new Uint32Array(new SharedArrayBuffer(4 * count));
+    const labels = new Int32Array(new SharedArrayBuffer(4 * count));
+    const names = new Uint8Array(new SharedArrayBuffer(nameBytes));
+    new Uint8Array(ends.buffer).set(buf.subarray(body, body + 4 * count));
+    new Uint8Array(labels.buffer).set(buf.subarray(body + 4 * count, body + 8 * count));
+    names.set(buf.subarray(body + 8 * count));
+    let previous = 0;
+    for (let i = 0; i < count; i++) {
+      if (ends[i]! <= previous && i > 0) return undefined;
+      if (labels[i]! < 0 || labels[i]! >= head.classes.length) return undefined;
+      previous = ends[i]!;
+    }
+    if (count > 0 && ends[count - 1] !== nameBytes) return undefined;
+    return { classes: head.classes, names, ends, labels, raw: head.raw };
+  } catch {
+    // A directory gone (stat failed), or a damaged file: walk again.
+    return undefined;
+  }
+}
+
+/** Write through a temp file and a rename, so a reader never sees half a listing; false when it cannot. */
+function writeCache(place: string, root: string, ext: string, l: FolderListing, dirs: readonly DirStamp[]): boolean {
+  const head: CacheHead = {
+    root, ext, classes: l.classes, dirs: dirs.map((d) => [d.rel.toString('base64'), d.mtimeNs] as const),
+    count: l.ends.length, nameBytes: l.names.length, raw: l.raw,
+  };
+  const headBytes = Buffer.from(`${MAGIC}${JSON.stringify(head)}\n`);
+  const pad = Buffer.alloc((4 - (headBytes.length % 4)) % 4);
+  const tmp = `${place}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  try {
+    mkdirSync(dirname(place), { recursive: true, mode: 0o700 });
+    if (!isPrivateDir(dirname(place))) return false;
+    const view = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    writeFileSync(tmp, Buffer.concat([headBytes, pad, view(l.ends), view(l.labels), view(l.names)]), { flag: 'wx', mode: 0o600 });
+    renameSync(tmp, place);
+    return true;
+  } catch {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // nothing was written
+    }
+    return false;
+  }
+}
