@@ -47,6 +47,9 @@ export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
   };
 }
 
+/** Page-locked file buffers come in multiples of this (NOTE [files in page-locked memory]). */
+const PIN_CLASS = 4 * 2 ** 20;
+
 async function decodeBatch(
   a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[],
 ): Promise<{ batch: DeviceBatch; failed: number[] }> {
@@ -60,6 +63,20 @@ async function decodeBatch(
   // NOTE [Upload commits last] (assembly.ts): every buffer before anything is queued.
   const held = memory.acquireAll([rows * rowBytes, ...others.map((t) => t.byteLength)]);
   const imageBuffer = held[0]!;
+  // NOTE [files in page-locked memory]: the decoder's copies of the files to the device then run
+  // as DMA on the stream instead of staged by the driver. One buffer per batch, its size rounded up
+  // to PIN_CLASS so that the host pool reuses it (it keys by length) instead of page-locking anew.
+  let fileBytes = 0;
+  for (const f of files) fileBytes += f.byteLength;
+  const pinned = memory.host.acquire('uint8', Math.max(1, Math.ceil(fileBytes / PIN_CLASS)) * PIN_CLASS);
+  const views: Uint8Array[] = [];
+  let at = 0;
+  for (const f of files) {
+    pinned.set(f, at);
+    views.push(pinned.subarray(at, at + f.byteLength));
+    at += f.byteLength;
+  }
+  files = views;
   let failed: number[];
   try {
     others.forEach((t, i) => {
@@ -74,16 +91,15 @@ async function decodeBatch(
     const done = backend.record('copy');
     memory.after('copy', done, () => {
       for (const b of held) memory.recycle(b);
+      memory.host.recycle('uint8', pinned);
       backend.recycle(done);
     });
     throw error;
   }
-  let fileBytes = 0;
-  for (const f of files) fileBytes += f.byteLength;
   a.countH2d(fileBytes);
   const ready = backend.record('copy');
-  // SAFETY: the decoder may read `files` (host memory) until `ready` is done; this keeps them alive.
-  memory.after('copy', ready, () => void files.length);
+  // SAFETY: the decoder may read the files (page-locked host memory) until `ready` is done.
+  memory.after('copy', ready, () => memory.host.recycle('uint8', pinned));
   const parts = others.map((t, i) => ({ buffer: held[i + 1]!, dtype: t.dtype, shape: t.shape }));
   parts.splice(imageAt, 0, { buffer: imageBuffer, dtype: image.dtype, shape: [rows, ...shape] });
   return { batch: a.batch(parts, ready), failed };
