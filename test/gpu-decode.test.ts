@@ -6,7 +6,7 @@
 // 'cpu' and 'sim', and resume.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -252,6 +252,22 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
       assert.equal(opened, 3, "'cpu' never opens the decoder");
     } finally {
       process.off('warning', listen);
+    }
+  });
+
+  it('a file gone after the listing fails its batch with ERR_FILE_ACCESS naming it; the other batches arrive', async () => {
+    const { root } = await jpegFolder(6);
+    const source = sources.imageFolder(root, { size: SIZE, decode: 'gpu' });
+    const loader = await DataLoader.create(source, { device: 'sim', batchSize: 2, shuffle: false, errors: 'skip' });
+    try {
+      unlinkSync(join(root, 'c03', 'img.jpg'));
+      const { labels } = await epochRows(loader, 0);
+      assert.deepEqual(labels, [0, 1, 4, 5]);
+      const s = loader.stats().epochs[0]!;
+      assert.deepEqual(s.skipped[0]!.sampleIds, [2, 3]);
+      assert.match(s.skipped[0]!.reason, /c03.*img\.jpg/);
+    } finally {
+      await loader.close();
     }
   });
 });
