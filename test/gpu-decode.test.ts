@@ -6,7 +6,7 @@
 // 'cpu' and 'sim', and resume.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -15,6 +15,8 @@ import { decodeImage } from '../src/dataset/formats/image-decode.js';
 import { type JpegBatchOutput, checkOutput } from '../src/device/cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../src/device/cuda/nvjpeg-resample.js';
 import { fitBox } from '../src/pipeline/assemble/decode.js';
+import { decodeRoute } from '../src/pipeline/build.js';
+import type { Device } from '../src/device/device.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
 import { awkwardFiles, baselineJpeg } from './fixtures/jpegs.js';
@@ -225,6 +227,47 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
           await loader.close();
         }
       }
+    }
+  });
+
+  it("'auto' on a CUDA device without nvJPEG: one warning per process, then the CPU; 'gpu' there is the lookup's ERR_CUDA_UNAVAILABLE", async () => {
+    const { root } = await jpegFolder(2);
+    let opened = 0;
+    const missing = new LoaderError('ERR_CUDA_UNAVAILABLE', 'GPU JPEG decoding is not available: libnvjpeg could not be loaded');
+    const device = { name: 'cuda:0', jpeg: { native: true, open: () => { opened++; throw missing; }, decodeBatch: () => { throw new Error('unused'); } } } as unknown as Device;
+    const warnings: Error[] = [];
+    const listen = (w: Error) => warnings.push(w);
+    process.on('warning', listen);
+    try {
+      const auto = sources.imageFolder(root, { size: SIZE });
+      assert.equal(decodeRoute(auto, device), undefined);
+      assert.equal(decodeRoute(auto, device), undefined);
+      await new Promise((resolve) => setImmediate(resolve));
+      const ours = warnings.filter((w) => (w as { code?: string }).code === 'STOKER_GPU_DECODE');
+      assert.equal(ours.length, 1, 'one warning');
+      assert.match(ours[0]!.message, /decoding images on the CPU/);
+      assert.equal(opened, 2, 'each loader tried');
+      assert.throws(() => decodeRoute(sources.imageFolder(root, { size: SIZE, decode: 'gpu' }), device), (e: unknown) => e === missing);
+      assert.equal(decodeRoute(sources.imageFolder(root, { size: SIZE, decode: 'cpu' }), device), undefined);
+      assert.equal(opened, 3, "'cpu' never opens the decoder");
+    } finally {
+      process.off('warning', listen);
+    }
+  });
+
+  it('a file gone after the listing fails its batch with ERR_FILE_ACCESS naming it; the other batches arrive', async () => {
+    const { root } = await jpegFolder(6);
+    const source = sources.imageFolder(root, { size: SIZE, decode: 'gpu' });
+    const loader = await DataLoader.create(source, { device: 'sim', batchSize: 2, shuffle: false, errors: 'skip' });
+    try {
+      unlinkSync(join(root, 'c03', 'img.jpg'));
+      const { labels } = await epochRows(loader, 0);
+      assert.deepEqual(labels, [0, 1, 4, 5]);
+      const s = loader.stats().epochs[0]!;
+      assert.deepEqual(s.skipped[0]!.sampleIds, [2, 3]);
+      assert.match(s.skipped[0]!.reason, /c03.*img\.jpg/);
+    } finally {
+      await loader.close();
     }
   });
 });

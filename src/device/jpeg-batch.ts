@@ -31,24 +31,50 @@ export interface JpegDevice {
   /** A decoder for this device; throws ERR_CUDA_UNAVAILABLE when nvJPEG cannot be loaded. */
   open(): GpuJpegDecoder;
   /**
+   * Page-locked host memory for one batch's files, at least `bytes` long (NOTE [files in page-locked
+   * memory]): pass it to `decodeBatch`, which gives it back once the decoder is done with it, or
+   * give it back with `releaseFiles` when the batch never gets there.
+   */
+  fileMemory(bytes: number): Uint8Array;
+  releaseFiles(memory: Uint8Array): void;
+  /**
    * One batch: `files[k]` decoded into row k of the image field (field `imageAt` of the batch), the
    * rows of `others` (host tensors [rows, …], in field order without the image) copied beside it.
    * `failed`: the files neither the GPU nor the CPU could decode (their rows hold garbage; the caller
    * frees the batch and fails it).
    */
-  decodeBatch(decoder: GpuJpegDecoder, files: readonly Uint8Array[], boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[]): Promise<{ batch: DeviceBatch; failed: number[] }>;
+  decodeBatch(decoder: GpuJpegDecoder, files: readonly Uint8Array[], host: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[]): Promise<{ batch: DeviceBatch; failed: number[] }>;
+}
+
+/**
+ * What `decodeBatch` throws once it has queued work: the files' memory is then given back by it, in
+ * stream order (the caller must not, and must not retry with it). An error before that (out of
+ * memory acquiring the batch's buffers) is thrown as it is, and the caller still owns the files.
+ */
+export class FilesGivenBack {
+  constructor(readonly cause: unknown) {}
 }
 
 export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
   return {
     native: !(backend instanceof SimBackend),
     open: () => GpuJpegDecoder.open(backend),
-    decodeBatch: (decoder, files, boxes, image, imageAt, others) => decodeBatch(a, decoder, files, boxes, image, imageAt, others),
+    fileMemory: (bytes) => a.memory.host.acquire('uint8', Math.max(1, Math.ceil(bytes / PIN_CLASS)) * PIN_CLASS),
+    releaseFiles: (memory) => a.memory.host.recycle('uint8', memory),
+    decodeBatch: (decoder, files, host, boxes, image, imageAt, others) => decodeBatch(a, decoder, files, host, boxes, image, imageAt, others),
   };
 }
 
+/**
+ * NOTE [files in page-locked memory] The readers read a batch's files straight into one page-locked
+ * buffer, so the decoder's copies of them to the device run as DMA on the stream (not staged by the
+ * driver) and no copy is made on the host. Its size is rounded up to PIN_CLASS so that the host
+ * pool, which keys by length, reuses it instead of page-locking a new one per batch.
+ */
+const PIN_CLASS = 4 * 2 ** 20;
+
 async function decodeBatch(
-  a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[],
+  a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], pinned: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[],
 ): Promise<{ batch: DeviceBatch; failed: number[] }> {
   const memory = a.memory;
   const backend = memory.backend;
@@ -58,8 +84,11 @@ async function decodeBatch(
   const rowBytes = 3 * h * w * dtypeBytes(image.dtype);
   const shape = image.layout === 'chw' ? [3, h, w] : [h, w, 3];
   // NOTE [Upload commits last] (assembly.ts): every buffer before anything is queued.
+  // On an out-of-memory here the caller still owns `pinned` (and may retry).
   const held = memory.acquireAll([rows * rowBytes, ...others.map((t) => t.byteLength)]);
   const imageBuffer = held[0]!;
+  let fileBytes = 0;
+  for (const f of files) fileBytes += f.byteLength;
   let failed: number[];
   try {
     others.forEach((t, i) => {
@@ -74,16 +103,15 @@ async function decodeBatch(
     const done = backend.record('copy');
     memory.after('copy', done, () => {
       for (const b of held) memory.recycle(b);
+      memory.host.recycle('uint8', pinned);
       backend.recycle(done);
     });
-    throw error;
+    throw new FilesGivenBack(error);
   }
-  let fileBytes = 0;
-  for (const f of files) fileBytes += f.byteLength;
   a.countH2d(fileBytes);
   const ready = backend.record('copy');
-  // SAFETY: the decoder may read `files` (host memory) until `ready` is done; this keeps them alive.
-  memory.after('copy', ready, () => void files.length);
+  // SAFETY: the decoder may read the files (page-locked host memory) until `ready` is done.
+  memory.after('copy', ready, () => memory.host.recycle('uint8', pinned));
   const parts = others.map((t, i) => ({ buffer: held[i + 1]!, dtype: t.dtype, shape: t.shape }));
   parts.splice(imageAt, 0, { buffer: imageBuffer, dtype: image.dtype, shape: [rows, ...shape] });
   return { batch: a.batch(parts, ready), failed };

@@ -224,7 +224,7 @@ let gpuDecodeWarned = false;
  * the knob. 'auto' takes the route only on a device whose decoder is the GPU's own (CUDA) and when
  * nvJPEG loads; without it, one warning per process, then the CPU placement as before.
  */
-function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedImages; decoder: GpuJpegDecoder } | undefined {
+export function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedImages; decoder: GpuJpegDecoder } | undefined {
   const source = encodedImagesOf(ds);
   if (source === undefined || source.request === 'off') return undefined;
   const asked = source.request === 'gpu';

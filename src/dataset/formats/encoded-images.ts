@@ -29,8 +29,8 @@ export interface EncodedImages {
   readonly fit: ImageFit;
   /** Images with more pixels are refused (as the source's own decoder refuses them). */
   readonly maxInputPixels: number;
-  /** The encoded file of sample `index` (rejects with a typed error naming the file). */
-  bytes(index: number, signal?: AbortSignal): Promise<Uint8Array>;
+  /** The file holding sample `index`'s encoded image: a path, or a Buffer of its bytes when the name is not UTF-8 (opens with node:fs either way). */
+  path(index: number): string | Buffer;
   /** Sample `index`'s fields other than the image, by key. */
   fields(index: number): Record<string, Tensor>;
   /** Where sample `index` comes from, for messages (its path). */

@@ -215,7 +215,7 @@ export class ImageDecoding {
 }
 
 /** A counting semaphore with a FIFO queue that stays O(1) per call however many wait. */
-class Gate {
+export class Gate {
   #free: number;
   #queue: (() => void)[] = [];
   #head = 0;

@@ -211,16 +211,7 @@ export class ImageFolder implements Dataset, Reopenable {
     return {
       request: o.gpu, imageKey: 'image', size: o.size, channels: o.channels, layout: o.layout, output: outputOf(o), normalize: o.normalize,
       view: o.view, fit: o.fit, maxInputPixels: o.maxInputPixels ?? DEFAULT_MAX_INPUT_PIXELS,
-      bytes: async (index, signal) => {
-        this.#check(index);
-        const path = this.pathOf(index);
-        try {
-          return await readFile(path, signal === undefined ? undefined : { signal });
-        } catch (cause) {
-          if (signal?.aborted) throw cause;
-          throw fileAccess(typeof path === 'string' ? path : join(o.dir, pathString(o.listing, index)), 'read the image', cause);
-        }
-      },
+      path: (index) => this.pathOf(index),
       fields: (index) => ({ label: new Tensor(Int32Array.of(o.listing.labels[index]!), [], 'int32') }),
       where: (index) => join(o.dir, pathString(o.listing, index)),
     };

@@ -1,7 +1,8 @@
 // Internal: not exported from the package entry.
 // The decode route (`decode: 'gpu'`): a batch of an image source whose files the device decodes.
-// The host reads only the encoded files of the batch (asynchronous reads, many in flight: the
-// libuv pool does them in parallel) and the small fields (labels); the device's JPEG decoder
+// The host reads only the encoded files of the batch (asynchronous reads, up to
+// DECODE_READS_IN_FLIGHT at once: the libuv pool does them in parallel), straight into page-locked
+// memory, and the small fields (labels); the device's JPEG decoder
 // (device.jpeg: nvJPEG on CUDA, the CPU behind sim) writes the cropped, resized, flipped,
 // normalized rows straight into the batch's device memory, and the files it refuses (PNG, WebP,
 // CMYK, progressive, corrupt) are decoded on the CPU into the same rows. The rules:
@@ -12,9 +13,11 @@
 // - Reading batch i + 1 overlaps decoding batch i (the run's read-ahead window launches both);
 //   decodes run one at a time, in launch order (one decoder, one call at a time).
 
-import { badFile } from '../../errors.js';
+import { open, stat } from 'node:fs/promises';
+import { badFile, fileAccess } from '../../errors.js';
+import { Gate } from '../../dataset/formats/image-decoding.js';
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
-import type { JpegDevice, JpegImageSpec } from '../../device/jpeg-batch.js';
+import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../device/jpeg-batch.js';
 import type { GpuJpegDecoder } from '../../device/cuda/nvjpeg.js';
 import type { CropBox } from '../../device/cuda/nvjpeg-plan.js';
 import type { EncodedImages } from '../../dataset/formats/encoded-images.js';
@@ -40,6 +43,7 @@ export class DecodeAssembler implements BatchAssembler {
   readonly #imageAt: number;
   /** The schema's other fields, in order: key, dtype, shape, elements per row. */
   readonly #others: readonly { key: string; dtype: Schema['fields'][number]['dtype']; shape: readonly number[]; rowSize: number }[];
+  readonly #reads = new Gate(DECODE_READS_IN_FLIGHT);
   /** The last decode reserved: the next waits for it (launch order). */
   #turn: Promise<void> = Promise.resolve();
   #closed = false;
@@ -80,19 +84,31 @@ export class DecodeAssembler implements BatchAssembler {
     let failed: number[];
     let files: Uint8Array[];
     try {
-      const src = this.#source;
-      files = await Promise.all(Array.from(ids, (id) => src.bytes(id, context.signal)));
-      const others = this.#readOthers(ids);
-      const boxes = (k: number, width: number, height: number) => this.#box(ids[k]!, k, keys, width, height);
-      await previous;
-      context.signal.throwIfAborted();
-      for (let attempt = 0; ; attempt++) {
-        try {
-          ({ batch, failed } = await this.#jpeg.decodeBatch(this.#decoder, files, boxes, this.#image, this.#imageAt, others));
-          break;
-        } catch (error) {
-          await context.backOff(error, attempt);
+      const read = await this.#readFiles(ids, context.signal);
+      files = read.files;
+      // Until decodeBatch succeeds, the page-locked files are this batch's to give back.
+      let owned: Uint8Array | undefined = read.host;
+      try {
+        const others = this.#readOthers(ids);
+        const boxes = (k: number, width: number, height: number) => this.#box(ids[k]!, k, keys, width, height);
+        await previous;
+        context.signal.throwIfAborted();
+        for (let attempt = 0; ; attempt++) {
+          try {
+            ({ batch, failed } = await this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others));
+            owned = undefined;
+            break;
+          } catch (error) {
+            // Once decodeBatch queued work it gives the files back itself: no retry then.
+            if (error instanceof FilesGivenBack) {
+              owned = undefined;
+              throw error.cause;
+            }
+            await context.backOff(error, attempt);
+          }
         }
+      } finally {
+        if (owned !== undefined) this.#jpeg.releaseFiles(owned);
       }
     } finally {
       release();
@@ -105,6 +121,45 @@ export class DecodeAssembler implements BatchAssembler {
     }
     context.stats.rowsFetched += ids.length;
     return batch;
+  }
+
+  /**
+   * The batch's files, read straight into one page-locked buffer (NOTE [files in page-locked
+   * memory], jpeg-batch.ts): every size first, then each file into its slice, at most
+   * READS_IN_FLIGHT reads (open descriptors) at a time over all batches in flight. On a failure the
+   * buffer is given back once no read can still write into it; the error names the file.
+   */
+  async #readFiles(ids: Uint32Array, signal: AbortSignal): Promise<{ files: Uint8Array[]; host: Uint8Array }> {
+    const src = this.#source;
+    const paths = Array.from(ids, (id) => src.path(id));
+    const sizes = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, async () => (await stat(p)).size)));
+    const offsets: number[] = [];
+    let total = 0;
+    for (const size of sizes) {
+      offsets.push(total);
+      total += size;
+    }
+    const host = this.#jpeg.fileMemory(total);
+    try {
+      const lengths = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, () => readInto(p, host, offsets[k]!, sizes[k]!))));
+      return { files: lengths.map((n, k) => host.subarray(offsets[k]!, offsets[k]! + n)), host };
+    } catch (error) {
+      this.#jpeg.releaseFiles(host);
+      throw error;
+    }
+  }
+
+  async #gated<T>(id: number, signal: AbortSignal, read: () => Promise<T>): Promise<T> {
+    await this.#reads.enter();
+    try {
+      signal.throwIfAborted();
+      return await read();
+    } catch (cause) {
+      if (signal.aborted) throw cause;
+      throw fileAccess(this.#source.where(id), 'read the image', cause);
+    } finally {
+      this.#reads.leave();
+    }
   }
 
   /** The box of row k (sample `id`): the pick's view, or the `fit` box, checked against maxInputPixels. */
@@ -153,6 +208,33 @@ export class DecodeAssembler implements BatchAssembler {
     this.#closed = true;
     await this.#turn;
     this.#decoder.close();
+  }
+}
+
+/** Reads (open file descriptors) the decode route keeps in flight at most, over all batches. */
+export const DECODE_READS_IN_FLIGHT = 64;
+
+/** Every promise settled; then the values, or the first rejection. */
+async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+/** Read the file at `path` into `into[at, at + size)`; returns the bytes read (fewer when the file shrank). */
+async function readInto(path: string | Buffer, into: Uint8Array, at: number, size: number): Promise<number> {
+  const file = await open(path, 'r');
+  try {
+    let done = 0;
+    while (done < size) {
+      const { bytesRead } = await file.read(into, at + done, size - done, done);
+      if (bytesRead === 0) break;
+      done += bytesRead;
+    }
+    return done;
+  } finally {
+    await file.close();
   }
 }
 
