@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 import weakref
 
 import torch
@@ -415,8 +416,15 @@ class DataLoader:
         if self._sock is not None:
             try:
                 self._send({"op": "close"})
-                while self._recv()["op"] != "closed":
-                    pass
+                while True:
+                    m = self._recv()
+                    if m["op"] == "closed":
+                        if "error" in m:
+                            warnings.warn(f"stoker: the loader did not close cleanly: {m['error']}", RuntimeWarning, stacklevel=2)
+                        break
+                    if m["op"] == "error":
+                        warnings.warn(f"stoker: the loader did not close cleanly: {m.get('message')}", RuntimeWarning, stacklevel=2)
+                        break
             except StokerError:
                 pass
         if self._cuda is not None:

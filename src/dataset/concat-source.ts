@@ -10,7 +10,7 @@ import { LoaderError, describeCause, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { hasColumns } from './arrays-source.js';
-import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, isBatchDataset } from './dataset.js';
+import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, isBatchDataset, isKeyed } from './dataset.js';
 import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
 import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
 
@@ -30,6 +30,8 @@ abstract class ConcatBase {
   /** Specs of the parts opened from one (their datasets need not be reopenable themselves). */
   readonly #specs: readonly (SourceSpec | undefined)[];
   #spec: SourceSpec | undefined;
+  /** A part is keyed (NOTE [keyed reads], dataset.ts): reads carry keys, which go on to the parts. */
+  readonly keyed: boolean;
 
   constructor(parts: readonly AnyDataset[], specs: readonly (SourceSpec | undefined)[]) {
     this.parts = parts;
@@ -38,6 +40,7 @@ abstract class ConcatBase {
     for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
     this.#offsets = offsets;
     this.length = offsets[parts.length]!;
+    this.keyed = parts.some(isKeyed);
     if (parts.every((p, i) => specs[i] !== undefined || isReopenable(p))) {
       // Own property only when reopenable: the loader reads `isReopenable` off its presence.
       Object.defineProperty(this, kSourceSpec, { value: () => this.#specOf(), enumerable: false });
@@ -107,7 +110,9 @@ export class ConcatBatchSource extends ConcatBase implements BatchDataset {
       g.pos.push(pos);
     });
     const parts = [...groups.keys()];
-    const results = parts.map((p) => (this.parts[p] as BatchDataset).getBatch(groups.get(p)!.local, context));
+    // Each part gets the keys of its own rows (NOTE [keyed reads]).
+    const contextOf = (g: { pos: number[] }): ReadContext => (context.keys === undefined ? context : { signal: context.signal, keys: g.pos.map((at) => context.keys![at]!) });
+    const results = parts.map((p) => (this.parts[p] as BatchDataset).getBatch(groups.get(p)!.local, contextOf(groups.get(p)!)));
     const stitch = (cols: readonly BatchColumns[]) => this.#stitch(indices.length, parts, parts.map((p) => groups.get(p)!), cols);
     if (results.some((r) => r instanceof Promise)) return Promise.all(results).then(stitch);
     return stitch(results as BatchColumns[]);
@@ -164,7 +169,7 @@ export class ConcatSampleSource extends ConcatBase implements Dataset {
     const { part, local } = this.locate(index);
     const ds = this.parts[part]!;
     if (!isBatchDataset(ds)) return ds.get(local, context);
-    const cols = ds.getBatch([local], context);
+    const cols = ds.getBatch([local], context.key === undefined ? context : { signal: context.signal, keys: [context.key] });
     return cols instanceof Promise ? cols.then((c) => oneRow(c, part)) : oneRow(cols, part);
   }
 }

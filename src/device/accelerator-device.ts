@@ -16,6 +16,7 @@ import type { Assembly } from './assembly.js';
 import { type BatchOwner, BatchMemory } from './batch-memory.js';
 import type { Device, DeviceBatch, InPlaceDevice, MemInfo, PoolingDevice, ResidentStore } from './device.js';
 import { uploadRows } from './in-place-rows.js';
+import { type JpegDevice, jpegDevice } from './jpeg-batch.js';
 import { mapColumns } from './mapped-columns.js';
 import { promotePool, residentColumns } from './resident-columns.js';
 import { uploadStaged } from './staged-upload.js';
@@ -36,6 +37,7 @@ export class AcceleratorDevice implements Device {
   readonly pooling: PoolingDevice;
   readonly inPlace: InPlaceDevice;
   readonly kernels: KernelHost | undefined;
+  readonly jpeg: JpegDevice;
   #closed = false;
   /** Host-to-device bytes copied so far (batches, tables, resident columns). */
   h2dBytes = 0;
@@ -68,6 +70,7 @@ export class AcceleratorDevice implements Device {
       mapColumns: (columns) => mapColumns(memory, columns),
       uploadRows: (ids, mapped, fields, pool) => uploadRows(assembly, ids, mapped, fields, pool),
     };
+    this.jpeg = jpegDevice(assembly, backend);
     this.kernels = 'loadKernel' in backend ? (backend as unknown as KernelHost) : undefined;
   }
 

@@ -11,6 +11,7 @@ import type { AnyTensor } from './device-tensor.js';
 import type { UploadField } from './assembly.js';
 import type { MappedColumns } from './mapped-columns.js';
 import type { PoolRoute } from './staged-upload.js';
+import type { JpegDevice } from './jpeg-batch.js';
 import type { KernelHost } from './user-kernel.js';
 import type { VramPool } from './vram-pool.js';
 
@@ -77,10 +78,12 @@ export interface Device {
    * `pooling`: a VRAM sample pool, uploads that stitch and capture pooled rows, promotion to resident.
    * `inPlace`: in-memory columns mapped for the device and batches gathered from them in place.
    * `kernels`: user kernels from PTX (CUDA).
+   * `jpeg`: a GPU JPEG decoder writing batch rows in place (nvJPEG on CUDA, the CPU behind sim).
    */
   readonly pooling?: PoolingDevice;
   readonly inPlace?: InPlaceDevice;
   readonly kernels?: KernelHost;
+  readonly jpeg?: JpegDevice;
   close(): void;
 }
 

@@ -30,6 +30,9 @@ import type { BatchAssembler } from './assemble/assembler.js';
 import { InPlaceAssembler } from './assemble/in-place.js';
 import { PooledAssembler } from './assemble/pooled.js';
 import { StagedAssembler } from './assemble/staged.js';
+import { DecodeAssembler } from './assemble/decode.js';
+import { type EncodedImages, encodedImagesOf } from '../dataset/formats/encoded-images.js';
+import type { GpuJpegDecoder } from '../device/cuda/nvjpeg.js';
 import { type Probe, canFitResident, pinSourceFits } from './budget.js';
 import type { DeliveryConfig } from './delivery.js';
 import { type Fetcher, MainThreadFetcher } from './fetcher.js';
@@ -99,6 +102,9 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     );
   }
   checkKeyed(ds, opts);
+  if (opts.mode === 'resident' && encodedImagesOf(ds)?.request === 'gpu') {
+    throw invalidOption('mode', "'streaming' or 'auto' with decode: 'gpu'", opts.mode, "GPU decoding assembles each batch from the files: drop mode, or pass decode: 'cpu'");
+  }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
@@ -147,9 +153,11 @@ async function buildStreaming(
 ): Promise<StreamingParts> {
   const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
   const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
-  const mapped = device.inPlace !== undefined && hasColumns(ds) ? mapSource(device.inPlace, device.name, ds, opts) : undefined;
-  // A mapped source is read by the device itself: no reader has anything to do.
-  const workers = mapped !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !hasColumns(ds) ? 'auto' : 0));
+  // NOTE [decode: 'gpu']: the device decodes the files; the host only reads them, on the main thread.
+  const decode = decodeRoute(ds, device);
+  const mapped = decode === undefined && device.inPlace !== undefined && hasColumns(ds) ? mapSource(device.inPlace, device.name, ds, opts) : undefined;
+  // A mapped source is read by the device itself, a decoded one by the decode route: no reader has anything to do.
+  const workers = mapped !== undefined || decode !== undefined ? 0 : resolveWorkers(opts.workers ?? preferred ?? (reopenable && !hasColumns(ds) ? 'auto' : 0));
   if (workers > 0 && !reopenable) {
     throw invalidOption(
       'workers',
@@ -161,7 +169,7 @@ async function buildStreaming(
   const counters = new TierCounters();
   // NOTE [keyed reads] (dataset.ts): a keyed dataset's samples differ per pick, so no tier holds them.
   const keyed = isKeyed(ds);
-  const cache = perSample && opts.sampleCache && !keyed ? SampleCache.create(length, schema.sampleBytes) : undefined;
+  const cache = perSample && opts.sampleCache && !keyed && decode === undefined ? SampleCache.create(length, schema.sampleBytes) : undefined;
   const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
   let disk: DiskStage | undefined;
   if (opts.diskStage !== undefined) {
@@ -191,10 +199,12 @@ async function buildStreaming(
   );
   const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
   const pooling = device.pooling;
-  const pool = keyed ? undefined : pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
+  const pool = keyed || decode !== undefined ? undefined : pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
   const batchBytes = schema.sampleBytes * opts.batchSize;
   let assembler: BatchAssembler;
-  if (mapped !== undefined) {
+  if (decode !== undefined) {
+    assembler = new DecodeAssembler(decode.source, device.jpeg!, decode.decoder, schema);
+  } else if (mapped !== undefined) {
     assembler = new InPlaceAssembler({ device: device.inPlace!, pooling, pool, mapped, fields, governor, batchBytes, counters });
   } else if (pooling !== undefined && pool !== undefined) {
     assembler = new PooledAssembler({ fetcher, device: pooling, pool, fields, governor, batchBytes });
@@ -202,6 +212,42 @@ async function buildStreaming(
     assembler = new StagedAssembler(fetcher, device);
   }
   return new StreamingParts({ fetcher, pool: readers, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device, assembler });
+}
+
+let gpuDecodeWarned = false;
+
+/**
+ * NOTE [decode: 'gpu'] An image source that can hand over its encoded files (encoded-images.ts)
+ * asks for the decode route with `decode: 'gpu'`, or may get it with 'auto'. 'gpu' needs a device
+ * with the `jpeg` capability (an accelerator; on `sim` the CPU decodes behind it, so CI runs the
+ * route), RGB output, and a decoder that opens (nvJPEG on CUDA): otherwise a typed error naming
+ * the knob. 'auto' takes the route only on a device whose decoder is the GPU's own (CUDA) and when
+ * nvJPEG loads; without it, one warning per process, then the CPU placement as before.
+ */
+export function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedImages; decoder: GpuJpegDecoder } | undefined {
+  const source = encodedImagesOf(ds);
+  if (source === undefined || source.request === 'off') return undefined;
+  const asked = source.request === 'gpu';
+  const jpeg = device.jpeg;
+  if (jpeg === undefined) {
+    if (!asked) return undefined;
+    throw invalidOption('decode', `'cpu', 'threads', 'processes' or 'auto' on the ${device.name} device`, 'gpu', "GPU decoding needs an accelerator: pass device: 'cuda' (or 'sim' to test the plumbing), or decode: 'cpu'");
+  }
+  if (!asked && !jpeg.native) return undefined;
+  if (source.channels !== 3) {
+    if (!asked) return undefined;
+    throw invalidOption('decode', `'cpu' for channels: ${source.channels}`, 'gpu', "The GPU decoder writes RGB: pass channels: 3, or decode: 'cpu'");
+  }
+  try {
+    return { source, decoder: jpeg.open() };
+  } catch (error) {
+    if (asked) throw error;
+    if (!gpuDecodeWarned) {
+      gpuDecodeWarned = true;
+      process.emitWarning(`stoker: decode 'auto' found no GPU JPEG decoder on ${device.name} (${describeCause(error)}); decoding images on the CPU. Pass decode: 'cpu' to silence this`, { code: 'STOKER_GPU_DECODE' });
+    }
+    return undefined;
+  }
 }
 
 /**

@@ -6,7 +6,7 @@ import type { BatchStage } from '../errors.js';
 import type { PoolPhase } from '../device/pool-payoff.js';
 
 /** How an epoch's batches were assembled (see `EpochStats.route`). */
-export type EpochRoute = 'resident' | 'staged' | 'in-place';
+export type EpochRoute = 'resident' | 'staged' | 'in-place' | 'decode';
 
 /** Skipped batches listed per epoch; `skippedBatches` counts them all. */
 export const SKIPPED_KEPT = 1000;

@@ -120,7 +120,7 @@ export class StreamingParts {
    */
   async close(): Promise<void> {
     await this.fetcher.close();
-    this.assembler.close();
+    await this.assembler.close();
     this.disk?.close();
   }
 

@@ -35,6 +35,7 @@ const ROUTES: Record<EpochRoute, string> = {
   resident: 'each batch is a gather over data held whole',
   staged: 'rows are read into host staging, then copied into each batch',
   'in-place': 'the device reads the rows of the page-locked in-memory source where they lie',
+  decode: "the image files are read on the host and decoded on the device into each batch (decode: 'gpu')",
 };
 
 export function describeLoader(f: LoaderFacts): string {

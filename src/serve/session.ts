@@ -98,8 +98,14 @@ export class Session {
         await this.#stop();
         return this.#channel.send({ op: 'stopped' });
       case 'close':
-        await this.#teardown();
-        this.#channel.send({ op: 'closed' });
+        try {
+          await this.#teardown();
+          this.#channel.send({ op: 'closed' });
+        } catch (e) {
+          // Still an answer: a client waiting for `closed` must never wait forever.
+          this.#config.log(`stoker serve: closing client ${this.id}'s loader failed: ${describeCause(e)}`);
+          this.#channel.send({ op: 'closed', error: describeCause(e) });
+        }
         this.#channel.end();
         // Done with this client whether or not it closes its end.
         void this.#end('closed');
@@ -274,13 +280,16 @@ export class Session {
     await this.#stop();
     this.#ring?.close();
     this.#ring = undefined;
+    // The interprocess events live in the loader's CUDA context: destroy them while it exists (a
+    // destroy after the loader closed failed, the close request answered an error the client never
+    // read, and both sides waited forever). An event still waited on is freed once the wait is done.
+    this.#export?.close();
+    this.#export = undefined;
     if (this.#loader !== undefined) {
       // Work the client queued may still read the memory: the loader's close synchronizes the device first.
       await this.#loader.close();
       this.#loader = undefined;
     }
-    this.#export?.close();
-    this.#export = undefined;
     if (this.#owned !== undefined) await closeDataset(this.#owned);
     this.#owned = undefined;
   }

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import { type Batch, DataLoader, LoaderError } from '../../src/index.js';
+import { type Batch, DataLoader, LoaderError, sources } from '../../src/index.js';
 import type { AnyDataset } from '../../src/dataset/dataset.js';
 import { arrowSource } from '../../src/dataset/formats/arrow.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
@@ -156,6 +156,23 @@ describe('decode-time views (image folders)', { timeout: SUITE_MS }, () => {
       }
     });
   }
+
+  it('a concat of keyed image sources is keyed and passes each part its picks keys', async () => {
+    const a = imageFolderSource(dir, { size: OUT, view: 'train', decode: 'threads' });
+    const b = imageFolderSource(dir, { size: OUT, view: 'train', decode: 'threads' });
+    const both = sources.concat([a, b]);
+    assert.equal((both as unknown as { keyed: boolean }).keyed, true);
+    const loader = await DataLoader.create(both, { batchSize: 4, shuffle: true, seed: 3, workers: 0 });
+    try {
+      const batches = await within(HANG_MS, 'epoch 2', collect(loader.epoch(2)));
+      assert.deepEqual(sorted(batches.flatMap((x) => [...x.sampleIds])), range(24));
+      for (const x of batches) rowsOf(x).forEach((img, r) => assertIsBox(img, PickKey.fromPick(x.picks[r]!, 1, 2, toU64(3)), undefined, `concat sample ${x.sampleIds[r]}`));
+    } finally {
+      await loader.close();
+      await a.close();
+      await b.close();
+    }
+  });
 
   it('normalize and a bf16 output are applied by the decoder, on the eval box', async () => {
     const source = imageFolderSource(dir, { size: OUT, view: 'eval', normalize: { mean: MEAN, std: STD }, output: 'bfloat16', decode: 'threads' });

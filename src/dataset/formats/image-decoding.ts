@@ -42,8 +42,15 @@ import type { Tensor } from '../../tensor/tensor.js';
 import { type DecodeInput, DecodePool } from './decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from './image-decode.js';
 
-/** Where a source decodes its images: child processes, the reading thread, or chosen by machine and size. */
-export type ImageDecodeMode = 'threads' | 'processes' | 'auto';
+/**
+ * Where a source decodes its images: child processes, the reading thread, or chosen by machine and
+ * size ('cpu' and, for a source without a GPU route, 'auto'); 'gpu' on the device's JPEG decoder
+ * (sources.imageFolder; docs/gpu-decode.md), 'auto' there when the device is CUDA and nvJPEG loads.
+ */
+export type ImageDecodeMode = 'gpu' | 'cpu' | 'threads' | 'processes' | 'auto';
+
+/** Whether the loader should assemble a source's batches with the device's JPEG decoder (NOTE [decode: 'gpu']). */
+export type GpuDecodeRequest = 'gpu' | 'auto' | 'off';
 
 /** 'auto' decodes in processes on machines with more cores than this (NOTE [decode: 'auto']). */
 export const AUTO_PROCESSES_ABOVE = 1;
@@ -75,24 +82,36 @@ export interface ImageDecodeOptions {
 
 /** What a source's spec carries to reader workers: the validated options and the shared copy counter. */
 export interface ImageDecodeShare {
-  readonly decode: ImageDecodeMode;
+  /** The CPU placement ('gpu' and 'cpu' are 'auto' here: where the probe and a CPU route decode). */
+  readonly decode: 'threads' | 'processes' | 'auto';
+  /** The GPU route asked for: 'gpu', 'auto' (GPU when the device can), 'off' (the CPU only). */
+  readonly gpu: GpuDecodeRequest;
   readonly decodeProcesses: number | undefined;
   /** Live copies opened by reader workers (shared memory, one int32): how 'processes' divides the cores among them. */
   readonly workerCopies: Int32Array;
 }
 
-/** Validate `decode` / `decodeProcesses` (typed errors naming the knob) and make the share a source's copies use. */
-export function imageDecodeShare(options: ImageDecodeOptions | undefined): ImageDecodeShare {
+/**
+ * Validate `decode` / `decodeProcesses` (typed errors naming the knob) and make the share a source's
+ * copies use. `gpuRoute`: the source can hand its encoded files to the device's decoder (only then
+ * is 'gpu' accepted, and 'auto' may resolve to it).
+ */
+export function imageDecodeShare(options: ImageDecodeOptions | undefined, gpuRoute = false): ImageDecodeShare {
+  const mode = checkDecodeMode(options?.decode, gpuRoute);
   return {
-    decode: checkDecodeMode(options?.decode),
+    decode: mode === 'gpu' || mode === 'cpu' ? 'auto' : mode,
+    gpu: mode === 'gpu' ? 'gpu' : mode === 'auto' && gpuRoute ? 'auto' : 'off',
     decodeProcesses: checkDecodeProcesses(options?.decodeProcesses),
     workerCopies: new Int32Array(new SharedArrayBuffer(4)),
   };
 }
 
-export function checkDecodeMode(mode: unknown): ImageDecodeMode {
+export function checkDecodeMode(mode: unknown, gpuRoute = false): ImageDecodeMode {
   if (mode === undefined) return 'auto';
-  if (mode !== 'threads' && mode !== 'processes' && mode !== 'auto') throw invalidOption('decode', "'threads', 'processes' or 'auto'", mode);
+  if (mode === 'gpu' && !gpuRoute) {
+    throw invalidOption('decode', "'cpu', 'threads', 'processes' or 'auto' for this source", mode, "GPU decoding reads image files: use sources.imageFolder with decode: 'gpu', or decode: 'cpu' here");
+  }
+  if (mode !== 'gpu' && mode !== 'cpu' && mode !== 'threads' && mode !== 'processes' && mode !== 'auto') throw invalidOption('decode', `${gpuRoute ? "'gpu', " : ''}'cpu', 'threads', 'processes' or 'auto'`, mode);
   return mode;
 }
 
@@ -103,7 +122,7 @@ export function checkDecodeProcesses(n: unknown): number | undefined {
 }
 
 /** 'auto' resolved for outputs of `size` (the largest a source decodes); see NOTE [decode: 'auto']. */
-export function resolveDecodeMode(mode: ImageDecodeMode, size: readonly [number, number]): 'threads' | 'processes' {
+export function resolveDecodeMode(mode: 'threads' | 'processes' | 'auto', size: readonly [number, number]): 'threads' | 'processes' {
   if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE && size[0] * size[1] >= AUTO_PROCESSES_MIN_PIXELS ? 'processes' : 'threads';
   return mode;
 }
@@ -196,7 +215,7 @@ export class ImageDecoding {
 }
 
 /** A counting semaphore with a FIFO queue that stays O(1) per call however many wait. */
-class Gate {
+export class Gate {
   #free: number;
   #queue: (() => void)[] = [];
   #head = 0;

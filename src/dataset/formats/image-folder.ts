@@ -33,7 +33,8 @@ import { LoaderError, fileAccess, invalidOption, show } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
-import { type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
+import { DEFAULT_MAX_INPUT_PIXELS, type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, loadImageDecoder, outputOf } from './image-decode.js';
+import { type EncodedImages, kEncodedImages } from './encoded-images.js';
 import { type ImageViewShare, imageViewShare, keyedView } from './image-view.js';
 import { type FolderIndexMode, type FolderListing, type ListingOrigin, listFolder, pathBytes, pathString } from './folder-listing.js';
 import type { ViewOption } from '../../transforms/crop-box.js';
@@ -67,8 +68,11 @@ export interface ImageFolderOptions {
    * Where images are decoded. 'processes': in child processes (see `decodeProcesses`), the way to
    * use many cores — sharp decodes within one process contend inside libvips and stop scaling at
    * ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each reader
-   * worker). Default 'auto': 'processes' when the machine has more than 2 cores, else 'threads'
-   * (NOTE [decode: 'auto']). The same bytes and errors either way.
+   * worker). 'cpu': either, chosen as 'auto' chooses. 'gpu': on the device's JPEG decoder (nvJPEG on
+   * CUDA, the CPU behind `sim`; docs/gpu-decode.md) — the readers only read the files. Default
+   * 'auto': 'gpu' when the device is CUDA and nvJPEG loads, else 'processes' when the machine has
+   * more than 2 cores, else 'threads' (NOTE [decode: 'auto']). The same bytes and errors either way
+   * on the CPU; the GPU's rows are the same crops within resampling tolerance.
    */
   readonly decode?: ImageDecodeMode;
   /**
@@ -201,6 +205,18 @@ export class ImageFolder implements Dataset, Reopenable {
     return { image, label };
   }
 
+  /** The encoded files and the output spec, for decoding on the device (encoded-images.ts). */
+  [kEncodedImages](): EncodedImages {
+    const o = this.#options;
+    return {
+      request: o.gpu, imageKey: 'image', size: o.size, channels: o.channels, layout: o.layout, output: outputOf(o), normalize: o.normalize,
+      view: o.view, fit: o.fit, maxInputPixels: o.maxInputPixels ?? DEFAULT_MAX_INPUT_PIXELS,
+      path: (index) => this.pathOf(index),
+      fields: (index) => ({ label: new Tensor(Int32Array.of(o.listing.labels[index]!), [], 'int32') }),
+      where: (index) => join(o.dir, pathString(o.listing, index)),
+    };
+  }
+
   #check(index: number): void {
     if (!Number.isInteger(index) || index < 0 || index >= this.length) {
       throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(this.dir)}): index ${show(index)} is out of range [0, ${this.length})`);
@@ -228,7 +244,7 @@ export function imageFolderSource(dir: string, options: ImageFolderOptions): Ima
   if (options === null || typeof options !== 'object') throw invalidOption('sources.imageFolder(dir, options)', 'an object with at least size', options, 'Pass e.g. { size: 224 }');
   const size: readonly [number, number] = typeof options.size === 'number' ? [options.size, options.size] : options.size;
   const extensions = checkExtensions(options.extensions);
-  const share = imageDecodeShare(options);
+  const share = imageDecodeShare(options, true);
   const views = imageViewShare(options, '');
   checkDecodeOptions({ ...options, size, ...views }, 'size');
   const root = resolve(dir);

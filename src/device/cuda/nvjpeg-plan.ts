@@ -6,18 +6,10 @@
 // convert('RGB')), row k of the batch at `ptr + k * rowBytes`.
 
 import { invalidOption } from '../../errors.js';
+import type { CropBox } from '../../transforms/crop-box.js';
 
-/**
- * A crop of the source image, in source pixels, resized to the output size, then mirrored when
- * `flip`. The same fields as `CropBox` of src/transforms/crop-box.ts (RandomResizedCrop's boxes).
- */
-export interface CropBox {
-  readonly left: number;
-  readonly top: number;
-  readonly width: number;
-  readonly height: number;
-  readonly flip: boolean;
-}
+/** A crop of the source image (src/transforms/crop-box.ts: RandomResizedCrop's and the eval recipe's boxes). */
+export type { CropBox };
 
 /** The boxes: one per file, or computed from each file's size once the decoder has read its header. */
 export type CropBoxes = readonly CropBox[] | ((k: number, width: number, height: number) => CropBox);

@@ -17,6 +17,7 @@
 import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
+import { StreamScratch } from '../stream-scratch.js';
 import { CpuJpegRows } from '../sim/sim-jpeg.js';
 import { CudaBackend } from './cuda-backend.js';
 import { CHANNELS, type CropBox, type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, pixelLayout, writeJob } from './nvjpeg-plan.js';
@@ -143,9 +144,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
   #initialized = -1;
   #scratch: DeviceBuffer | undefined;
   #jobs: DeviceBuffer | undefined;
-  #stream: StreamName | undefined;
-  /** The last call's files, referenced until the next call: nvJPEG may read them while the stream runs. */
-  #held: readonly Uint8Array[] = [];
+  readonly #order: StreamScratch;
   #closed = false;
   // Out-parameters, reused (a synchronous FFI call runs no JS until it returns).
   readonly #components = new Int32Array(new ArrayBuffer(4));
@@ -169,6 +168,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
     if (status !== 0) throw nvjpegFailed('nvjpegJpegStreamCreate', status);
     this.#jpegStream = out[0]!;
     this.#cpu = new CpuJpegRows(backend);
+    this.#order = new StreamScratch(backend);
   }
 
   static create(backend: CudaBackend, chroma: 'interpolate' | 'replicate'): NvJpegDecoder {
@@ -205,7 +205,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
     checkBoxCount(boxes, files.length);
     const scaleBias = checkOutput(out);
     this.#backend.context.setCurrent();
-    this.#useStream(stream);
+    this.#order.use(stream);
     const fallback: number[] = [];
     const accepted: Accepted[] = [];
     let scratchBytes = 0;
@@ -221,11 +221,10 @@ class NvJpegDecoder extends GpuJpegDecoder {
       accepted.push({ k, bytes: files[k]!, width: size.width, height: size.height, box, offset: scratchBytes });
       scratchBytes += Math.ceil((size.width * size.height * CHANNELS) / 256) * 256;
     }
-    this.#held = files;
     const t1 = performance.now();
     this.stats.probeMs += t1 - t0;
     if (accepted.length === 0) return { fallback };
-    const scratch = (this.#scratch = this.#grow(this.#scratch, scratchBytes, stream));
+    const scratch = (this.#scratch = this.#order.grow(this.#scratch, scratchBytes, stream));
     const cuStream = this.#backend.stream(stream).handle;
     const n = accepted.length;
     const data = new BigUint64Array(new ArrayBuffer(n * 8));
@@ -252,7 +251,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
 
     const table = new DataView(new ArrayBuffer(good.length * JOB_BYTES));
     good.forEach((a, j) => writeJob(table, j, scratch.ptr + BigInt(a.offset), a.width, a.height, pixelLayout(a.width, a.height, this.#planar), a.box, a.k));
-    const jobs = (this.#jobs = this.#grow(this.#jobs, table.byteLength, stream));
+    const jobs = (this.#jobs = this.#order.grow(this.#jobs, table.byteLength, stream));
     // SAFETY: pageable source: the driver has staged it when the call returns.
     this.#backend.copyToDevice(jobs, 0, new Uint8Array(table.buffer), stream);
     const [oh, ow] = out.size;
@@ -336,30 +335,8 @@ class NvJpegDecoder extends GpuJpegDecoder {
 
   async decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<{ failed: number[] }> {
     this.#assertOpen();
-    this.#useStream(stream);
+    this.#order.use(stream);
     return { failed: (await this.#cpu.write(files, boxes, out, stream, which, 'any')).skipped };
-  }
-
-  /** One stream at a time: a new stream first waits for the old one, so scratch reuse stays ordered. */
-  #useStream(stream: StreamName): void {
-    if (this.#stream !== undefined && this.#stream !== stream) {
-      const e = this.#backend.record(this.#stream);
-      this.#backend.wait(stream, e);
-      this.#backend.recycle(e);
-    }
-    this.#stream = stream;
-  }
-
-  #grow(buffer: DeviceBuffer | undefined, bytes: number, stream: StreamName): DeviceBuffer {
-    if (buffer !== undefined && buffer.bytes >= bytes) return buffer;
-    if (buffer !== undefined) {
-      // Queued decodes and kernels may still use it.
-      const e = this.#backend.record(stream);
-      this.#backend.synchronize(e);
-      this.#backend.recycle(e);
-      this.#backend.free(buffer);
-    }
-    return this.#backend.alloc(Math.ceil(bytes * 1.25));
   }
 
   /** Test hook: the last call's decoded pixels (each accepted file at the next 256-byte boundary, in order) and their layout. */
@@ -373,15 +350,10 @@ class NvJpegDecoder extends GpuJpegDecoder {
     this.#cpu.close();
     if (!this.#backend.closed) {
       this.#backend.context.setCurrent();
-      if (this.#stream !== undefined) {
-        const e = this.#backend.record(this.#stream);
-        this.#backend.synchronize(e);
-        this.#backend.recycle(e);
-      }
+      this.#order.drain();
       for (const b of [this.#scratch, this.#jobs]) if (b !== undefined) this.#backend.free(b);
     }
     this.#scratch = this.#jobs = undefined;
-    this.#held = [];
     const lib = this.#lib;
     const failed = [lib.stateDestroy(this.#state), lib.streamDestroy(this.#jpegStream), lib.destroy(this.#handle)].find((s) => s !== 0);
     if (failed !== undefined) process.emitWarning(`nvJPEG: releasing the decoder failed with ${statusName(failed)}`, 'StokerWarning');

@@ -8,6 +8,7 @@
 
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { addressAlign } from '../backend.js';
+import { StreamScratch } from '../stream-scratch.js';
 import { decodeImage, loadImageDecoder } from '../../dataset/formats/image-decode.js';
 import { type CropBoxes, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, CHANNELS } from '../cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../cuda/nvjpeg-resample.js';
@@ -19,11 +20,12 @@ export class CpuJpegRows {
   readonly #backend: Backend;
   #scratch: DeviceBuffer | undefined;
   #tables: DeviceBuffer | undefined;
-  #stream: StreamName | undefined;
+  readonly #order: StreamScratch;
   #closed = false;
 
   constructor(backend: Backend) {
     this.#backend = backend;
+    this.#order = new StreamScratch(backend);
   }
 
   /**
@@ -70,8 +72,8 @@ export class CpuJpegRows {
 
   #upload(rows: readonly { k: number; bytes: Uint8Array }[], payload: number, out: JpegBatchOutput, stream: StreamName): void {
     const b = this.#backend;
-    this.#useStream(stream);
-    const scratch = (this.#scratch = this.#grow(this.#scratch, rows.length * payload, stream));
+    this.#order.use(stream);
+    const scratch = (this.#scratch = this.#order.grow(this.#scratch, rows.length * payload, stream));
     const table = new BigInt64Array(new ArrayBuffer(rows.length * 16));
     let align = 16;
     for (let r = 0; r < rows.length; r++) {
@@ -86,42 +88,16 @@ export class CpuJpegRows {
       b.copyRowsDma(table, payload, rows.length, stream);
       return;
     }
-    const tables = (this.#tables = this.#grow(this.#tables, table.byteLength, stream));
+    const tables = (this.#tables = this.#order.grow(this.#tables, table.byteLength, stream));
     b.copyToDevice(tables, 0, new Uint8Array(table.buffer), stream);
     b.copyRows(tables, payload, rows.length, stream, align);
-  }
-
-  /** One stream at a time: scratch reuse is safe by stream order, so a new stream first waits for the old one. */
-  #useStream(stream: StreamName): void {
-    if (this.#stream !== undefined && this.#stream !== stream) {
-      const e = this.#backend.record(this.#stream);
-      this.#backend.wait(stream, e);
-      this.#backend.recycle(e);
-    }
-    this.#stream = stream;
-  }
-
-  #grow(buffer: DeviceBuffer | undefined, bytes: number, stream: StreamName): DeviceBuffer {
-    if (buffer !== undefined && buffer.bytes >= bytes) return buffer;
-    if (buffer !== undefined) {
-      // Earlier work on the stream may still read it.
-      const e = this.#backend.record(stream);
-      this.#backend.synchronize(e);
-      this.#backend.recycle(e);
-      this.#backend.free(buffer);
-    }
-    return this.#backend.alloc(Math.ceil(bytes * 1.25));
   }
 
   /** Waits for the queued uploads, then frees the scratch memory. Idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#stream !== undefined && !this.#backend.closed) {
-      const e = this.#backend.record(this.#stream);
-      this.#backend.synchronize(e);
-      this.#backend.recycle(e);
-    }
+    this.#order.drain();
     for (const buffer of [this.#scratch, this.#tables]) if (buffer !== undefined && !this.#backend.closed) this.#backend.free(buffer);
     this.#scratch = this.#tables = undefined;
   }

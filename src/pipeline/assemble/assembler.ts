@@ -48,8 +48,12 @@ export interface BatchAssembler {
    * slabs then freed); undefined while it cannot (or on a route without a pool).
    */
   promote(length: number): ResidentStore | undefined;
-  /** Give back what the route holds (mapped source, pool slabs). Steps 6–7 of NOTE [Loader shutdown] (loader.ts). */
-  close(): void;
+  /**
+   * Give back what the route holds (mapped source, pool slabs, decoder), once nothing it started
+   * can still enqueue device work (the decode route waits for its decodes). Steps 6–7 of NOTE
+   * [Loader shutdown] (loader.ts).
+   */
+  close(): void | Promise<void>;
 }
 
 /** Read rows through the fetcher, counting them as fetched. */

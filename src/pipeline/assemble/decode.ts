@@ -1,0 +1,261 @@
+// Internal: not exported from the package entry.
+// The decode route (`decode: 'gpu'`): a batch of an image source whose files the device decodes.
+// The host reads only the encoded files of the batch (asynchronous reads, up to
+// DECODE_READS_IN_FLIGHT at once: the libuv pool does them in parallel), straight into page-locked
+// memory, and the small fields (labels); the device's JPEG decoder
+// (device.jpeg: nvJPEG on CUDA, the CPU behind sim) writes the cropped, resized, flipped,
+// normalized rows straight into the batch's device memory, and the files it refuses (PNG, WebP,
+// CMYK, progressive, corrupt) are decoded on the CPU into the same rows. The rules:
+// - The crop box of a row is the source's own (the same `boxFor` of crop-box.ts on the same pick
+//   key, or the `fit` box), so a pick's GPU and CPU crops are the same box.
+// - A file neither decoder can read fails its batch (the loader's `errors` decides; the loader
+//   stays usable), its typed error naming the file, with the batch's memory handed back.
+// - Reading batch i + 1 overlaps decoding batch i (the run's read-ahead window launches both);
+//   decodes run one at a time, in launch order (one decoder, one call at a time).
+
+import { open, stat } from 'node:fs/promises';
+import { badFile, fileAccess } from '../../errors.js';
+import { Gate } from '../../dataset/formats/image-decoding.js';
+import type { DeviceBatch, ResidentStore } from '../../device/device.js';
+import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../device/jpeg-batch.js';
+import type { GpuJpegDecoder } from '../../device/cuda/nvjpeg.js';
+import type { CropBox } from '../../device/cuda/nvjpeg-plan.js';
+import type { EncodedImages } from '../../dataset/formats/encoded-images.js';
+import { decodeImage } from '../../dataset/formats/image-decode.js';
+import { coverPlan } from '../../dataset/formats/image-reference.js';
+import type { Schema } from '../../dataset/schema.js';
+import { PickKey, type PickKeys, pickKeyAt } from '../../sampler/pick-key.js';
+import { allocStorage } from '../../tensor/dtype.js';
+import { Tensor } from '../../tensor/tensor.js';
+import { boxFor } from '../../transforms/crop-box.js';
+import type { EpochStats } from '../stats.js';
+import type { AssembleContext, BatchAssembler } from './assembler.js';
+
+const ZERO_SEED = { hi: 0, lo: 0 };
+
+export class DecodeAssembler implements BatchAssembler {
+  readonly route = 'decode';
+  readonly pool = undefined;
+  readonly #source: EncodedImages;
+  readonly #jpeg: JpegDevice;
+  readonly #decoder: GpuJpegDecoder;
+  readonly #image: JpegImageSpec;
+  readonly #imageAt: number;
+  /** The schema's other fields, in order: key, dtype, shape, elements per row. */
+  readonly #others: readonly { key: string; dtype: Schema['fields'][number]['dtype']; shape: readonly number[]; rowSize: number }[];
+  readonly #reads = new Gate(DECODE_READS_IN_FLIGHT);
+  /** The last decode reserved: the next waits for it (launch order). */
+  #turn: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(source: EncodedImages, jpeg: JpegDevice, decoder: GpuJpegDecoder, schema: Schema) {
+    this.#source = source;
+    this.#jpeg = jpeg;
+    this.#decoder = decoder;
+    const keys = schema.keys ?? [];
+    this.#imageAt = keys.indexOf(source.imageKey);
+    if (this.#imageAt < 0) throw new Error(`internal: the image key ${source.imageKey} is not among the sample's keys`);
+    this.#image = {
+      size: source.size, layout: source.layout, dtype: source.output,
+      ...(source.normalize !== undefined ? { mean: source.normalize.mean, std: source.normalize.std } : {}),
+    };
+    this.#others = schema.fields.flatMap((f, i) => (i === this.#imageAt ? [] : [{ key: keys[i]!, dtype: f.dtype, shape: f.shape, rowSize: f.rowSize }]));
+  }
+
+  /** 'nvjpeg-hardware', 'nvjpeg-gpu-hybrid' or 'sim'. */
+  get decoderKind(): string {
+    return this.#decoder.kind;
+  }
+
+  beginEpoch(stats: EpochStats): void {
+    stats.vramPool = 'none';
+  }
+
+  endEpoch(_stats: EpochStats): void {}
+
+  async assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
+    // Reserve this batch's decode turn now, so decodes run in launch order whatever order reads finish in.
+    const previous = this.#turn;
+    let release!: () => void;
+    const mine = new Promise<void>((resolve) => (release = resolve));
+    // The next batch waits for this one and every one before it, even when this one fails early.
+    this.#turn = previous.then(() => mine);
+    let batch: DeviceBatch;
+    let failed: number[];
+    let files: Uint8Array[];
+    try {
+      const read = await this.#readFiles(ids, context.signal);
+      files = read.files;
+      // Until decodeBatch succeeds, the page-locked files are this batch's to give back.
+      let owned: Uint8Array | undefined = read.host;
+      try {
+        const others = this.#readOthers(ids);
+        const boxes = (k: number, width: number, height: number) => this.#box(ids[k]!, k, keys, width, height);
+        await previous;
+        context.signal.throwIfAborted();
+        for (let attempt = 0; ; attempt++) {
+          try {
+            ({ batch, failed } = await this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others));
+            owned = undefined;
+            break;
+          } catch (error) {
+            // Once decodeBatch queued work it gives the files back itself: no retry then.
+            if (error instanceof FilesGivenBack) {
+              owned = undefined;
+              throw error.cause;
+            }
+            await context.backOff(error, attempt);
+          }
+        }
+      } finally {
+        if (owned !== undefined) this.#jpeg.releaseFiles(owned);
+      }
+    } finally {
+      release();
+    }
+    if (failed.length > 0) {
+      // Rows of the batch are garbage: free it in stream order (the consumer waits for its copies first).
+      batch.beforeDelivery?.();
+      batch.free();
+      throw await this.#whyFailed(files[failed[0]!]!, ids[failed[0]!]!, failed.length);
+    }
+    context.stats.rowsFetched += ids.length;
+    return batch;
+  }
+
+  /**
+   * The batch's files, read straight into one page-locked buffer (NOTE [files in page-locked
+   * memory], jpeg-batch.ts): every size first, then each file into its slice, at most
+   * READS_IN_FLIGHT reads (open descriptors) at a time over all batches in flight. On a failure the
+   * buffer is given back once no read can still write into it; the error names the file.
+   */
+  async #readFiles(ids: Uint32Array, signal: AbortSignal): Promise<{ files: Uint8Array[]; host: Uint8Array }> {
+    const src = this.#source;
+    const paths = Array.from(ids, (id) => src.path(id));
+    const sizes = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, async () => (await stat(p)).size)));
+    const offsets: number[] = [];
+    let total = 0;
+    for (const size of sizes) {
+      offsets.push(total);
+      total += size;
+    }
+    const host = this.#jpeg.fileMemory(total);
+    try {
+      const lengths = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, () => readInto(p, host, offsets[k]!, sizes[k]!))));
+      return { files: lengths.map((n, k) => host.subarray(offsets[k]!, offsets[k]! + n)), host };
+    } catch (error) {
+      this.#jpeg.releaseFiles(host);
+      throw error;
+    }
+  }
+
+  async #gated<T>(id: number, signal: AbortSignal, read: () => Promise<T>): Promise<T> {
+    await this.#reads.enter();
+    try {
+      signal.throwIfAborted();
+      return await read();
+    } catch (cause) {
+      if (signal.aborted) throw cause;
+      throw fileAccess(this.#source.where(id), 'read the image', cause);
+    } finally {
+      this.#reads.leave();
+    }
+  }
+
+  /** The box of row k (sample `id`): the pick's view, or the `fit` box, checked against maxInputPixels. */
+  #box(id: number, k: number, keys: PickKeys | undefined, width: number, height: number): CropBox {
+    const src = this.#source;
+    if (width * height > src.maxInputPixels) {
+      throw badFile(src.where(id), 0, `cannot decode the image: it has more than ${src.maxInputPixels} pixels (${width}×${height})`, 'Raise maxInputPixels if the image is trusted');
+    }
+    if (src.view !== undefined) return boxFor(src.view, keys !== undefined ? pickKeyAt(keys, k) : new PickKey(id, 0, 0, ZERO_SEED), width, height);
+    return fitBox(src.fit, src.size, width, height);
+  }
+
+  /** The other fields of the batch's samples as host tensors [rows, …], in schema order. */
+  #readOthers(ids: Uint32Array): Tensor[] {
+    const n = ids.length;
+    const out = this.#others.map((f) => allocStorage(f.dtype, n * f.rowSize));
+    for (let r = 0; r < n; r++) {
+      const fields = this.#source.fields(ids[r]!);
+      this.#others.forEach((f, i) => (out[i] as { set(a: ArrayLike<unknown>, at: number): void }).set(fields[f.key]!.data as ArrayLike<unknown>, r * f.rowSize));
+    }
+    return this.#others.map((f, i) => new Tensor(out[i]!, [n, ...f.shape], f.dtype));
+  }
+
+  /** The CPU decoder's own typed error for a file neither decoder read (ERR_BAD_FILE naming it). */
+  async #whyFailed(bytes: Uint8Array, id: number, count: number): Promise<Error> {
+    const where = this.#source.where(id);
+    const more = count > 1 ? ` (and ${count - 1} more file${count === 2 ? '' : 's'} of this batch)` : '';
+    try {
+      await decodeImage(bytes, { size: [1, 1], fit: 'resize', source: where });
+    } catch (error) {
+      if (error instanceof Error && more !== '') error.message += more;
+      return error as Error;
+    }
+    return badFile(where, 0, `cannot decode the image on the device or the CPU${more}`);
+  }
+
+  relieve(): void {}
+
+  promote(): ResidentStore | undefined {
+    return undefined;
+  }
+
+  /** After the decodes in flight (the epoch was ended first: no new one starts), the decoder. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#turn;
+    this.#decoder.close();
+  }
+}
+
+/** Reads (open file descriptors) the decode route keeps in flight at most, over all batches. */
+export const DECODE_READS_IN_FLIGHT = 64;
+
+/** Every promise settled; then the values, or the first rejection. */
+async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+/** Read the file at `path` into `into[at, at + size)`; returns the bytes read (fewer when the file shrank). */
+async function readInto(path: string | Buffer, into: Uint8Array, at: number, size: number): Promise<number> {
+  const file = await open(path, 'r');
+  try {
+    let done = 0;
+    while (done < size) {
+      const { bytesRead } = await file.read(into, at + done, size - done, done);
+      if (bytesRead === 0) break;
+      done += bytesRead;
+    }
+    return done;
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * The box a `fit` cuts, in source pixels: 'resize' the whole image; 'center-crop' the part that
+ * torchvision's Resize(n) + CenterCrop(size) keeps (coverPlan's resized size and anchor mapped back
+ * to the source, rounded to whole pixels), so one crop-and-resize gives that recipe's view.
+ */
+export function fitBox(fit: 'resize' | 'center-crop', size: readonly [number, number], width: number, height: number): CropBox {
+  if (fit === 'resize') return { left: 0, top: 0, width, height, flip: false };
+  const [h, w] = size;
+  const plan = coverPlan(height, width, h, w);
+  const sx = width / plan.rw;
+  const sy = height / plan.rh;
+  const bw = Math.min(width, Math.max(1, Math.round(w * sx)));
+  const bh = Math.min(height, Math.max(1, Math.round(h * sy)));
+  return {
+    left: Math.min(width - bw, Math.max(0, Math.round(plan.left * sx))),
+    top: Math.min(height - bh, Math.max(0, Math.round(plan.top * sy))),
+    width: bw,
+    height: bh,
+    flip: false,
+  };
+}
