@@ -6,7 +6,7 @@
 // same recipe and the same number of decoding processes; the last lines are the ratios.
 //
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
-//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--python /usr/bin/python3] [--no-torch]
+//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
 // Per core count n: Stoker with one reader worker driving n decode processes (`--shape workers`:
 // n reader workers with one decode process each; `--shape main`: no reader worker), torchvision with
@@ -130,6 +130,14 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
   return { side: 'stoker', cores, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${shape === 'workers' ? 1 : cores} decode process${cores === 1 && shape !== 'workers' ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
 }
 
+/** The first of `python3` (the GPU host's, with torchvision) and Debian's `/usr/bin/python3` that imports torch. */
+function torchPython(): string {
+  for (const p of ['python3', '/usr/bin/python3']) {
+    if (spawnSync(p, ['-c', 'import torch'], { stdio: 'ignore', timeout: 120_000 }).status === 0) return p;
+  }
+  return 'python3';
+}
+
 function torchvision(python: string, dir: string, cores: readonly number[], batch: number): Row[] {
   const script = new URL('./torchvision_images.py', import.meta.url).pathname;
   const r = spawnSync(python, [script, dir, '--workers', cores.join(','), '--batch', String(batch)], { encoding: 'utf8', timeout: 3_600_000, maxBuffer: 16 << 20 });
@@ -152,7 +160,7 @@ export async function main(args: readonly string[]): Promise<void> {
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
         dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' },
-        python: { type: 'string', default: '/usr/bin/python3' }, 'no-torch': { type: 'boolean', default: false },
+        python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
       },
     }));
   } catch (error) {
@@ -175,7 +183,7 @@ export async function main(args: readonly string[]): Promise<void> {
     console.log(JSON.stringify(row));
     rows.push(row);
   }
-  if (!v['no-torch']) rows.push(...torchvision(v.python as string, dir, cores, batch));
+  if (!v['no-torch']) rows.push(...torchvision((v.python as string | undefined) ?? torchPython(), dir, cores, batch));
   console.log(table(rows, [
     { title: 'side', cell: (r) => r.side },
     { title: 'cores', align: 'right', cell: (r) => String(r.cores) },
