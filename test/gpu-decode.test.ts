@@ -6,8 +6,7 @@
 // 'cpu' and 'sim', and resume.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { type AnyTensor, BatchError, DataLoader, DeviceTensor, LoaderError, sources, type Batch } from '../src/index.js';
@@ -19,7 +18,7 @@ import { decodeRoute } from '../src/pipeline/build.js';
 import type { Device } from '../src/device/device.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
-import { awkwardFiles, baselineJpeg } from './fixtures/jpegs.js';
+import { awkwardFiles, baselineJpeg, classPerFile } from './fixtures/jpegs.js';
 
 const SUITE_MS = 120_000;
 const SIZE: [number, number] = [16, 20];
@@ -30,17 +29,7 @@ after(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** A folder with one class per file (label = sample id, classes sorted as c00, c01, …). */
-function folder(files: readonly { bytes: Uint8Array; ext: string }[]): string {
-  const root = mkdtempSync(join(tmpdir(), 'stoker-gpu-decode-'));
-  dirs.push(root);
-  files.forEach((f, i) => {
-    const dir = join(root, `c${String(i).padStart(2, '0')}`);
-    mkdirSync(dir);
-    writeFileSync(join(dir, `img${f.ext}`), f.bytes);
-  });
-  return root;
-}
+const folder = (files: readonly { bytes: Uint8Array; ext: string }[]) => classPerFile(files, dirs, 'stoker-gpu-decode-');
 
 async function jpegFolder(n: number): Promise<{ root: string; files: Uint8Array[] }> {
   const files: Uint8Array[] = [];

@@ -5,9 +5,7 @@
 // batch, and 'auto' taking the route on CUDA. Skipped, with the reason, without a GPU or libnvjpeg.
 
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type AnyTensor, type Batch, DataLoader, DeviceTensor, sources } from '../../src/index.js';
@@ -18,7 +16,7 @@ import { type CropBox, type JpegBatchOutput, checkOutput } from '../../src/devic
 import { cropResize, encodeRow } from '../../src/device/cuda/nvjpeg-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../../src/transforms/crop-box.js';
-import { awkwardFiles, baselineJpeg } from '../fixtures/jpegs.js';
+import { awkwardFiles, baselineJpeg, classPerFile } from '../fixtures/jpegs.js';
 
 const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;
 const SUITE_MS = 180_000;
@@ -29,16 +27,7 @@ after(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-function folder(files: readonly { bytes: Uint8Array; ext: string }[]): string {
-  const root = mkdtempSync(join(tmpdir(), 'stoker-cuda-decode-'));
-  dirs.push(root);
-  files.forEach((f, i) => {
-    const dir = join(root, `c${String(i).padStart(2, '0')}`);
-    mkdirSync(dir);
-    writeFileSync(join(dir, `img${f.ext}`), f.bytes);
-  });
-  return root;
-}
+const folder = (files: readonly { bytes: Uint8Array; ext: string }[]) => classPerFile(files, dirs, 'stoker-cuda-decode-');
 
 async function hostOf(b: Batch<AnyTensor>, key: string) {
   const t = b.get(key);
