@@ -21,12 +21,13 @@
 // a class folder with no image is refused. Names are kept as the bytes on disk (NOTE [names as
 // bytes] in image-folder.ts) and sorted by their bytes.
 
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isUtf8 } from 'node:buffer';
 import { LoaderError, fileAccess, show } from '../../errors.js';
+import { readCacheFile, writeCacheFile } from './cache-file.js';
 import { indexCacheDir, isPrivateDir } from './tar-index.js';
 
 /** The listing as it travels to reader workers (its arrays shared, not copied). */
@@ -238,20 +239,14 @@ interface CacheHead {
 }
 
 function readCache(place: string, root: string, ext: string): FolderListing | undefined {
-  let buf: Buffer;
+  const file = readCacheFile(place, MAGIC, 4);
+  if (file === undefined) return undefined;
   try {
-    buf = readFileSync(place);
-  } catch {
-    return undefined;
-  }
-  try {
-    const nl = buf.indexOf(10, MAGIC.length);
-    if (buf.toString('latin1', 0, MAGIC.length) !== MAGIC || nl < 0) return undefined;
-    const head = JSON.parse(buf.toString('utf8', MAGIC.length, nl)) as CacheHead;
+    const head = file.head as CacheHead;
     const { count, nameBytes } = head;
     if (head.root !== root || head.ext !== ext || !Number.isSafeInteger(count) || !Number.isSafeInteger(nameBytes) || !Array.isArray(head.dirs) || !Array.isArray(head.classes)) return undefined;
-    const body = nl + 1 + ((4 - ((nl + 1) % 4)) % 4);
-    if (buf.length !== body + 8 * count + nameBytes) return undefined;
+    const body = file.body;
+    if (body.length !== 8 * count + nameBytes) return undefined;
     const rootBytes = Buffer.from(root);
     for (const [rel, mtimeNs] of head.dirs) {
       const relBytes = Buffer.from(rel, 'base64');
@@ -261,9 +256,9 @@ function readCache(place: string, root: string, ext: string): FolderListing | un
     const ends = new Uint32Array(new SharedArrayBuffer(4 * count));
     const labels = new Int32Array(new SharedArrayBuffer(4 * count));
     const names = new Uint8Array(new SharedArrayBuffer(nameBytes));
-    new Uint8Array(ends.buffer).set(buf.subarray(body, body + 4 * count));
-    new Uint8Array(labels.buffer).set(buf.subarray(body + 4 * count, body + 8 * count));
-    names.set(buf.subarray(body + 8 * count));
+    new Uint8Array(ends.buffer).set(body.subarray(0, 4 * count));
+    new Uint8Array(labels.buffer).set(body.subarray(4 * count, 8 * count));
+    names.set(body.subarray(8 * count));
     let previous = 0;
     for (let i = 0; i < count; i++) {
       if (ends[i]! <= previous && i > 0) return undefined;
@@ -273,33 +268,16 @@ function readCache(place: string, root: string, ext: string): FolderListing | un
     if (count > 0 && ends[count - 1] !== nameBytes) return undefined;
     return { classes: head.classes, names, ends, labels, raw: head.raw };
   } catch {
-    // A directory gone (stat failed), or a damaged file: walk again.
+    // A directory gone (stat failed), or a damaged header: walk again.
     return undefined;
   }
 }
 
-/** Write through a temp file and a rename, so a reader never sees half a listing; false when it cannot. */
+/** False when it cannot (the folder is then walked at each open). */
 function writeCache(place: string, root: string, ext: string, l: FolderListing, dirs: readonly DirStamp[]): boolean {
   const head: CacheHead = {
     root, ext, classes: l.classes, dirs: dirs.map((d) => [d.rel.toString('base64'), d.mtimeNs] as const),
     count: l.ends.length, nameBytes: l.names.length, raw: l.raw,
   };
-  const headBytes = Buffer.from(`${MAGIC}${JSON.stringify(head)}\n`);
-  const pad = Buffer.alloc((4 - (headBytes.length % 4)) % 4);
-  const tmp = `${place}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  try {
-    mkdirSync(dirname(place), { recursive: true, mode: 0o700 });
-    if (!isPrivateDir(dirname(place))) return false;
-    const view = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-    writeFileSync(tmp, Buffer.concat([headBytes, pad, view(l.ends), view(l.labels), view(l.names)]), { flag: 'wx', mode: 0o600 });
-    renameSync(tmp, place);
-    return true;
-  } catch {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // nothing was written
-    }
-    return false;
-  }
+  return writeCacheFile(place, MAGIC, head, 4, [l.ends, l.labels, l.names]);
 }

@@ -8,12 +8,12 @@
 // non-blank line. A cached index is used only after it has been checked against the file (same
 // size and mtime, ranges rising and inside the file): a stale or planted index never steers reads.
 
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileAccess } from '../../errors.js';
 import { PositionedFile } from './file.js';
+import { readCacheFile, writeCacheFile } from './cache-file.js';
 import { type ShardStamp, indexCacheDir, isPrivateDir, stampOf } from './tar-index.js';
 
 /** 'auto' (default): cache the index where it can be written (never failing for want of a cache); 'off': build it every time. */
@@ -104,52 +104,24 @@ export function buildJsonlIndex(path: string, stamp: ShardStamp = stampOf(path))
 }
 
 function readCache(place: string, path: string, stamp: ShardStamp): JsonlIndex | undefined {
-  let buf: Buffer;
-  try {
-    buf = readFileSync(place);
-  } catch {
-    return undefined;
+  const file = readCacheFile(place, MAGIC, 8);
+  if (file === undefined) return undefined;
+  const head = file.head as { path?: unknown; size?: unknown; mtimeNs?: unknown; count?: unknown } | null;
+  const count = head?.count;
+  if (head?.path !== path || head.size !== stamp.size || head.mtimeNs !== stamp.mtimeNs || !Number.isSafeInteger(count) || file.body.length !== (count as number) * 16) return undefined;
+  const lines = new Float64Array(new SharedArrayBuffer((count as number) * 16));
+  new Uint8Array(lines.buffer).set(file.body);
+  let previous = 0;
+  for (let k = 0; k < lines.length; k += 2) {
+    const s = lines[k]!;
+    const e = lines[k + 1]!;
+    if (!(Number.isInteger(s) && Number.isInteger(e) && s >= previous && e > s && e <= stamp.size)) return undefined;
+    previous = e;
   }
-  try {
-    const nl = buf.indexOf(10, MAGIC.length);
-    if (buf.toString('latin1', 0, MAGIC.length) !== MAGIC || nl < 0) return undefined;
-    const head = JSON.parse(buf.toString('utf8', MAGIC.length, nl)) as { path?: unknown; size?: unknown; mtimeNs?: unknown; count?: unknown };
-    const body = nl + 1 + ((8 - ((nl + 1) % 8)) % 8);
-    const count = head.count;
-    if (head.path !== path || head.size !== stamp.size || head.mtimeNs !== stamp.mtimeNs || !Number.isSafeInteger(count) || buf.length !== body + (count as number) * 16) return undefined;
-    const lines = new Float64Array(new SharedArrayBuffer((count as number) * 16));
-    new Uint8Array(lines.buffer).set(buf.subarray(body));
-    let previous = 0;
-    for (let k = 0; k < lines.length; k += 2) {
-      const s = lines[k]!;
-      const e = lines[k + 1]!;
-      if (!(Number.isInteger(s) && Number.isInteger(e) && s >= previous && e > s && e <= stamp.size)) return undefined;
-      previous = e;
-    }
-    return { path, ...stamp, lines };
-  } catch {
-    return undefined;
-  }
+  return { path, ...stamp, lines };
 }
 
-/** Write through a temp file and a rename, so a reader never sees half an index; false when it cannot. */
+/** False when it cannot (the index is then rebuilt at each open). */
 function writeCache(place: string, index: JsonlIndex): boolean {
-  const head = `${MAGIC}${JSON.stringify({ path: index.path, size: index.size, mtimeNs: index.mtimeNs, count: index.lines.length / 2 })}\n`;
-  const headBytes = Buffer.from(head);
-  const pad = Buffer.alloc((8 - (headBytes.length % 8)) % 8);
-  const tmp = `${place}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  try {
-    mkdirSync(dirname(place), { recursive: true, mode: 0o700 });
-    if (!isPrivateDir(dirname(place))) return false;
-    writeFileSync(tmp, Buffer.concat([headBytes, pad, new Uint8Array(index.lines.buffer, index.lines.byteOffset, index.lines.byteLength)]), { flag: 'wx', mode: 0o600 });
-    renameSync(tmp, place);
-    return true;
-  } catch {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // nothing was written
-    }
-    return false;
-  }
+  return writeCacheFile(place, MAGIC, { path: index.path, size: index.size, mtimeNs: index.mtimeNs, count: index.lines.length / 2 }, 8, [index.lines]);
 }
