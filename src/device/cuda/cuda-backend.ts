@@ -22,7 +22,7 @@ import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
 import { CudaEvent } from './event.js';
 import { gatherRows } from './gather.js';
-import { PIECES_BLOCK, fillPattern, piecesGrid } from './pieces-grid.js';
+import { piecesLaunch } from './pieces-grid.js';
 import { RegisteredHost } from './registered-host.js';
 import { driver } from './driver.js';
 import { CudaStream } from './stream.js';
@@ -279,29 +279,11 @@ export class CudaBackend implements Backend, KernelHost {
   pieces(op: PiecesOp, stream: StreamName): void {
     checkPiecesOp(op);
     if (op.total === 0) return;
-    const plan = piecesGrid(op.per * op.elementBytes, op.count, op.maxSpan);
-    const args = this.#piecesArgs;
-    (args[0] as { ptr: bigint }).ptr = op.src.ptr + BigInt(op.srcOffset);
-    (args[1] as { u64: bigint }).u64 = BigInt(op.rowBytes);
-    (args[2] as { ptr: bigint }).ptr = op.dst.ptr + BigInt(op.dstOffset);
-    (args[3] as { u64: bigint }).u64 = BigInt(op.per * op.elementBytes);
-    (args[4] as { u64: bigint }).u64 = fillPattern(op.fill, op.elementBytes);
-    (args[5] as { ptr: bigint }).ptr = op.segment === undefined ? 0n : op.segment.buffer.ptr + BigInt(op.segment.offset);
-    (args[6] as { u32: number }).u32 = op.segment?.width ?? 0;
-    (args[7] as { ptr: bigint }).ptr = op.position === undefined ? 0n : op.position.buffer.ptr + BigInt(op.position.offset);
-    (args[8] as { ptr: bigint }).ptr = op.table.ptr + BigInt(op.tableOffset);
-    (args[9] as { u32: number }).u32 = op.count;
-    (args[10] as { u32: number }).u32 = op.total;
-    (args[11] as { u32: number }).u32 = plan.chunk;
+    const { grid, block, args } = piecesLaunch(op);
     // SAFETY: the rows, the outputs and the table belong to the batch being collated, freed only
     // after an event recorded on `stream` after this launch (the accelerator device's rule).
-    this.context.module(RAGGED_PTX).getFunction('stoker_pieces').launch([plan.x, plan.y, 1], [PIECES_BLOCK, 1, 1], this.#streams[stream], args);
+    this.context.module(RAGGED_PTX).getFunction('stoker_pieces').launch(grid, block, this.#streams[stream], args);
   }
-
-  /** The 12 arguments of stoker_pieces, rewritten in place per launch (the driver copies them out during the call). */
-  readonly #piecesArgs: KernelArg[] = [
-    { ptr: 0n }, { u64: 0n }, { ptr: 0n }, { u64: 0n }, { u64: 0n }, { ptr: 0n }, { u32: 0 }, { ptr: 0n }, { ptr: 0n }, { u32: 0 }, { u32: 0 }, { u32: 0 },
-  ];
 
   record(stream: StreamName): DeviceEvent {
     const ref = this.#events.pop() ?? this.#newEvent();
