@@ -96,16 +96,22 @@ function bench(backend: Backend, c: Case, iterations: number): Result {
     const dst = alloc(c.t.total * posBytes);
     const seg = c.segment ? alloc(c.t.total * c.segment) : undefined;
     const pos = c.position ? alloc(c.t.total * 4) : undefined;
-    // Host outputs in page-locked memory, as the host route's staging would be.
-    const hostData = new Uint8Array(c.t.total * posBytes);
-    const hostSeg = c.segment ? new Uint8Array(c.t.total * c.segment) : undefined;
-    const hostPos = c.position ? new Uint8Array(c.t.total * 4) : undefined;
-    for (const h of [hostData, hostSeg, hostPos]) if (h) unpins.push(backend.pin(h.buffer, 0, h.byteLength));
+    // Host outputs in page-locked memory (whole pages), as the host route's staging would be.
+    const pinned = (bytes: number): Uint8Array => {
+      const pages = Math.ceil(bytes / 4096) * 4096;
+      const memory = new ArrayBuffer(pages + 4096);
+      const offset = backend.pageOffset(memory);
+      unpins.push(backend.pin(memory, offset, pages));
+      return new Uint8Array(memory, offset, bytes);
+    };
+    const hostData = pinned(c.t.total * posBytes);
+    const hostSeg = c.segment ? pinned(c.t.total * c.segment) : undefined;
+    const hostPos = c.position ? pinned(c.t.total * 4) : undefined;
     const outputs: PieceOutputs = {
       data: hostData,
       fill: c.fill,
-      ...(hostSeg ? { segment: c.segment === 4 ? new Int32Array(hostSeg.buffer) : hostSeg } : {}),
-      ...(hostPos ? { position: new Int32Array(hostPos.buffer) } : {}),
+      ...(hostSeg ? { segment: c.segment === 4 ? new Int32Array(hostSeg.buffer, hostSeg.byteOffset, c.t.total) : hostSeg } : {}),
+      ...(hostPos ? { position: new Int32Array(hostPos.buffer, hostPos.byteOffset, c.t.total) } : {}),
     };
     const device = () => {
       backend.copyToDevice(table, 0, tableBytes, 'copy');
