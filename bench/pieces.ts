@@ -11,7 +11,7 @@
 import type { Backend, DeviceBuffer } from '../src/device/backend.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { SimBackend } from '../src/device/sim/sim-backend.js';
-import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
+import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, tableBytes, windowPieces, windowRows } from '../src/pipeline/pieces.js';
 import { packPlan, parsePack } from '../src/sampler/pack-plan.js';
 import { Rng, epochPermutation } from '../src/sampler/rng.js';
 import { fmtFixed, hardwareLine, median, now, parseFlags, table } from './util.js';
@@ -51,11 +51,9 @@ function cases(): Case[] {
     const order = epochPermutation(3, 0, docs.length);
     const plan = packPlan(order, (s) => docs[s]!, parsePack({ contextLength: CAP, mode: 'best-fit', window: 1024 })!);
     const count = Math.min(B, plan.windows.length - 1);
-    const rowOf = new Map<number, number>();
-    for (let i = 0; i < plan.windows[count]!; i++) if (!rowOf.has(plan.pieces[i]!.pick)) rowOf.set(plan.pieces[i]!.pick, rowOf.size);
-    const winLens = new Int32Array(rowOf.size);
-    for (const [pick, row] of rowOf) winLens[row] = docs[order[pick]!]!;
-    out.push({ name: `windows ${tname} (${count}×${CAP})`, ...fixed(winLens, rowOf.size), t: windowPieces(plan, 0, count, CAP, (p) => rowOf.get(p)!), fill: 0n, segment: 4, position: true });
+    const { picks, rowOfPick } = windowRows(plan, 0, count);
+    const winLens = Int32Array.from(picks, (pick) => docs[order[pick]!]!);
+    out.push({ name: `windows ${tname} (${count}×${CAP})`, ...fixed(winLens, picks.length), t: windowPieces(plan, 0, count, CAP, rowOfPick), fill: 0n, segment: 4, position: true });
   }
   return out;
 }
@@ -91,8 +89,8 @@ function bench(backend: Backend, c: Case, iterations: number): Result {
   try {
     const src = alloc(c.src.byteLength);
     backend.copyToDevice(src, 0, c.src, 'copy');
-    const tableBytes = new Uint8Array(c.t.table.buffer, 0, c.t.count * 20);
-    const table = alloc(Math.max(tableBytes.byteLength, 1));
+    const tableData = tableBytes(c.t);
+    const table = alloc(Math.max(tableData.byteLength, 1));
     const dst = alloc(c.t.total * posBytes);
     const seg = c.segment ? alloc(c.t.total * c.segment) : undefined;
     const pos = c.position ? alloc(c.t.total * 4) : undefined;
@@ -114,7 +112,7 @@ function bench(backend: Backend, c: Case, iterations: number): Result {
       ...(hostPos ? { position: new Int32Array(hostPos.buffer, hostPos.byteOffset, c.t.total) } : {}),
     };
     const device = () => {
-      backend.copyToDevice(table, 0, tableBytes, 'copy');
+      backend.copyToDevice(table, 0, tableData, 'copy');
       backend.pieces({
         src, srcOffset: 0, rows: c.rows.rows, rowBytes: c.rows.rowBytes, elementBytes: c.rows.elementBytes, per: c.rows.per,
         dst, dstOffset: 0, fill: c.fill,

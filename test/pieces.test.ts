@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
 import { type RaggedRow, collateField, parseCollate } from '../src/pipeline/collate.js';
-import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
+import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, packPieces, padPieces, windowPieces, windowRows } from '../src/pipeline/pieces.js';
 import { packBatch, packPlan, parsePack } from '../src/sampler/pack-plan.js';
 import { Rng, epochPermutation } from '../src/sampler/rng.js';
 
@@ -132,17 +132,10 @@ describe('piece tables: sequence-packing windows equal to packBatch', () => {
         for (let first = 0; first < windows; first += 7) {
           const count = Math.min(7, windows - first);
           const want = packBatch(plan, first, count, C, (pick) => docs[order[pick]!]! as Int32Array | Uint16Array, value);
-          // The batch's rows: one fixed-capacity row per distinct pick, in first-use order.
-          const rowOf = new Map<number, number>();
-          const batchRows: RaggedRow[] = [];
-          for (let i = plan.windows[first]!; i < plan.windows[first + count]!; i++) {
-            const pick = plan.pieces[i]!.pick;
-            if (!rowOf.has(pick)) {
-              rowOf.set(pick, batchRows.length);
-              batchRows.push(docs[order[pick]!]!);
-            }
-          }
-          const t = windowPieces(plan, first, count, C, (pick) => rowOf.get(pick)!);
+          // The batch's rows: one fixed-capacity row per distinct pick.
+          const { picks, rowOfPick } = windowRows(plan, first, count);
+          const batchRows: RaggedRow[] = [...picks].map((pick) => docs[order[pick]!]!);
+          const t = windowPieces(plan, first, count, C, rowOfPick);
           const { src, layout } = fixedRows(batchRows, 150, 1);
           const out = outputs(t, layout, fillBits(value, batchRows[0]!), { segment: 4, position: true });
           applyPieces(src, layout, t, out);
@@ -166,6 +159,17 @@ describe('piece tables: builders and checks', () => {
     assert.deepEqual([...k.cuSeqlens], [0, 3, 3, 12]);
     assert.deepEqual([...k.table], [0, 0, 0, 3, 1, 1, 0, 3, 0, 2, 2, 0, 3, 9, 3]);
     assert.equal(k.maxSpan, 9);
+  });
+
+  it('windowRows: one row per distinct pick of the windows, a document split by concat read once', () => {
+    const plan = packPlan(Uint32Array.of(0, 1, 2), (s) => [5, 6, 2][s]!, parsePack({ contextLength: 4, mode: 'concat' })!);
+    // Windows: [0:0-4], [0:4-5, 1:0-3], [1:3-6, 2:0-2].
+    const { picks, rowOfPick } = windowRows(plan, 1, 2);
+    assert.deepEqual([...picks], [0, 1, 2]);
+    assert.deepEqual([0, 1, 2].map(rowOfPick), [0, 1, 2]);
+    const one = windowRows(plan, 2, 1);
+    assert.deepEqual([...one.picks], [1, 2]);
+    assert.throws(() => one.rowOfPick(0), /pick 0 is in none of windows 2 … 2/);
   });
 
   it('a table without pieces fills the whole output', () => {

@@ -134,6 +134,32 @@ export function windowPieces(plan: PackPlan, firstWindow: number, count: number,
   return seal(table, n, count * C);
 }
 
+/**
+ * The rows a batch of windows firstWindow … firstWindow + count − 1 reads: one per distinct pick, in
+ * first-use order (`picks[r]` is the pick of the order row r holds; a document that 'concat' splits
+ * across two windows of the batch is one row), and the `rowOfPick` that windowPieces takes.
+ */
+export function windowRows(plan: PackPlan, firstWindow: number, count: number): { readonly picks: Uint32Array; readonly rowOfPick: (pick: number) => number } {
+  const rowOf = new Map<number, number>();
+  for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) {
+    const pick = plan.pieces[i]!.pick;
+    if (!rowOf.has(pick)) rowOf.set(pick, rowOf.size);
+  }
+  return {
+    picks: Uint32Array.from(rowOf.keys()),
+    rowOfPick: (pick) => {
+      const r = rowOf.get(pick);
+      if (r === undefined) throw new RangeError(`windowRows: pick ${pick} is in none of windows ${firstWindow} … ${firstWindow + count - 1}`);
+      return r;
+    },
+  };
+}
+
+/** The table's bytes as the device reads them (PIECE_INTS little-endian int32 per piece), for upload. */
+export function tableBytes(t: PieceTable): Uint8Array {
+  return new Uint8Array(t.table.buffer, t.table.byteOffset, t.count * PIECE_INTS * 4);
+}
+
 /** What a collate of fixed-capacity rows makes besides the data: the host-side companions and the data's shape. */
 export interface CollatePieces {
   readonly pieces: PieceTable;
