@@ -11,7 +11,8 @@
 import type { Backend, DeviceBuffer } from '../src/device/backend.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { SimBackend } from '../src/device/sim/sim-backend.js';
-import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, tableBytes, windowPieces, windowRows } from '../src/pipeline/pieces.js';
+import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, tableBytes, windowPieces } from '../src/pipeline/pieces.js';
+import { batchPositions } from '../src/pipeline/batch-planner.js';
 import { packPlan, parsePack } from '../src/sampler/pack-plan.js';
 import { Rng, epochPermutation } from '../src/sampler/rng.js';
 import { fmtFixed, hardwareLine, median, now, parseFlags, table } from './util.js';
@@ -51,9 +52,10 @@ function cases(): Case[] {
     const order = epochPermutation(3, 0, docs.length);
     const plan = packPlan(order, (s) => docs[s]!, parsePack({ contextLength: CAP, mode: 'best-fit', window: 1024 })!);
     const count = Math.min(B, plan.windows.length - 1);
-    const { picks, rowOfPick } = windowRows(plan, 0, count);
+    const picks = batchPositions(plan, 0, count);
+    const rowOf = new Map(picks.map((p, r) => [p, r]));
     const winLens = Int32Array.from(picks, (pick) => docs[order[pick]!]!);
-    out.push({ name: `windows ${tname} (${count}×${CAP})`, ...fixed(winLens, picks.length), t: windowPieces(plan, 0, count, CAP, rowOfPick), fill: 0n, segment: 4, position: true });
+    out.push({ name: `windows ${tname} (${count}×${CAP})`, ...fixed(winLens, picks.length), t: windowPieces(plan, 0, count, CAP, (p) => rowOf.get(p)!), fill: 0n, segment: 4, position: true });
   }
   return out;
 }

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
 import { type RaggedRow, collateField, parseCollate } from '../src/pipeline/collate.js';
-import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, packPieces, padPieces, windowPieces, windowRows } from '../src/pipeline/pieces.js';
+import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
+import { batchPositions } from '../src/pipeline/batch-planner.js';
+import { rowMap } from './fixtures/pieces-device.js';
 import { packBatch, packPlan, parsePack } from '../src/sampler/pack-plan.js';
 import { Rng, epochPermutation } from '../src/sampler/rng.js';
 
@@ -133,9 +135,9 @@ describe('piece tables: sequence-packing windows equal to packBatch', () => {
           const count = Math.min(7, windows - first);
           const want = packBatch(plan, first, count, C, (pick) => docs[order[pick]!]! as Int32Array | Uint16Array, value);
           // The batch's rows: one fixed-capacity row per distinct pick.
-          const { picks, rowOfPick } = windowRows(plan, first, count);
-          const batchRows: RaggedRow[] = [...picks].map((pick) => docs[order[pick]!]!);
-          const t = windowPieces(plan, first, count, C, rowOfPick);
+          const picks = batchPositions(plan, first, count);
+          const batchRows: RaggedRow[] = picks.map((pick) => docs[order[pick]!]!);
+          const t = windowPieces(plan, first, count, C, rowMap(picks));
           const { src, layout } = fixedRows(batchRows, 150, 1);
           const out = outputs(t, layout, fillBits(value, batchRows[0]!), { segment: 4, position: true });
           applyPieces(src, layout, t, out);
@@ -161,15 +163,13 @@ describe('piece tables: builders and checks', () => {
     assert.equal(k.maxSpan, 9);
   });
 
-  it('windowRows: one row per distinct pick of the windows, a document split by concat read once', () => {
-    const plan = packPlan(Uint32Array.of(0, 1, 2), (s) => [5, 6, 2][s]!, parsePack({ contextLength: 4, mode: 'concat' })!);
-    // Windows: [0:0-4], [0:4-5, 1:0-3], [1:3-6, 2:0-2].
-    const { picks, rowOfPick } = windowRows(plan, 1, 2);
-    assert.deepEqual([...picks], [0, 1, 2]);
-    assert.deepEqual([0, 1, 2].map(rowOfPick), [0, 1, 2]);
-    const one = windowRows(plan, 2, 1);
-    assert.deepEqual([...one.picks], [1, 2]);
-    assert.throws(() => one.rowOfPick(0), /pick 0 is in none of windows 2 … 2/);
+  it('windowPieces: an empty document takes its segment number but no entry and no row', () => {
+    // Windows of 4: [0:0-3, 1:empty, 2:0-1], [3:0-2].
+    const plan = packPlan(Uint32Array.of(0, 1, 2, 3), (s) => [3, 0, 1, 2][s]!, parsePack({ contextLength: 4, mode: 'concat' })!);
+    const picks = batchPositions(plan, 0, 2);
+    assert.deepEqual(picks, [0, 2, 3]);
+    const t = windowPieces(plan, 0, 2, 4, rowMap(picks));
+    assert.deepEqual([...t.table], [0, 0, 0, 3, 1, 1, 0, 3, 1, 3, 2, 0, 4, 2, 1]);
   });
 
   it('a table without pieces fills the whole output', () => {

@@ -115,11 +115,13 @@ export function packPieces(lengths: ArrayLike<number>): PieceTable & { readonly 
  * Sequence-packing windows firstWindow … firstWindow + count − 1 of `plan` as a table: the piece of
  * pick p at window w, offset o becomes (rowOfPick(p), start, w·C + o, length), segment 1, 2, … within
  * its window — exactly packBatch's tokens / segment_ids / position_ids. `rowOfPick` maps a pick of the
- * order to its row among the batch's fixed-capacity rows.
+ * order to its row among the batch's fixed-capacity rows (batch-planner.ts `batchPositions` order:
+ * an empty document has no row, so its piece, which covers nothing, gets no entry, though it still
+ * takes its segment number as in packBatch).
  */
 export function windowPieces(plan: PackPlan, firstWindow: number, count: number, C: number, rowOfPick: (pick: number) => number): PieceTable {
-  const first = plan.windows[firstWindow]!;
-  const n = plan.windows[firstWindow + count]! - first;
+  let n = 0;
+  for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) if (plan.pieces[i]!.length > 0) n++;
   const table = new Int32Array(n * PIECE_INTS);
   let j = 0;
   for (let w = 0; w < count; w++) {
@@ -127,32 +129,13 @@ export function windowPieces(plan: PackPlan, firstWindow: number, count: number,
     let segment = 0;
     for (let i = plan.windows[firstWindow + w]!; i < plan.windows[firstWindow + w + 1]!; i++) {
       const p = plan.pieces[i]!;
-      table.set([rowOfPick(p.pick), p.start, at, p.length, ++segment], j++ * PIECE_INTS);
+      segment++;
+      if (p.length === 0) continue;
+      table.set([rowOfPick(p.pick), p.start, at, p.length, segment], j++ * PIECE_INTS);
       at += p.length;
     }
   }
   return seal(table, n, count * C);
-}
-
-/**
- * The rows a batch of windows firstWindow … firstWindow + count − 1 reads: one per distinct pick, in
- * first-use order (`picks[r]` is the pick of the order row r holds; a document that 'concat' splits
- * across two windows of the batch is one row), and the `rowOfPick` that windowPieces takes.
- */
-export function windowRows(plan: PackPlan, firstWindow: number, count: number): { readonly picks: Uint32Array; readonly rowOfPick: (pick: number) => number } {
-  const rowOf = new Map<number, number>();
-  for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) {
-    const pick = plan.pieces[i]!.pick;
-    if (!rowOf.has(pick)) rowOf.set(pick, rowOf.size);
-  }
-  return {
-    picks: Uint32Array.from(rowOf.keys()),
-    rowOfPick: (pick) => {
-      const r = rowOf.get(pick);
-      if (r === undefined) throw new RangeError(`windowRows: pick ${pick} is in none of windows ${firstWindow} … ${firstWindow + count - 1}`);
-      return r;
-    },
-  };
 }
 
 /** The table's bytes as the device reads them (PIECE_INTS little-endian int32 per piece), for upload. */
