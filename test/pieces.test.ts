@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
 import { type RaggedRow, collateField, parseCollate } from '../src/pipeline/collate.js';
-import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
+import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, fillBitsOf, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
 import { batchPositions } from '../src/pipeline/batch-planner.js';
 import { rowMap } from './fixtures/pieces-device.js';
 import { packBatch, packPlan, parsePack } from '../src/sampler/pack-plan.js';
@@ -188,6 +188,10 @@ describe('piece tables: builders and checks', () => {
     assert.equal(fillBits(1, new Float32Array(1)), 0x3f800000n);
     assert.equal(fillBits(1, new Float64Array(1)), 0x3ff0000000000000n);
     assert.equal(fillBits(300, new Uint8Array(1)), 44n);
+    assert.equal(fillBitsOf(-1, 'int32'), 0xffffffffn);
+    assert.equal(fillBitsOf(1, 'float32'), 0x3f800000n);
+    assert.equal(fillBitsOf(7, 'bfloat16'), 7n, 'half floats are stored raw, as the host collate fills them');
+    assert.equal(fillBitsOf(-2, 'int64'), 0xfffffffffffffffen);
   });
 
   it('refuses a piece outside its row, a row out of range, overlapping or unsorted pieces, and a piece past the output', () => {

@@ -21,6 +21,7 @@
 import { LoaderError } from '../errors.js';
 import { type PadSpec, type PackSpec, type RaggedRow, clipLength, padLength } from './collate.js';
 import type { PackPlan } from '../sampler/pack-plan.js';
+import { type DType, allocStorage } from '../tensor/dtype.js';
 
 /** Int32 entries per piece in a table: srcRow, srcStart, dstStart, length, segment. */
 export const PIECE_INTS = 5;
@@ -180,6 +181,20 @@ export function fillBits(value: number, like: RaggedRow): bigint {
   let bits = 0n;
   for (let k = bytes.length - 1; k >= 0; k--) bits = (bits << 8n) | BigInt(bytes[k]!);
   return bits;
+}
+
+/**
+ * fillBits for a field's dtype (the device route knows dtypes, not arrays): the value as the dtype's
+ * storage holds it after `fill(value)` — so float16 and bfloat16, stored as Uint16Array, hold the raw
+ * 16-bit integer, exactly as the host collate fills them.
+ */
+export function fillBitsOf(value: number, dtype: DType): bigint {
+  const one = allocStorage(dtype, 1);
+  if (one instanceof BigInt64Array) {
+    one[0] = BigInt(Math.trunc(value));
+    return BigInt.asUintN(64, one[0]);
+  }
+  return fillBits(value, one);
 }
 
 /** Where applyPieces writes: the data (total × per elements), the fill's bits, and the optional tag outputs (total entries each). */
