@@ -41,6 +41,7 @@ import { ReaderPool, resolveWorkers } from './reader-pool.js';
 import { StreamingParts } from './streaming-parts.js';
 import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
 import { planRagged, raggedDelivery } from './ragged-batch.js';
+import type { CollateSpec } from './collate.js';
 import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
 
@@ -118,7 +119,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     }
   });
   if (ragged.plans.size > 0) {
-    checkRaggedDataset(ds, opts, device);
+    checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
   }
   const picks = length * opts.augment;
@@ -316,14 +317,16 @@ function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): U
 }
 
 /** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */
-function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device): void {
+function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device, specs: ReadonlyMap<string, CollateSpec>): void {
   if (hasColumns(ds) || !SourceReader.isPerSample(ds)) {
     throw invalidOption('collate', 'used with a per-sample dataset (get(i)) for ragged fields', 'a dataset of columns or whole batches', 'Ragged rows are written sample by sample into fixed-capacity slots: give a dataset with get(i) (sources.jsonl, sources.tokens, sources.parquet, sources.arrow with ragged)');
   }
   if (isKeyed(ds)) throw invalidOption('collate', 'used with a dataset whose reads are not keyed', 'a keyed dataset', 'A ragged row must have one length per sample');
   if (opts.pack !== undefined && opts.augment !== 1) throw invalidOption('augment', '1 with pack', opts.augment, 'Packing places each document once per epoch; repeat the data with more epochs instead');
   if (device.name !== 'cpu') {
-    throw invalidOption('device', "'cpu' for ragged fields (collate, pack)", device.name, 'Ragged collates run on the host for now: pass device: \'cpu\'');
+    for (const [field, spec] of specs) {
+      if (spec.kind === 'function') throw invalidOption(`collate.${field}`, `'pad' or 'pack' on ${device.name}`, 'a function', "A function collate runs on the host: pass device: 'cpu', or use 'pad' / 'pack' (they run on the device)");
+    }
   }
 }
 
