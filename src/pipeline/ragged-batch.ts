@@ -118,7 +118,7 @@ export function raggedDelivery(schema: Schema, names: readonly string[], setup: 
   if (ragged.length === 0) return undefined;
   if (setup.packField !== undefined) {
     const r = ragged.find((x) => x.name === setup.packField)!;
-    return { fields: [], names: ['tokens', 'segment_ids', 'position_ids'], pack: { ragged: r, settings: settings!, plans: plans! } };
+    return { fields: [], names: [r.name, 'segment_ids', 'position_ids'], pack: { ragged: r, settings: settings!, plans: plans! } };
   }
   const fields = names.map((name) => {
     const r = ragged.find((x) => x.name === name);
