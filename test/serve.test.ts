@@ -50,6 +50,20 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
     assert.equal(out.exit, 0);
   });
 
+  it('without ids=True no ids cross: every row still checks out (recovered from its content), exactly once, a short last batch too, batch.ids says how to get them, state_dict() answers after close', async () => {
+    const { out } = await scenario('lean', { n: 650, batch: 64, epochs: 2, dropLast: false });
+    const epochs = out.epochs as number[][];
+    assert.equal(epochs.length, 2);
+    for (const ids of epochs) assert.deepEqual(sorted(ids), range(650));
+    assert.equal(out.rowsOk, true);
+    const err = out.idsError as { code: string; message: string };
+    assert.equal(err.code, 'ERR_INVALID_OPTION');
+    assert.match(err.message, /ids=True/);
+    const state = out.stateAfterClose as { epoch: number; position: number };
+    assert.deepEqual([state.epoch, state.position], [2, 3 * 64]);
+    assert.equal(out.exit, 0);
+  });
+
   it('a state_dict saved mid-epoch resumes at exactly the next batch: the resumed run equals the uninterrupted one', async () => {
     const { out } = await scenario('resume', { n: 640, batch: 64, stopAfter: 3 });
     assert.deepEqual(out.resumed, out.full);
