@@ -93,7 +93,8 @@ class RawClient {
   }
 }
 
-describe('stoker serve speaks protocol 2', { timeout: TEST_MS }, () => {
+// Both ways the server writes a slot: through its own mapping of the slab, and through pwrite.
+for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protocol 2 (slab writes: ${mmap === 'on' ? 'mapped' : 'pwrite'})`, { timeout: TEST_MS }, () => {
   let dir: string;
   let server: ChildProcess;
   let socket: string;
@@ -102,7 +103,7 @@ describe('stoker serve speaks protocol 2', { timeout: TEST_MS }, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'stoker-proto-'));
     socket = join(dir, 's.sock');
-    server = spawn(process.execPath, [BIN, 'serve', '--socket', socket, '--source', JSON.stringify({ builtin: 'synthetic', options: { n: 640 } }), '--batch-size', '64', '--slots', '2', '--seed', '3'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    server = spawn(process.execPath, [BIN, 'serve', '--socket', socket, '--source', JSON.stringify({ builtin: 'synthetic', options: { n: 640 } }), '--batch-size', '64', '--slots', '2', '--seed', '3'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, STOKER_SHM_MMAP: mmap } });
     server.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`stoker serve printed no ready line\n${stderr}`)), CHILD_MS);
