@@ -87,6 +87,16 @@ def main():
         loss.backward()
         opt.step()
 
+    def server_cpu():
+        """CPU seconds of the Stoker loader process so far (all its threads; Linux), or None."""
+        try:
+            f = open(f"/proc/{sl._proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, AttributeError, IndexError, ValueError):
+            return None
+
+    server_per_batch = {}
+
     def timed(batches, with_model, steps, name=None):
         """images/s over `steps` steps after `warmup` ones; `batches` yields (x_uint8, y) on `dev`."""
         it = iter(batches)
@@ -97,6 +107,7 @@ def main():
         sync()
         t = time.perf_counter()
         c = time.process_time()
+        s0 = server_cpu() if name == "stoker" else None
         for _ in range(steps):
             x, y = next(it)
             if with_model:
@@ -106,6 +117,8 @@ def main():
         sync()
         if name is not None:
             cpu_per_batch[name] = (time.process_time() - c) / steps * 1e6
+        if s0 is not None:
+            server_per_batch[name] = (server_cpu() - s0) / steps * 1e6
         return steps * B / (time.perf_counter() - t)
 
     def forever(make_epoch):
@@ -162,6 +175,7 @@ def main():
         results["modelFree"][name] = timed(forever(fn), False, model_free_steps, name)
         log(f"model-free {name}: {results['modelFree'][name]:.0f} samples/s, client CPU {cpu_per_batch[name]:.1f} µs a batch")
     results["clientCpuUsPerBatch"] = cpu_per_batch
+    results["serverCpuUsPerBatch"] = server_per_batch
     if model is not None:
         results["train"] = {}
         best = (0.0, None)
@@ -192,7 +206,8 @@ def main():
             label = f"torch nw={r['numWorkers']}" if name == "torch" else name
             print(f"{label:<26}{r['imagesPerSec']:>12.0f}{100 * r['dataWait']:>10.2f}%")
     for name, v in results["modelFree"].items():
-        print(f"model-free {name:<15}{v:>12.0f} samples/s  (client CPU {cpu_per_batch[name]:.1f} µs a batch of {B})")
+        server = f", loader process CPU {server_per_batch[name]:.1f} µs" if name in server_per_batch else ""
+        print(f"model-free {name:<15}{v:>12.0f} samples/s  (client CPU {cpu_per_batch[name]:.1f} µs a batch of {B}{server})")
     if model is not None:
         print(f"stoker / resident (train): {results['train']['stoker']['imagesPerSec'] / results['train']['resident']['imagesPerSec']:.3f}")
         print(f"stoker / torch (train): {results['train']['stoker']['imagesPerSec'] / results['train']['torch']['imagesPerSec']:.3f}")
