@@ -83,6 +83,13 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
     assert.equal(out.again, 1);
   });
 
+  it('an option the loader refuses at open crosses as a StokerError with its code and message', async () => {
+    const { out } = await scenario('bad_option', { n: 640 });
+    assert.equal(out.type, 'StokerError');
+    assert.equal(out.code, 'ERR_INVALID_OPTION');
+    assert.match(String(out.message), /batchSize/);
+  });
+
   it('a killed loader process raises LoaderDied in Python instead of hanging', async () => {
     const { out } = await scenario('loader_dies', { n: 640, batch: 64 });
     assert.equal(out.raised, 'LoaderDied');

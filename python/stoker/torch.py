@@ -373,7 +373,8 @@ class DataLoader:
             if type(m) is not tuple:
                 if m["op"] == answer:
                     return m
-                if m["op"] == "error" and m.get("request") == message["op"]:
+                # No epoch streams while a loader opens: any error then is the answer (an older server names no request).
+                if m["op"] == "error" and (m.get("request") == message["op"] or message["op"] == "open"):
                     self._raise(m)
             self._pending.append(m)
 
