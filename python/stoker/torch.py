@@ -470,6 +470,12 @@ class DataLoader:
             self._drop_current()
             if not finished and not self._closed and self._sock is not None:
                 self._stop()
+            elif self._unacked and not self._closed and self._sock is not None:
+                # The epoch is over: hand the last batches back now, not at the next read.
+                try:
+                    self._flush_acks()
+                except StokerError:
+                    pass
 
     def _stop(self):
         """Leaving an epoch early: the loader aborts it and takes back every batch we held."""
