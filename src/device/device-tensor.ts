@@ -5,6 +5,7 @@
 
 import { LoaderError, batchReleased, loaderClosed } from '../errors.js';
 import type { ImagePlan } from '../transforms/image.js';
+import { type PieceTable, tableBytes } from '../pipeline/pieces.js';
 import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -115,6 +116,59 @@ export class DeviceTensor<D extends DType = DType> {
     const ready = backend.record('consumer');
     owner.track(ready);
     return new DeviceTensor({ backend, buffer: dst, offset: 0, dtype: plan.output, shape: [plan.n, plan.c, plan.oh, plan.ow], ready, owner });
+  }
+
+  /**
+   * Internal: run a piece table (pipeline/pieces.ts) over this tensor's fixed-capacity rows
+   * (`[rows, capacity, ...rest]`) into memory its batch owns, on the consumer stream after this
+   * tensor's ready event: the data output (this dtype, `out.shape`, `out.total × per` elements), the
+   * optional segment (int32, or a uint8 mask) and position (int32) outputs of shape `out.tagShape`,
+   * and int32 `companions` uploaded beside them (lengths, cu_seqlens). One launch.
+   */
+  runPieces(
+    t: PieceTable,
+    out: { readonly shape: readonly number[]; readonly fill: bigint; readonly tagShape: readonly number[]; readonly segment?: 'int32' | 'uint8'; readonly position?: boolean },
+    companions: readonly { readonly data: Int32Array; readonly shape: readonly number[] }[] = [],
+  ): { data: DeviceTensor; segment?: DeviceTensor; position?: DeviceTensor; companions: DeviceTensor[] } {
+    this.#check();
+    const owner = this.#owner;
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'ragged collate: this device tensor does not belong to a batch being delivered');
+    const backend = this.#backend;
+    const rows = this.shape[0] ?? 0;
+    const elementBytes = elementSize(this.dtype) as 1 | 2 | 4 | 8;
+    const per = this.shape.slice(2).reduce((a, b) => a * b, 1);
+    const rowBytes = rows === 0 ? 0 : this.byteLength / rows;
+    const dst = owner.alloc(Math.max(1, t.total * per * elementBytes));
+    const width = out.segment === 'int32' ? 4 : 1;
+    const seg = out.segment === undefined ? undefined : owner.alloc(Math.max(1, t.total * width));
+    const pos = out.position ? owner.alloc(Math.max(1, t.total * 4)) : undefined;
+    const table = owner.alloc(Math.max(4, t.count * 20));
+    const extra = companions.map((c) => owner.alloc(Math.max(4, c.data.byteLength)));
+    const readyIn = this.#event();
+    if (readyIn !== undefined) backend.wait('consumer', readyIn);
+    // SAFETY: the table and companion arrays are fresh per batch (the piece builders allocate them)
+    // and nothing writes them after; the driver stages pageable memory before returning.
+    backend.copyToDevice(table, 0, tableBytes(t), 'consumer');
+    companions.forEach((c, k) => backend.copyToDevice(extra[k]!, 0, new Uint8Array(c.data.buffer, c.data.byteOffset, c.data.byteLength), 'consumer'));
+    backend.pieces(
+      {
+        src: this.#buffer, srcOffset: this.#offset, rows, rowBytes, elementBytes, per,
+        dst, dstOffset: 0, fill: out.fill,
+        ...(seg !== undefined ? { segment: { buffer: seg, offset: 0, width } } : {}),
+        ...(pos !== undefined ? { position: { buffer: pos, offset: 0 } } : {}),
+        table, tableOffset: 0, count: t.count, total: t.total, maxSpan: t.maxSpan,
+      },
+      'consumer',
+    );
+    const ready = backend.record('consumer');
+    owner.track(ready);
+    const make = (buffer: DeviceBuffer, dtype: DType, shape: readonly number[]) => new DeviceTensor({ backend, buffer, offset: 0, dtype, shape, ready, owner });
+    return {
+      data: make(dst, this.dtype, out.shape),
+      ...(seg !== undefined ? { segment: make(seg, out.segment === 'int32' ? 'int32' : 'uint8', out.tagShape) } : {}),
+      ...(pos !== undefined ? { position: make(pos, 'int32', out.tagShape) } : {}),
+      companions: companions.map((c, k) => make(extra[k]!, 'int32', c.shape)),
+    };
   }
 
   /** Internal: the backing buffer (for kernels of the loader). */
