@@ -10,12 +10,11 @@ import { LoaderError } from '../src/errors.js';
 import { type PiecesOp } from '../src/device/backend.js';
 import { SimBackend } from '../src/device/sim/sim-backend.js';
 import { padPieces } from '../src/pipeline/pieces.js';
-import { devicePieces, piecesSuite, raggedDeviceSuite } from './fixtures/pieces-device.js';
+import { devicePieces, piecesSuite } from './fixtures/pieces-device.js';
 
 describe('Backend.pieces on sim', () => {
   const backend = new SimBackend();
   piecesSuite(() => backend);
-  raggedDeviceSuite(() => backend);
 
   it('leaves no device bytes behind', () => {
     assert.equal(backend.live().device, 0);

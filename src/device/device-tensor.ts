@@ -5,11 +5,11 @@
 
 import { LoaderError, batchReleased, loaderClosed } from '../errors.js';
 import type { ImagePlan } from '../transforms/image.js';
-import { type PieceTable, tableBytes } from '../pipeline/pieces.js';
 import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
+import { PIECE_INTS, type PieceTable, tableBytes } from '../pipeline/pieces.js';
 
 export class DeviceTensor<D extends DType = DType> {
   readonly dtype: D;
@@ -119,56 +119,64 @@ export class DeviceTensor<D extends DType = DType> {
   }
 
   /**
-   * Internal: run a piece table (pipeline/pieces.ts) over this tensor's fixed-capacity rows
-   * (`[rows, capacity, ...rest]`) into memory its batch owns, on the consumer stream after this
-   * tensor's ready event: the data output (this dtype, `out.shape`, `out.total × per` elements), the
-   * optional segment (int32, or a uint8 mask) and position (int32) outputs of shape `out.tagShape`,
-   * and int32 `companions` uploaded beside them (lengths, cu_seqlens). One launch.
+   * Internal: run a ragged collate's piece table (pipeline/pieces.ts) over this tensor's
+   * fixed-capacity rows [rows, capacity, …rest], into memory its batch owns, on the consumer stream
+   * after this tensor's data. Returns the data output (`dtype` of this tensor, `shape`), and the
+   * segment (int32 ids, or a uint8 mask) and position (int32) outputs when asked for.
    */
-  runPieces(
-    t: PieceTable,
-    out: { readonly shape: readonly number[]; readonly fill: bigint; readonly tagShape: readonly number[]; readonly segment?: 'int32' | 'uint8'; readonly position?: boolean },
-    companions: readonly { readonly data: Int32Array; readonly shape: readonly number[] }[] = [],
-  ): { data: DeviceTensor; segment?: DeviceTensor; position?: DeviceTensor; companions: DeviceTensor[] } {
+  runPieces(job: { table: PieceTable; fill: bigint; shape: readonly number[]; segment?: 'int32' | 'uint8'; position?: boolean }): { data: DeviceTensor; segment?: DeviceTensor; position?: DeviceTensor } {
     this.#check();
     const owner = this.#owner;
-    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'ragged collate: this device tensor does not belong to a batch being delivered');
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
     const backend = this.#backend;
-    const rows = this.shape[0] ?? 0;
-    const elementBytes = elementSize(this.dtype) as 1 | 2 | 4 | 8;
+    const { table, fill } = job;
+    const rows = this.shape[0]!;
     const per = this.shape.slice(2).reduce((a, b) => a * b, 1);
+    const elementBytes = elementSize(this.dtype) as 1 | 2 | 4 | 8;
     const rowBytes = rows === 0 ? 0 : this.byteLength / rows;
-    const dst = owner.alloc(Math.max(1, t.total * per * elementBytes));
-    const width = out.segment === 'int32' ? 4 : 1;
-    const seg = out.segment === undefined ? undefined : owner.alloc(Math.max(1, t.total * width));
-    const pos = out.position ? owner.alloc(Math.max(1, t.total * 4)) : undefined;
-    const table = owner.alloc(Math.max(4, t.count * 20));
-    const extra = companions.map((c) => owner.alloc(Math.max(4, c.data.byteLength)));
+    const total = table.total;
+    // Zero-size outputs still get a buffer: a DeviceTensor always has one.
+    const dst = owner.alloc(Math.max(1, total * per * elementBytes));
+    const tableBuffer = owner.alloc(Math.max(4, table.count * PIECE_INTS * 4));
+    const segWidth = job.segment === undefined ? undefined : job.segment === 'int32' ? 4 : 1;
+    const seg = segWidth === undefined ? undefined : owner.alloc(Math.max(4, total * segWidth));
+    const pos = job.position ? owner.alloc(Math.max(4, total * 4)) : undefined;
     const readyIn = this.#event();
     if (readyIn !== undefined) backend.wait('consumer', readyIn);
-    // SAFETY: the table and companion arrays are fresh per batch (the piece builders allocate them)
-    // and nothing writes them after; the driver stages pageable memory before returning.
-    backend.copyToDevice(table, 0, tableBytes(t), 'consumer');
-    companions.forEach((c, k) => backend.copyToDevice(extra[k]!, 0, new Uint8Array(c.data.buffer, c.data.byteOffset, c.data.byteLength), 'consumer'));
+    // SAFETY: a fresh pageable array per call: the driver stages pageable memory before the call returns (sim holds it in the queued copy).
+    if (table.count > 0) backend.copyToDevice(tableBuffer, 0, tableBytes(table), 'consumer');
     backend.pieces(
       {
-        src: this.#buffer, srcOffset: this.#offset, rows, rowBytes, elementBytes, per,
-        dst, dstOffset: 0, fill: out.fill,
-        ...(seg !== undefined ? { segment: { buffer: seg, offset: 0, width } } : {}),
+        src: this.#buffer, srcOffset: this.#offset, rows, rowBytes, elementBytes, per, dst, dstOffset: 0, fill,
+        ...(seg !== undefined ? { segment: { buffer: seg, offset: 0, width: segWidth! } } : {}),
         ...(pos !== undefined ? { position: { buffer: pos, offset: 0 } } : {}),
-        table, tableOffset: 0, count: t.count, total: t.total, maxSpan: t.maxSpan,
+        table: tableBuffer, tableOffset: 0, count: table.count, total, maxSpan: table.maxSpan,
       },
       'consumer',
     );
     const ready = backend.record('consumer');
     owner.track(ready);
-    const make = (buffer: DeviceBuffer, dtype: DType, shape: readonly number[]) => new DeviceTensor({ backend, buffer, offset: 0, dtype, shape, ready, owner });
+    const tensor = <T extends DType>(buffer: DeviceBuffer, dtype: T, shape: readonly number[]) => new DeviceTensor({ backend, buffer, offset: 0, dtype, shape, ready, owner });
+    const tagShape = job.shape.slice(0, job.shape.length - (this.shape.length - 2));
     return {
-      data: make(dst, this.dtype, out.shape),
-      ...(seg !== undefined ? { segment: make(seg, out.segment === 'int32' ? 'int32' : 'uint8', out.tagShape) } : {}),
-      ...(pos !== undefined ? { position: make(pos, 'int32', out.tagShape) } : {}),
-      companions: companions.map((c, k) => make(extra[k]!, 'int32', c.shape)),
+      data: tensor(dst, this.dtype, job.shape),
+      ...(seg !== undefined ? { segment: tensor(seg, job.segment === 'int32' ? 'int32' : 'uint8', tagShape) } : {}),
+      ...(pos !== undefined ? { position: tensor(pos, 'int32', tagShape) } : {}),
     };
+  }
+
+  /** Internal: a small host array (lengths, offsets) put beside this tensor, in memory its batch owns, on the consumer stream. */
+  sibling<T extends DType>(host: Tensor<T>): DeviceTensor<T> {
+    this.#check();
+    const owner = this.#owner;
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
+    const backend = this.#backend;
+    const buffer = owner.alloc(Math.max(4, host.byteLength));
+    // SAFETY: `host` is fresh per batch and nothing writes to it; pageable memory is staged by the driver before the call returns.
+    if (host.byteLength > 0) backend.copyToDevice(buffer, 0, host.bytes(), 'consumer');
+    const ready = backend.record('consumer');
+    owner.track(ready);
+    return new DeviceTensor({ backend, buffer, offset: 0, dtype: host.dtype, shape: host.shape, ready, owner });
   }
 
   /** Internal: the backing buffer (for kernels of the loader). */

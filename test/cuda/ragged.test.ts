@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { CudaBackend } from '../../src/device/cuda/cuda-backend.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { SUITE_MS } from '../fixtures.js';
-import { piecesSuite, raggedDeviceSuite } from '../fixtures/pieces-device.js';
+import { piecesSuite } from '../fixtures/pieces-device.js';
 
 const skip = cudaAvailable() ? false : 'no CUDA GPU here (libcuda.so.1 missing or no device): these tests run on a GPU machine';
 
@@ -21,7 +21,6 @@ describe('Backend.pieces on CUDA (kernels/ragged.cu)', { skip, timeout: SUITE_MS
   after(() => backend?.close());
 
   piecesSuite(() => backend);
-  raggedDeviceSuite(() => backend);
 
   it('leaves no device bytes behind', () => {
     assert.equal(backend.live().device, 0);
