@@ -26,6 +26,13 @@ export interface JpegSlot {
   run<R extends JpegReply>(job: JpegJob, transfer?: ArrayBuffer[]): Promise<R>;
 }
 
+let liveThreads = 0;
+
+/** Decode-slot threads started and not yet exited in this process (leak checks). */
+export function liveJpegThreads(): number {
+  return liveThreads;
+}
+
 /** Whether slots run on worker threads (default) or inline (STOKER_JPEG_WORKERS=0). */
 export function slotThreads(env: NodeJS.ProcessEnv = process.env): boolean {
   return env.STOKER_JPEG_WORKERS !== '0';
@@ -95,6 +102,8 @@ export class JpegSlots {
   }
 }
 
+let inlineWarned = false;
+
 class InlineSlot implements JpegSlot {
   readonly index: number;
   readonly #run = jpegJobs();
@@ -133,10 +142,13 @@ class WorkerSlot implements JpegSlot {
   #next = 0;
   #dead: Error | undefined;
   #opened: Promise<unknown> = Promise.resolve();
+  /** Set when the thread could not open the slot: its jobs run here. */
+  #inline: InlineSlot | undefined;
 
   constructor(index: number) {
     this.index = index;
     this.#worker = new Worker(workerBoot(WORKER_URL), { eval: true, stdout: false, stderr: false });
+    liveThreads++;
     // Kept alive only while a job is pending (an idle slot never holds the process open).
     this.#worker.unref();
     this.#worker.on('message', (m: { id: number; reply?: JpegReply; error?: { message: string; code?: string; name?: string } }) => {
@@ -147,7 +159,10 @@ class WorkerSlot implements JpegSlot {
       else p.resolve(m.reply!);
     });
     this.#worker.on('error', (error) => this.#die(error instanceof Error ? error : new Error(String(error))));
-    this.#worker.on('exit', (code) => this.#die(new Error(`a GPU JPEG decode thread exited (code ${code})`)));
+    this.#worker.on('exit', (code) => {
+      liveThreads--;
+      this.#die(new Error(`a GPU JPEG decode thread exited (code ${code})`));
+    });
   }
 
   get opened(): Promise<unknown> {
@@ -155,12 +170,25 @@ class WorkerSlot implements JpegSlot {
   }
 
   start(job: JpegJob): void {
-    this.#opened = this.#post(job);
+    this.#opened = this.#post(job).catch((error: unknown) => {
+      // The thread cannot take the slot (koffi, the driver or nvJPEG refused a worker thread): the
+      // slot runs inline on the main thread instead (no overlap), with one warning per process.
+      if (!inlineWarned) {
+        inlineWarned = true;
+        process.emitWarning(`stoker: a GPU JPEG decode thread could not start (${(error as Error)?.message ?? error}); decoding on the main thread`, { code: 'STOKER_GPU_DECODE_THREAD' });
+      }
+      const inline = new InlineSlot(this.index);
+      inline.start(job);
+      this.#inline = inline;
+      void this.#worker.terminate();
+      return inline.opened;
+    });
     this.#opened.catch(() => {});
   }
 
   async run<R extends JpegReply>(job: JpegJob, transfer?: ArrayBuffer[]): Promise<R> {
     await this.#opened;
+    if (this.#inline !== undefined) return this.#inline.run<R>(job);
     return (await this.#post(job, transfer)) as R;
   }
 

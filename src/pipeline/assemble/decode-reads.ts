@@ -22,6 +22,13 @@ export function defaultReaders(cores = availableParallelism()): number {
   return Math.min(4, Math.max(2, cores - 1));
 }
 
+let liveThreads = 0;
+
+/** Reader threads started and not yet exited in this process (leak checks). */
+export function liveReaderThreads(): number {
+  return liveThreads;
+}
+
 export type ReadResult =
   | { readonly ok: true; readonly offsets: Float64Array; readonly lengths: Float64Array }
   | { readonly ok: false; readonly need: number }
@@ -82,6 +89,7 @@ class Reader {
 
   constructor() {
     this.#worker = new Worker(workerBoot(WORKER_URL), { eval: true, stdout: false, stderr: false });
+    liveThreads++;
     // Kept alive only while a job is pending.
     this.#worker.unref();
     this.#worker.on('message', (d: ReadDone) => {
@@ -91,7 +99,10 @@ class Reader {
       p.resolve(d);
     });
     this.#worker.on('error', (error) => this.#die(error instanceof Error ? error : new Error(String(error))));
-    this.#worker.on('exit', (code) => this.#die(new Error(`a decode-route reader thread exited (code ${code})`)));
+    this.#worker.on('exit', (code) => {
+      liveThreads--;
+      this.#die(new Error(`a decode-route reader thread exited (code ${code})`));
+    });
   }
 
   run(job: ReadJob): Promise<ReadDone> {
