@@ -21,7 +21,7 @@ import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from './fixtures/jpegs.js';
 import { HANG_MS, waitFor, within } from './fixtures.js';
 import { liveJpegThreads } from '../src/device/jpeg-slots.js';
-import { liveReaderThreads } from '../src/pipeline/assemble/decode-reads.js';
+import { defaultReaders, liveReaderThreads } from '../src/pipeline/assemble/decode-reads.js';
 
 const SUITE_MS = 120_000;
 const SIZE: [number, number] = [16, 20];
@@ -278,5 +278,12 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
     await within(HANG_MS, 'close with batches in flight', loader.close());
     assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
     await waitFor(() => liveJpegThreads() === before.decode && liveReaderThreads() === before.read, { what: () => `the route's threads to exit (${JSON.stringify(threads())} left, ${JSON.stringify(before)} before)` });
+  });
+
+  it('reader threads: 4 on a large machine, 2 on a small one, $STOKER_DECODE_READERS when set (a bad value names it)', () => {
+    assert.equal(defaultReaders(16, {}), 4);
+    assert.equal(defaultReaders(2, {}), 2);
+    assert.equal(defaultReaders(16, { STOKER_DECODE_READERS: '7' }), 7);
+    assert.throws(() => defaultReaders(16, { STOKER_DECODE_READERS: 'many' }), { code: 'ERR_INVALID_OPTION', message: /`STOKER_DECODE_READERS` must be an integer from 1 to 64/ });
   });
 });

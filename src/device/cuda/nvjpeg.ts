@@ -48,7 +48,7 @@ export interface GpuJpegOptions {
    * interpolation falls back to 'replicate' (see `chroma` on the decoder).
    */
   readonly chroma?: 'interpolate' | 'replicate';
-  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default 2. */
+  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default $STOKER_JPEG_SLOTS or 2. */
   readonly slots?: number;
 }
 
@@ -73,8 +73,11 @@ export abstract class GpuJpegDecoder {
   /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
   static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
     if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
-    const slots = options.slots ?? DEFAULT_JPEG_SLOTS;
-    if (!Number.isInteger(slots) || slots < 1 || slots > 8) throw invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
+    const fromEnv = process.env.STOKER_JPEG_SLOTS;
+    const slots = options.slots ?? (fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : DEFAULT_JPEG_SLOTS);
+    if (!Number.isInteger(slots) || slots < 1 || slots > 8) {
+      throw options.slots === undefined && fromEnv !== undefined ? invalidOption('STOKER_JPEG_SLOTS', 'an integer from 1 to 8 (decodes in flight)', fromEnv) : invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
+    }
     if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate', slots);
     if (backend instanceof SimBackend) return new SimJpegDecoder(backend, slots);
     throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);

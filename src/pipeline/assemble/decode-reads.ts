@@ -12,13 +12,20 @@
 
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { invalidOption } from '../../errors.js';
 import { workerBoot } from '../worker-boot.js';
 import type { ReadDone, ReadJob } from './decode-reads-worker.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-reads-worker.ts' : './decode-reads-worker.js', import.meta.url);
 
-/** Reader threads by default: enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
-export function defaultReaders(cores = availableParallelism()): number {
+/** Reader threads: $STOKER_DECODE_READERS, else enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
+export function defaultReaders(cores = availableParallelism(), env: NodeJS.ProcessEnv = process.env): number {
+  const asked = env.STOKER_DECODE_READERS;
+  if (asked !== undefined && asked !== '') {
+    const n = Number(asked);
+    if (!Number.isInteger(n) || n < 1 || n > 64) throw invalidOption('STOKER_DECODE_READERS', 'an integer from 1 to 64 (reader threads of the GPU decode route)', asked);
+    return n;
+  }
   return Math.min(4, Math.max(2, cores - 1));
 }
 
