@@ -204,7 +204,7 @@ export async function main(args: readonly string[]): Promise<void> {
   try {
     const pass = await lengthPass(corpus, tokenizer);
     const threads = lengthThreads(nDocs);
-    console.log(`length pass (every document tokenized, ${threads} thread${threads === 1 ? "" : "s"}): ${fmtFixed(pass.coldS, 2)} s cold (${fmtInt(nDocs / pass.coldS)} documents/s); ${fmtFixed(pass.cachedMs, 1)} ms from the cached table`);
+    console.log(`length pass (every document tokenized, ${threads} thread${threads === 1 ? '' : 's'}): ${fmtFixed(pass.coldS, 2)} s cold (${fmtInt(nDocs / pass.coldS)} documents/s); ${fmtFixed(pass.cachedMs, 1)} ms from the cached table`);
     const needs = (row: Row): Row => (row.skipped === undefined ? { ...row, lengthsS: pass.coldS } : row);
     rows.push(needs(await attempt('(b) batchTokens + pad', bestWorkers, () => measure(corpus, tokenizer, { batchSize: 4 * batch, batchTokens: batch * 512, workers: bestWorkers, ...padCollate }, seconds, countPadded))));
     // best-fit never splits a document: one longer than the context is truncated to it (its tail is not delivered).
