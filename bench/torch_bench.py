@@ -10,7 +10,11 @@ every loader hands the loop uint8 images on the GPU, the loop normalizes them th
 Figures: images/s of the timed steps (after warm-up, synchronized), and the GPU's data wait as
 1 − images/s ÷ images/s of the same loop over one batch already on the GPU (the ceiling: a loader
 can only lose time against it). The last lines are the ratios to (b), measured in the same run.
-Usage: python3 bench/torch_bench.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA.
+Usage: python3 bench/torch_bench.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA, but for
+`--device cpu`: the model-free run only, (b) in host memory against (c) over shared memory (no GPU).
+Model-free runs also report the client's own CPU time per batch (process time ÷ batches: what the
+consumer pays for taking a batch, the socket wait excluded). `--server-timing` makes the loader log
+where its time per batch goes at each epoch's end (STOKER_SERVE_TIMING; on stderr).
 """
 
 import argparse
@@ -35,20 +39,32 @@ def main():
     p.add_argument("--workers", default="2,4,8")
     p.add_argument("--json")
     p.add_argument("--no-model", action="store_true")
+    p.add_argument("--device", default="cuda", help="cuda (everything) or cpu (model-free over shared memory only)")
+    p.add_argument("--slots", type=int, default=4, help="batches the Stoker loader may run ahead (stoker.torch slots=)")
+    p.add_argument("--epochs", type=int, default=4, help="epochs of each model-free run")
+    p.add_argument("--server-timing", action="store_true")
     a = p.parse_args()
     import torch
-    if not torch.cuda.is_available():
+    on_gpu = a.device.startswith("cuda")
+    if on_gpu and not torch.cuda.is_available():
         print(json.dumps({"skipped": "no CUDA device"}))
         return
+    if not on_gpu:
+        a.no_model = True
     import stoker.torch as st
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+
+    def sync():
+        if on_gpu:
+            torch.cuda.synchronize()
     N, B = a.samples, a.batch
     torch.manual_seed(0)
     # The synthetic source's content, so (c) reads the same bytes as (a) and (b).
     j = torch.arange(3 * 32 * 32)
     images = ((torch.arange(N).view(-1, 1) + j.view(1, -1)) % 251).to(torch.uint8).view(N, 3, 32, 32)
     labels = (torch.arange(N) % 10).to(torch.int64)
-    results = {"samples": N, "batch": B, "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    results = {"samples": N, "batch": B, "gpu": torch.cuda.get_device_name(0) if on_gpu else f"none (CPU, {os.cpu_count()} cores)",
+               "torch": torch.__version__, "device": a.device}
 
     model = opt = None
     if not a.no_model:
@@ -58,6 +74,7 @@ def main():
             opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         except ImportError:
             log("torchvision missing: model-free figures only")
+    cpu_per_batch = {}
     mean = torch.tensor([0.49, 0.48, 0.45], device=dev).view(1, 3, 1, 1) * 255
     std = torch.tensor([0.25, 0.24, 0.26], device=dev).view(1, 3, 1, 1) * 255
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -70,22 +87,38 @@ def main():
         loss.backward()
         opt.step()
 
-    def timed(batches, with_model, steps):
-        """images/s over `steps` steps after `warmup` ones; `batches` yields (x_uint8_gpu, y_gpu)."""
+    def server_cpu():
+        """CPU seconds of the Stoker loader process so far (all its threads; Linux), or None."""
+        try:
+            f = open(f"/proc/{sl._proc.pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, AttributeError, IndexError, ValueError):
+            return None
+
+    server_per_batch = {}
+
+    def timed(batches, with_model, steps, name=None):
+        """images/s over `steps` steps after `warmup` ones; `batches` yields (x_uint8, y) on `dev`."""
         it = iter(batches)
         for _ in range(a.warmup):
             x, y = next(it)
             if with_model:
                 step(x, y)
-        torch.cuda.synchronize()
+        sync()
         t = time.perf_counter()
+        c = time.process_time()
+        s0 = server_cpu() if name == "stoker" else None
         for _ in range(steps):
             x, y = next(it)
             if with_model:
                 step(x, y)
             else:
                 x.view(-1)[:64].sum()  # read it on the stream, as a step would
-        torch.cuda.synchronize()
+        sync()
+        if name is not None:
+            cpu_per_batch[name] = (time.process_time() - c) / steps * 1e6
+        if s0 is not None:
+            server_per_batch[name] = (server_cpu() - s0) / steps * 1e6
         return steps * B / (time.perf_counter() - t)
 
     def forever(make_epoch):
@@ -96,6 +129,7 @@ def main():
 
     # The ceiling: one batch already on the GPU, reused.
     x0, y0 = images[:B].to(dev), labels[:B].to(dev)
+    model_free_steps = a.epochs * (N // B)
     if model is not None:
         results["ceiling"] = timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps)
         log(f"ceiling {results['ceiling']:.0f} images/s")
@@ -129,7 +163,8 @@ def main():
         return epoch
 
     # (c) Stoker through the client.
-    sl = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device="cuda", seed=1)
+    env = dict(os.environ, STOKER_SERVE_TIMING="1") if a.server_timing else None
+    sl = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, slots=a.slots, env=env)
 
     def stoker_epoch(e):
         for b in sl:
@@ -137,8 +172,10 @@ def main():
 
     results["modelFree"] = {}
     for name, fn in (("resident", resident), ("stoker", stoker_epoch)):
-        results["modelFree"][name] = timed(forever(fn), False, 4 * (N // B))
-        log(f"model-free {name}: {results['modelFree'][name]:.0f} samples/s")
+        results["modelFree"][name] = timed(forever(fn), False, model_free_steps, name)
+        log(f"model-free {name}: {results['modelFree'][name]:.0f} samples/s, client CPU {cpu_per_batch[name]:.1f} µs a batch")
+    results["clientCpuUsPerBatch"] = cpu_per_batch
+    results["serverCpuUsPerBatch"] = server_per_batch
     if model is not None:
         results["train"] = {}
         best = (0.0, None)
@@ -169,7 +206,8 @@ def main():
             label = f"torch nw={r['numWorkers']}" if name == "torch" else name
             print(f"{label:<26}{r['imagesPerSec']:>12.0f}{100 * r['dataWait']:>10.2f}%")
     for name, v in results["modelFree"].items():
-        print(f"model-free {name:<15}{v:>12.0f} samples/s")
+        server = f", loader process CPU {server_per_batch[name]:.1f} µs" if name in server_per_batch else ""
+        print(f"model-free {name:<15}{v:>12.0f} samples/s  (client CPU {cpu_per_batch[name]:.1f} µs a batch of {B}{server})")
     if model is not None:
         print(f"stoker / resident (train): {results['train']['stoker']['imagesPerSec'] / results['train']['resident']['imagesPerSec']:.3f}")
         print(f"stoker / torch (train): {results['train']['stoker']['imagesPerSec'] / results['train']['torch']['imagesPerSec']:.3f}")

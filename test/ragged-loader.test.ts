@@ -13,7 +13,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { BatchError, DataLoader, DeviceTensor, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { type RaggedOptions, docLength, openRagged } from './fixtures/ragged-source.js';
-import { allTokens, checkPadded, code, epochIds, ints, packedTokens, raggedDeviceSuite, sortedRange } from './fixtures/ragged-checks.js';
+import { allTokens, checkPadded, code, epochIds, hostBatch, ints, packedTokens, raggedDeviceSuite, sortedRange } from './fixtures/ragged-checks.js';
 
 const FIXTURE = new URL('./fixtures/ragged-source.ts', import.meta.url).href;
 
@@ -249,3 +249,32 @@ describe('sequence packing (pack)', () => {
 });
 
 raggedDeviceSuite('sim');
+
+describe('token budgets with ragged rows (batchTokens + pad)', () => {
+  const o: RaggedOptions = { n: 200, maxLength: 60, seed: 5 };
+
+  for (const device of ['cpu', 'sim']) {
+    it(`every document exactly once, no batch over the budget, resume equal to the uninterrupted run (${device})`, async () => {
+      const opts: LoaderOptions = { device, batchSize: 32, batchTokens: 256, collate: { tokens: 'pad' } };
+      const run = async (extra: Partial<LoaderOptions>, stop = Infinity) => {
+        const loader = await DataLoader.create(openRagged(o), { ...opts, ...extra });
+        const batches: number[][] = [];
+        for await (const raw of loader.epoch(0)) {
+          const b = await hostBatch(raw as never);
+          const t = b.get('tokens')!;
+          assert.ok(t.shape[0]! * t.shape[1]! <= 256, `batch of ${t.shape[0]} × ${t.shape[1]} over the budget`);
+          batches.push(checkPadded(b, o));
+          if (batches.length === stop) break;
+        }
+        const state = loader.state();
+        await loader.close();
+        return { batches, state };
+      };
+      const full = await run({});
+      assert.deepEqual(full.batches.flat().sort((a, b) => a - b), sortedRange(o.n));
+      const first = await run({}, 3);
+      const rest = await run({ resume: JSON.parse(JSON.stringify(first.state)) });
+      assert.deepEqual([...first.batches, ...rest.batches], full.batches);
+    });
+  }
+});

@@ -38,6 +38,27 @@ describe('the Python client over CUDA IPC, the parts that run without a GPU', { 
   });
 });
 
+describe('the Python client over CUDA IPC, its logic against canned frames and a fake IPC layer (no GPU)', { skip }, () => {
+  it('waits on each batch\'s ready event before handing it out, makes tensors once per layout, and sends each release line with the event recorded for it', async () => {
+    const { out } = await scenario('cuda_logic');
+    const log = out.log as [string, ...number[]][];
+    const values = out.values as number[];
+    assert.deepEqual(values, [0, 4096, 0, 4096, 0, 4096], 'each batch views its layout\'s offset');
+    assert.deepEqual(log.filter((e) => e[0] === 'tensor'), [['tensor', 0, 0], ['tensor', 0, 4096]], 'one tensor per layout, not per batch');
+    for (let seq = 0; seq < 6; seq++) {
+      const y = log.findIndex((e) => e[0] === 'yield' && e[1] === seq);
+      assert.ok(y > 0, `batch ${seq} handed out`);
+      assert.deepEqual(log[y - 1], ['wait', seq % 2], `batch ${seq}: the stream waited on its ready event right before`);
+    }
+    const lines = (out.lines as string[]).map((l) => l.trim().split(' '));
+    const records = log.filter((e) => e[0] === 'record').map((e) => e[1]);
+    assert.equal(lines.length, records.length, 'one event recorded per release line');
+    assert.deepEqual(lines.map((l) => Number(l[1])), records);
+    assert.deepEqual(lines.flatMap((l) => l.slice(2).map(Number)), [0, 1, 2, 3, 4, 5], 'every batch released once, in order');
+    assert.ok(lines.every((l) => l.length - 2 <= 2), 'at most half the slots (2 of 4) a line');
+  });
+});
+
 describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 }, () => {
   it('delivers every sample exactly once per epoch, each row as the source made it, and the child exits 0', async () => {
     const { out } = await scenario('exactly_once', { n: 640, batch: 64, epochs: 2 });
@@ -47,6 +68,20 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
     for (const ids of epochs) assert.deepEqual(sorted(ids), range(640));
     assert.notDeepEqual(epochs[0], epochs[1], 'each epoch has its own shuffle');
     assert.equal(out.rowsOk, true);
+    assert.equal(out.exit, 0);
+  });
+
+  it('without ids=True no ids cross: every row still checks out (recovered from its content), exactly once, a short last batch too, batch.ids says how to get them, state_dict() answers after close', async () => {
+    const { out } = await scenario('lean', { n: 650, batch: 64, epochs: 2, dropLast: false });
+    const epochs = out.epochs as number[][];
+    assert.equal(epochs.length, 2);
+    for (const ids of epochs) assert.deepEqual(sorted(ids), range(650));
+    assert.equal(out.rowsOk, true);
+    const err = out.idsError as { code: string; message: string };
+    assert.equal(err.code, 'ERR_INVALID_OPTION');
+    assert.match(err.message, /ids=True/);
+    const state = out.stateAfterClose as { epoch: number; position: number };
+    assert.deepEqual([state.epoch, state.position], [2, 3 * 64]);
     assert.equal(out.exit, 0);
   });
 
@@ -67,6 +102,13 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
     assert.equal(err.code, 'ERR_BATCH_FAILED');
     assert.match(err.message, /scripted to fail/);
     assert.equal(out.again, 1);
+  });
+
+  it('an option the loader refuses at open crosses as a StokerError with its code and message', async () => {
+    const { out } = await scenario('bad_option', { n: 640 });
+    assert.equal(out.type, 'StokerError');
+    assert.equal(out.code, 'ERR_INVALID_OPTION');
+    assert.match(String(out.message), /batchSize/);
   });
 
   it('a killed loader process raises LoaderDied in Python instead of hanging', async () => {

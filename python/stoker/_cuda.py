@@ -61,7 +61,6 @@ class CudaIpc:
         self.ready = {}
         self.release_events = []
         self._next_release = 0
-        self._views = {}
 
     def _check(self, call, rc):
         if rc != 0:
@@ -78,7 +77,6 @@ class CudaIpc:
 
     def forget(self, mem_id):
         m = self.mems.pop(mem_id, None)
-        self._views = {k: v for k, v in self._views.items() if k[0] != mem_id}
         if m is not None and m.open:
             m.open = False
             with torch.cuda.device(self.device):
@@ -87,15 +85,12 @@ class CudaIpc:
     def open_ready(self, event_id, handle_hex):
         self.ready[event_id] = torch.cuda.Event.from_ipc_handle(self.device, bytes.fromhex(handle_hex))
 
-    def tensor(self, field, dtype):
-        key = (field["mem"], field["offset"], field["dtype"], tuple(field["shape"]))
-        t = self._views.get(key)
-        if t is None:
-            m = self.mems[field["mem"]]
-            t = torch.as_tensor(_View(m.ptr + field["offset"], field["shape"], _TYPESTR[field["dtype"]], m), device=self.device)
-            if field["dtype"] == "bfloat16":
-                t = t.view(torch.bfloat16)
-            self._views[key] = t
+    def tensor(self, mem_id, offset, dtype, shape):
+        """A tensor over bytes [offset, ...) of allocation `mem_id` (the caller keeps it per layout and slot)."""
+        m = self.mems[mem_id]
+        t = torch.as_tensor(_View(m.ptr + offset, shape, _TYPESTR[dtype], m), device=self.device)
+        if dtype == "bfloat16":
+            t = t.view(torch.bfloat16)
         return t
 
     def wait_ready(self, event_id):
@@ -119,7 +114,6 @@ class CudaIpc:
     def close_memory(self):
         """Before the loader frees its memory: our queued kernels finish, then our mappings go."""
         torch.cuda.synchronize(self.device)
-        self._views.clear()
         for mem_id in list(self.mems):
             try:
                 self.forget(mem_id)

@@ -12,13 +12,13 @@ ordered on the current stream (it waits on the batch's ready event) and the rele
 the current stream, so the loader never overwrites memory a queued kernel still reads.
 """
 
-import base64
 import collections
 import json
 import mmap
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -30,6 +30,13 @@ import torch
 from ._errors import BatchError, LoaderDied, StokerError
 
 __all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
+
+# The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 28-byte batch frames.
+PROTOCOL_VERSION = 2
+_FRAME_TAG = 0x01
+_FRAME = struct.Struct("<BBHIIIIII")
+_FRAME_BYTES = _FRAME.size
+_NO_EVENT = 0xFFFF
 
 _DTYPES = {
     "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
@@ -68,30 +75,38 @@ def _stoker_js():
 
 
 class Batch(dict):
-    """A dict of field name → torch.Tensor, plus `epoch`, `index`, `ids`, `picks`, and a lease."""
+    """A dict of field name → torch.Tensor, plus `epoch`, `index`, `rows`, `ids`, `picks`, and a lease."""
 
-    def __init__(self, loader, message, tensors):
+    __slots__ = ("epoch", "index", "rows", "_seq", "_ids", "_picks", "_loader", "_holds", "released")
+
+    def __init__(self, loader, seq, epoch, index, rows, ids, picks, tensors):
         super().__init__(tensors)
-        self.epoch = message["epoch"]
-        self.index = message["index"]
-        self.rows = message["rows"]
-        self._seq = message["seq"]
-        self._ids = message["ids"]
-        self._picks = message.get("picks")
+        self.epoch = epoch
+        self.index = index
+        self.rows = rows
+        self._seq = seq
+        self._ids = ids
+        self._picks = picks
         self._loader = loader
         self._holds = 0
         self.released = False
 
+    def _id_tensor(self, raw, what):
+        if raw is None:
+            raise StokerError(f"batch.{what}: this loader was created without ids=True, so its batches carry no sample ids; "
+                              f"pass stoker.torch.DataLoader(..., ids=True) to get them (4 bytes a row on the socket)",
+                              "ERR_INVALID_OPTION")
+        return torch.frombuffer(bytearray(raw), dtype=torch.int32).to(torch.int64) & 0xFFFFFFFF
+
     @property
     def ids(self):
-        """Dataset sample id of each row (int64 tensor)."""
-        return torch.frombuffer(bytearray(base64.b64decode(self._ids)), dtype=torch.int32).to(torch.int64)
+        """Dataset sample id of each row (int64 tensor); needs DataLoader(ids=True)."""
+        return self._id_tensor(self._ids, "ids")
 
     @property
     def picks(self):
-        """Pick of each row (sample id × augment + repeat)."""
-        raw = self._picks if self._picks is not None else self._ids
-        return torch.frombuffer(bytearray(base64.b64decode(raw)), dtype=torch.int32).to(torch.int64)
+        """Pick of each row (sample id × augment + repeat); needs DataLoader(ids=True)."""
+        return self._id_tensor(self._picks if self._picks is not None else self._ids, "picks")
 
     def retain(self):
         """Keep this batch past the point where the loader would recycle it; pair with `release()`."""
@@ -133,23 +148,31 @@ class DataLoader:
         set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
     slots: batches the loader may run ahead of the consumer (child mode).
     timeout: seconds to wait for any one message before raising (None: wait as long as the loader lives).
+    ids: give each batch its sample ids and picks (`batch.ids`, `batch.picks`); off by default, since
+        they are 4 bytes a row more per batch on the socket that most training loops never read.
     Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
     """
 
     def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
-                 command=None, connect=None, slots=4, timeout=None, env=None, **options):
+                 command=None, connect=None, slots=4, timeout=None, env=None, ids=False, **options):
         self._proc = None
         self._sock = None
-        self._reader = None
         self._stderr_tail = collections.deque(maxlen=40)
+        self._buf = bytearray()
+        self._pos = 0
+        self._pending = collections.deque()
+        self._unacked = []
+        self._ack_at = 1
         self._slabs = {}
-        self._cpu_views = {}
+        self._layouts = {}
+        self._views = {}
         self._cuda = None
         self._current = None
         self._active = None
         self._closed = False
         self._timeout = timeout
         self._source = source
+        self._ids = bool(ids)
         opts = {_camel(k): v for k, v in options.items()}
         if batch_size is not None:
             opts["batchSize"] = batch_size
@@ -160,13 +183,15 @@ class DataLoader:
         self._options = opts
         self._next_epoch = 0
         self._resume = None
+        self._consumed = None
+        self._state = None
+        self._state_seq = None
         try:
             path = connect if connect is not None else self._spawn(command or [node, _stoker_js(), "serve", "--once", "--slots", str(slots)], env)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._sock.settimeout(timeout)
             self._sock.connect(path)
-            self._reader = self._sock.makefile("rb")
-            self._finalizer = weakref.finalize(self, _cleanup, self._sock, self._reader, self._proc)
+            self._finalizer = weakref.finalize(self, _cleanup, self._sock, self._proc)
             self._open()
         except BaseException:
             self.close()
@@ -198,11 +223,14 @@ class DataLoader:
         lines = list(self._stderr_tail)[-8:]
         return " | ".join(lines) if lines else "(nothing on stderr)"
 
-    def _send(self, message):
+    def _send_bytes(self, data):
         try:
-            self._sock.sendall((json.dumps(message, separators=(",", ":")) + "\n").encode())
+            self._sock.sendall(data)
         except OSError as e:
             raise self._died(f"sending to it failed ({e})") from None
+
+    def _send(self, message):
+        self._send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
 
     def _died(self, what):
         code = None
@@ -213,35 +241,118 @@ class DataLoader:
                 code = "still running"
         return LoaderDied(f"the Stoker loader process is gone: {what}; exit code {code}; its stderr: {self._tail()}")
 
-    def _recv(self):
-        """The next message that is not bookkeeping (slabs, IPC memory and events are handled here)."""
+    def _fill(self):
+        """More bytes from the socket; the releases we owe go out first (the loader may be waiting on them)."""
+        if self._pos:
+            del self._buf[:self._pos]
+            self._pos = 0
+        if self._unacked:
+            self._flush_acks()
+        try:
+            chunk = self._sock.recv(1 << 16)
+        except socket.timeout:
+            raise StokerError(f"no message from the loader for {self._timeout} s (timeout=)", "ERR_TIMEOUT") from None
+        except OSError as e:
+            raise self._died(f"reading from it failed ({e})") from None
+        if not chunk:
+            raise self._died("the socket closed")
+        self._buf += chunk
+
+    def _read(self):
+        """The next message: a frame tuple (seq, epoch, index, rows, layout, slot, event, ids, picks) or a dict."""
         while True:
-            try:
-                line = self._reader.readline()
-            except socket.timeout:
-                raise StokerError(f"no message from the loader for {self._timeout} s (timeout=)", "ERR_TIMEOUT") from None
-            except OSError as e:
-                raise self._died(f"reading from it failed ({e})") from None
-            if not line:
-                raise self._died("the socket closed")
-            m = json.loads(line)
-            op = m["op"]
-            if op == "slab":
+            buf, pos = self._buf, self._pos
+            n = len(buf)
+            if pos < n:
+                if buf[pos] == _FRAME_TAG:
+                    if n - pos >= _FRAME_BYTES:
+                        _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
+                        end = pos + _FRAME_BYTES
+                        ids = picks = None
+                        if flags:
+                            width = rows * 4
+                            if n >= end + width * ((flags & 1) + (flags >> 1 & 1)):
+                                if flags & 1:
+                                    ids = bytes(buf[end:end + width])
+                                    end += width
+                                if flags & 2:
+                                    picks = bytes(buf[end:end + width])
+                                    end += width
+                            else:
+                                end = -1
+                        if end >= 0:
+                            self._pos = end
+                            return (seq, epoch, index, rows, layout, slot, event, ids, picks)
+                else:
+                    nl = buf.find(b"\n", pos)
+                    if nl >= 0:
+                        self._pos = nl + 1
+                        try:
+                            return json.loads(buf[pos:nl])
+                        except ValueError:
+                            raise StokerError(f"protocol: a line from the loader that is not JSON: {bytes(buf[pos:pos + 80])!r}",
+                                              "ERR_PROTOCOL") from None
+            self._fill()
+
+    def _next(self):
+        """The next message that is not bookkeeping (slabs, layouts, IPC memory and events are handled here);
+        a frame comes back as (seq, epoch, index, rows, tensors, event, ids, picks), its views resolved now."""
+        while True:
+            m = self._read()
+            if type(m) is tuple:
+                seq, epoch, index, rows, layout, slot, event, ids, picks = m
+                tensors = self._views.get((layout, slot))
+                if tensors is None:
+                    tensors = self._make_views(layout, slot)
+                return (seq, epoch, index, rows, tensors, event, ids, picks)
+            op = m.get("op")
+            if op == "layout":
+                self._layouts[m["id"]] = m
+            elif op == "layout-reset":
+                self._layouts.clear()
+                self._views.clear()
+            elif op == "slab":
                 fd = os.open(m["path"], os.O_RDWR)
                 try:
                     self._slabs[m["slab"]] = mmap.mmap(fd, m["bytes"])
                 finally:
                     os.close(fd)
-                self._cpu_views.clear()
+                # The old slab's layouts went with it (the server made this one once every slot came back).
+                self._layouts.clear()
+                self._views.clear()
                 self._send({"op": "slab-open", "slab": m["slab"]})
             elif op == "mem":
                 self._need_cuda().open_mem(m["id"], m["handle"], m["bytes"])
             elif op == "forget":
+                gone = [k for k, v in self._layouts.items() if any(f.get("mem") == m["id"] for f in v["fields"])]
+                for k in gone:
+                    del self._layouts[k]
+                self._views = {k: v for k, v in self._views.items() if k[0] in self._layouts}
                 self._need_cuda().forget(m["id"])
             elif op == "ready":
                 self._need_cuda().open_ready(m["id"], m["handle"])
             else:
                 return m
+
+    def _make_views(self, layout_id, slot):
+        """The tensors of layout `layout_id` in slot `slot`: made once, reused by every batch there."""
+        layout = self._layouts.get(layout_id)
+        if layout is None:
+            raise StokerError(f"protocol: a batch in layout {layout_id}, which the loader never sent", "ERR_PROTOCOL")
+        base = slot * layout["stride"]
+        tensors = {}
+        for f in layout["fields"]:
+            if "mem" in f:
+                tensors[f["name"]] = self._cuda.tensor(f["mem"], base + f["offset"], f["dtype"], f["shape"])
+                continue
+            dtype = _DTYPES.get(f["dtype"])
+            if dtype is None:
+                raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
+                                  "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
+            count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
+            tensors[f["name"]] = torch.frombuffer(self._slabs[f["slab"]], dtype=dtype, count=count, offset=base + f["offset"]).view(f["shape"])
+        self._views[(layout_id, slot)] = tensors
+        return tensors
 
     def _need_cuda(self):
         if self._cuda is None:
@@ -255,24 +366,38 @@ class DataLoader:
         raise StokerError(m["message"], m.get("code", "ERR_SERVE"))
 
     def _call(self, message, answer):
+        """Send a request and wait for its answer; batches and epoch messages met on the way wait in `_pending`."""
         self._send(message)
-        m = self._recv()
-        if m["op"] == "error":
-            self._raise(m)
-        if m["op"] != answer:
-            raise StokerError(f"protocol: expected {answer!r}, got {m['op']!r}", "ERR_PROTOCOL")
-        return m
+        while True:
+            m = self._next()
+            if type(m) is not tuple:
+                if m["op"] == answer:
+                    return m
+                # No epoch streams while a loader opens: any error then is the answer (an older server names no request).
+                if m["op"] == "error" and (m.get("request") == message["op"] or message["op"] == "open"):
+                    self._raise(m)
+            self._pending.append(m)
 
     def _open(self):
         options = dict(self._options)
         if self._resume is not None:
             options["resume"] = self._resume
-        message = {"op": "open", "options": options}
+        message = {"op": "open", "options": options, "ids": self._ids}
         if self._source is not None:
             message["source"] = self._source
+        self._pending.clear()
+        self._unacked = []
         m = self._call(message, "opened")
+        if m.get("protocol") != PROTOCOL_VERSION:
+            raise StokerError(f"the loader speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the stoker.torch "
+                              "of the same Stoker checkout as the loader (python/ beside its bin/stoker.js)", "ERR_PROTOCOL")
         self._info = m
         self._state = m["state"]
+        self._state_seq = None
+        self._consumed = None
+        self._layouts.clear()
+        self._views.clear()
+        self._ack_at = max(1, m["slots"] // 2)
         self._next_epoch = m["state"]["epoch"]
         self._resume = None
         self.device = torch.device(m["device"]) if m["device"] != "cpu" else torch.device("cpu")
@@ -316,20 +441,28 @@ class DataLoader:
     def _epoch(self, epoch):
         self._send({"op": "epoch", "epoch": epoch})
         finished = False
+        cuda = self._cuda if self.device.type == "cuda" else None
         try:
             while True:
-                m = self._recv()
+                # Asking for the next batch releases the current one, before we wait for the next.
                 self._drop_current()
-                op = m["op"]
-                if op == "batch":
-                    batch = self._make(m)
-                    self._state = m["state"]
+                m = self._pending.popleft() if self._pending else self._next()
+                if type(m) is tuple:
+                    seq, ep, index, rows, tensors, event, ids, picks = m
+                    if event != _NO_EVENT:
+                        if cuda is None:
+                            cuda = self._cuda
+                        cuda.wait_ready(event)
+                    batch = Batch(self, seq, ep, index, rows, ids, picks, tensors)
+                    self._consumed = seq
                     self._current = batch
                     yield batch
-                elif op == "end":
+                    continue
+                op = m["op"]
+                if op == "end":
                     finished = True
                     return
-                elif op == "error":
+                if op == "error":
                     finished = True
                     self._raise(m)
         finally:
@@ -337,16 +470,26 @@ class DataLoader:
             self._drop_current()
             if not finished and not self._closed and self._sock is not None:
                 self._stop()
+            elif self._unacked and not self._closed and self._sock is not None:
+                # The epoch is over: hand the last batches back now, not at the next read.
+                try:
+                    self._flush_acks()
+                except StokerError:
+                    pass
 
     def _stop(self):
         """Leaving an epoch early: the loader aborts it and takes back every batch we held."""
         if self._cuda is not None:
             # The loader takes every held batch back at once: no queued kernel may still read one.
             torch.cuda.current_stream(self.device).synchronize()
+        self._unacked = []
+        self._pending.clear()
         try:
             self._send({"op": "stop"})
-            while self._recv()["op"] != "stopped":
-                pass
+            while True:
+                m = self._next()
+                if type(m) is not tuple and m["op"] == "stopped":
+                    break
         except StokerError:
             pass
 
@@ -355,40 +498,35 @@ class DataLoader:
         if b is not None:
             b._auto_release()
 
-    def _make(self, m):
-        tensors = {}
-        if "event" in m:
-            cuda = self._cuda
-            cuda.wait_ready(m["event"])
-            for f in m["fields"]:
-                tensors[f["name"]] = cuda.tensor(f, f["dtype"])
-        else:
-            for f in m["fields"]:
-                key = (f["slab"], f["offset"], f["dtype"], tuple(f["shape"]))
-                t = self._cpu_views.get(key)
-                if t is None:
-                    dtype = _DTYPES.get(f["dtype"])
-                    if dtype is None:
-                        raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
-                                          "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
-                    count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
-                    t = torch.frombuffer(self._slabs[f["slab"]], dtype=dtype, count=count, offset=f["offset"]).view(f["shape"])
-                    self._cpu_views[key] = t
-                tensors[f["name"]] = t
-        return Batch(self, m, tensors)
-
     def _release(self, batch):
         if self._closed or self._sock is None:
             return
-        message = {"op": "release", "seq": batch._seq}
+        self._unacked.append(batch._seq)
+        if len(self._unacked) >= self._ack_at:
+            self._flush_acks()
+
+    def _flush_acks(self):
+        """One release line for every batch released since the last (on CUDA after one event on the current stream)."""
+        seqs, self._unacked = self._unacked, []
+        event = "-"
         if self._cuda is not None and self.device.type == "cuda":
-            message["event"] = self._cuda.record_release(self._send)
-        self._send(message)
+            event = self._cuda.record_release(self._send)
+        self._send_bytes(f"R {event} {' '.join(map(str, seqs))}\n".encode())
 
     # ---- state ---------------------------------------------------------------------------------
 
     def state_dict(self):
-        """Where this run stands (torchdata StatefulDataLoader style): resume with load_state_dict."""
+        """Where this run stands (torchdata StatefulDataLoader style): resume with load_state_dict.
+
+        The loader's state right after the last batch this loader yielded, asked of the loader (one
+        round trip, only when a batch was taken since the last call)."""
+        if self._resume is not None:
+            return {"stoker": dict(self._resume)}
+        if self._consumed is not None and self._state_seq != self._consumed:
+            if self._closed or self._sock is None:
+                raise StokerError("state_dict(): this loader is closed, and it had taken batches since the last state it knew", "ERR_LOADER_CLOSED")
+            m = self._call({"op": "state", "seq": self._consumed}, "state")
+            self._state, self._state_seq = m["state"], self._consumed
         return {"stoker": dict(self._state)}
 
     def load_state_dict(self, state):
@@ -407,8 +545,15 @@ class DataLoader:
                 self._active.close()
             except StokerError:
                 pass
+        if self._sock is not None and self._consumed is not None and self._state_seq != self._consumed:
+            try:
+                self.state_dict()  # so that state_dict() still answers after close
+            except StokerError:
+                pass
         self._closed = True
         self._current = None
+        self._unacked = []
+        self._pending.clear()
         # The loader frees its memory at close: our queued kernels finish, and our mappings go, first;
         # our release events only once the loader has closed (it may still wait on the last one).
         if self._cuda is not None:
@@ -417,7 +562,9 @@ class DataLoader:
             try:
                 self._send({"op": "close"})
                 while True:
-                    m = self._recv()
+                    m = self._next()
+                    if type(m) is tuple:
+                        continue
                     if m["op"] == "closed":
                         if "error" in m:
                             warnings.warn(f"stoker: the loader did not close cleanly: {m['error']}", RuntimeWarning, stacklevel=2)
@@ -429,12 +576,10 @@ class DataLoader:
                 pass
         if self._cuda is not None:
             self._cuda.close()
-        self._cpu_views.clear()
+        self._views.clear()
+        self._layouts.clear()
         self._slabs.clear()
         if self._sock is not None:
-            # The socket's fd closes only once the file made by makefile() is closed too.
-            if self._reader is not None:
-                self._reader.close()
             self._sock.close()
         if self._proc is not None:
             try:
@@ -451,9 +596,8 @@ class DataLoader:
         return False
 
 
-def _cleanup(sock, reader, proc):
+def _cleanup(sock, proc):
     try:
-        reader.close()
         sock.close()
     except OSError:
         pass

@@ -19,6 +19,8 @@ export class CudaExport {
   readonly #stream: bigint;
   readonly #device: string;
   readonly #byBase = new Map<bigint, Exported>();
+  /** NOTE [Placed pointers]: a tensor address seen before, with the buffer id found there then. */
+  readonly #byPtr = new Map<bigint, { bufferId: bigint; exported: Exported; offset: number }>();
   #nextMem = 0;
   /** Our interprocess events, by id; `busy` ones guard a batch the client holds. */
   readonly #ready: { handle: bigint; busy: boolean }[] = [];
@@ -35,6 +37,15 @@ export class CudaExport {
   /** The allocation holding `ptr`: its id and `ptr`'s offset in it; `announce` when the client has not seen it. */
   place(ptr: bigint, announce: (m: Message) => void): { mem: number; offset: number } {
     const d = driver();
+    // NOTE [Placed pointers]
+    // The loader's pool hands out the same few addresses batch after batch: one driver call (the
+    // buffer id at `ptr`, never reused by a later allocation) confirms a cached placement, instead of
+    // two (address range, then the base's buffer id). A different id there means a new allocation.
+    const seenAt = this.#byPtr.get(ptr);
+    const idAtPtr = d.pointerBufferId(ptr);
+    if (seenAt !== undefined && seenAt.bufferId === idAtPtr && this.#byBase.get(seenAt.exported.base) === seenAt.exported) {
+      return { mem: seenAt.exported.id, offset: seenAt.offset };
+    }
     const { base, bytes } = d.memGetAddressRange(ptr);
     const bufferId = d.pointerBufferId(base);
     let e = this.#byBase.get(base);
@@ -49,7 +60,10 @@ export class CudaExport {
       this.#byBase.set(base, e);
       announce({ op: 'mem', id: e.id, handle: hex(d.ipcGetMemHandle(base)), bytes, device: this.#device });
     }
-    return { mem: e.id, offset: Number(ptr - base) };
+    const offset = Number(ptr - base);
+    if (this.#byPtr.size >= 4096) this.#byPtr.clear();
+    this.#byPtr.set(ptr, { bufferId: idAtPtr, exported: e, offset });
+    return { mem: e.id, offset };
   }
 
   /** Tell the client to close allocations the loader has freed since (between epochs). */
@@ -67,11 +81,13 @@ export class CudaExport {
         this.#byBase.delete(base);
       }
     }
+    for (const [ptr, p] of this.#byPtr) if (this.#byBase.get(p.exported.base) !== p.exported) this.#byPtr.delete(ptr);
   }
 
   /**
    * Record an interprocess event on the loader's stream once `waits` (the tensors' ready events)
    * fired; the client's stream waits on it. Returns its id; call `settled(id)` at the batch's release.
+   * At most 0xfffe of them (a frame's event field), far beyond the batches a client may hold.
    */
   ready(waits: readonly bigint[], announce: (m: Message) => void): number {
     const d = driver();
@@ -88,13 +104,20 @@ export class CudaExport {
     return id;
   }
 
-  /** The client's release: later work on the loader's stream (the lease's own release) waits for its event. */
-  released(readyId: number, clientEvent: number | undefined): void {
-    const r = this.#ready[readyId];
-    if (r !== undefined) r.busy = false;
+  /**
+   * The client's release of batches: later work on the loader's stream (the leases' own releases)
+   * waits for its event first — once for all of them, recorded after the client's last use of each.
+   */
+  waitClient(clientEvent: number | undefined): void {
     if (clientEvent === undefined) return;
     const ev = this.#client.get(clientEvent);
     if (ev !== undefined) driver().streamWaitEvent(this.#stream, ev);
+  }
+
+  /** The ready event of a released batch guards nothing any more (call after `waitClient`). */
+  settled(readyId: number): void {
+    const r = this.#ready[readyId];
+    if (r !== undefined) r.busy = false;
   }
 
   /** A client event announced with {op: 'event'}. */
@@ -118,6 +141,7 @@ export class CudaExport {
     this.#ready.length = 0;
     this.#client.clear();
     this.#byBase.clear();
+    this.#byPtr.clear();
   }
 }
 

@@ -19,7 +19,7 @@ import { DeviceTensor } from '../device/device-tensor.js';
 import { closeDataset } from '../dataset/dataset.js';
 import { BatchError, LoaderError, describeCause, invalidOption } from '../errors.js';
 import { CudaExport } from './cuda-export.js';
-import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeIds } from './protocol.js';
+import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
 import { openServeSource } from './source.js';
 
@@ -42,6 +42,9 @@ interface Held {
   readonly ready?: number;
 }
 
+/** Layouts the server remembers before it tells the client to forget them all ({op: 'layout-reset'}). */
+const MAX_LAYOUTS = 256;
+
 export class Session {
   readonly id: number;
   readonly done: Promise<void>;
@@ -52,6 +55,14 @@ export class Session {
   #ring: ShmRing | undefined;
   #export: CudaExport | undefined;
   readonly #held = new Map<number, Held>();
+  /** loader.state() right after each of the last batches sent, by seq (NOTE [Lean frames], protocol.ts). */
+  readonly #states = new Map<number, unknown>();
+  /** Field layouts sent to the client, by a key of their descriptors. */
+  readonly #layouts = new Map<string, number>();
+  #nextLayout = 0;
+  /** Whether frames carry sample ids and picks (`open` with `ids: true`). */
+  #ids = false;
+  readonly #timing: Timing | undefined = process.env.STOKER_SERVE_TIMING ? new Timing() : undefined;
   #seq = 0;
   #run: { abort: AbortController; finished: Promise<void> } | undefined;
   #queue: Promise<void> = Promise.resolve();
@@ -75,16 +86,17 @@ export class Session {
   #receive(m: Message): void {
     this.#lastHeard = Date.now();
     // Releases and event handles act at once (the epoch pump may be waiting on them); the rest in order.
-    if (m.op === 'release') return this.#release(m.seq as number, m.event as number | undefined);
+    if (m.op === 'release-many') return this.#release(m.seqs as number[], m.event as number | undefined);
+    if (m.op === 'release') return this.#release([m.seq as number], m.event as number | undefined);
     if (m.op === 'event') return this.#guard(() => this.#export?.openClientEvent(m.id as number, m.handle as string));
     if (m.op === 'slab-open') return this.#ring?.unlink(m.slab as number);
-    this.#queue = this.#queue.then(() => this.#request(m)).catch((e: unknown) => this.#sendError(e));
+    this.#queue = this.#queue.then(() => this.#request(m)).catch((e: unknown) => this.#sendError(e, m.op));
   }
 
   async #request(m: Message): Promise<void> {
     switch (m.op) {
       case 'open':
-        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>);
+        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>, m.ids === true);
       case 'epoch': {
         const loader = this.#needLoader();
         await this.#stop();
@@ -92,8 +104,15 @@ export class Session {
         this.#run = { abort, finished: this.#pump(loader, m.epoch as number, abort.signal) };
         return;
       }
-      case 'state':
-        return this.#channel.send({ op: 'state', state: this.#needLoader().state() });
+      case 'state': {
+        const loader = this.#needLoader();
+        if (m.seq === undefined || m.seq === null) return this.#channel.send({ op: 'state', state: loader.state() });
+        const state = this.#states.get(m.seq as number);
+        if (state === undefined) {
+          throw new ProtocolError(`stoker serve: no state kept for batch ${JSON.stringify(m.seq)}: the server keeps the state after each of the last ${this.#config.slots + 2} batches it sent; ask for the batch the client took last`);
+        }
+        return this.#channel.send({ op: 'state', state, seq: m.seq });
+      }
       case 'stop':
         await this.#stop();
         return this.#channel.send({ op: 'stopped' });
@@ -115,8 +134,9 @@ export class Session {
     }
   }
 
-  async #open(source: unknown, options: Record<string, unknown>): Promise<void> {
+  async #open(source: unknown, options: Record<string, unknown>, ids: boolean): Promise<void> {
     await this.#teardown();
+    this.#ids = ids;
     const opts = { ...this.#config.options, ...options };
     const device = String(opts.device ?? 'cpu');
     if (device === 'sim') throw invalidOption('device', "'cpu' or 'cuda[:N]' (a simulated GPU's memory cannot leave the process)", device, "Serve with device 'cpu' or 'cuda'");
@@ -140,17 +160,24 @@ export class Session {
 
   async #pump(loader: DataLoader<AnyTensor>, epoch: number, signal: AbortSignal): Promise<void> {
     const it = loader.epoch(epoch, { signal })[Symbol.asyncIterator]();
+    const t = this.#timing;
+    t?.begin();
     let n = 0;
     try {
       for (;;) {
+        let t0 = t?.now() ?? 0;
         await this.#credit(signal);
+        if (t !== undefined) t0 = t.add('waiting for a release', t0);
         const r = await it.next();
+        if (t !== undefined) t0 = t.add('the loader (it.next)', t0);
         if (r.done) break;
         await this.#deliver(r.value, loader.state(), signal);
+        if (t !== undefined) t.add('deliver (copy / export, frame)', t0);
         n++;
       }
       this.#export?.sweep((m) => this.#channel.send(m));
       this.#channel.send({ op: 'end', epoch, batches: n });
+      if (t !== undefined) this.#config.log(`stoker serve: client ${this.id} epoch ${epoch}: ${t.report(n)}`);
     } catch (e) {
       if (signal.aborted) return;
       this.#sendError(e);
@@ -167,8 +194,12 @@ export class Session {
     const seq = this.#seq++;
     const send = (m: Message) => this.#channel.send(m);
     const tensors = batch.tensors;
+    // The layout's key: every descriptor of every field (a new shape, slab or allocation is a new layout).
+    let key = '';
     const fields: Record<string, unknown>[] = [];
     let held: Held;
+    let slotIndex = 0;
+    let stride = 0;
     if (this.#export !== undefined) {
       batch.retain();
       const waits: bigint[] = [];
@@ -177,6 +208,7 @@ export class Session {
         const ev = t.readyEvent;
         if (ev !== undefined) waits.push(ev.handle);
         const { mem, offset } = this.#export.place(t.ptr, send);
+        key += `${batch.names[i]}|${t.dtype}|${t.shape.join(',')}|${mem}|${offset}|${t.byteLength};`;
         fields.push({ name: batch.names[i], dtype: t.dtype, shape: t.shape, mem, offset, bytes: t.byteLength });
       }
       held = { batch, ready: this.#export.ready(waits, send) };
@@ -188,34 +220,69 @@ export class Session {
         bytes += Math.ceil(t.byteLength / FIELD_ALIGN) * FIELD_ALIGN;
       }
       const { slab, slot, fresh } = await this.#ring!.acquire(bytes, signal);
-      if (fresh) send({ op: 'slab', slab: slab.id, path: slab.path, bytes: slab.slotBytes * slab.slots, slotBytes: slab.slotBytes });
+      if (fresh) {
+        send({ op: 'slab', slab: slab.id, path: slab.path, bytes: slab.slotBytes * slab.slots, slotBytes: slab.slotBytes });
+        // Layouts name their slab: the old slab's are gone with it (the client drops them at `slab`).
+        this.#layouts.clear();
+      }
       for (let i = 0; i < tensors.length; i++) {
         const t = tensors[i]!;
         if (t instanceof DeviceTensor) throw new LoaderError('ERR_INVALID_TENSOR', 'stoker serve: a device tensor reached the CPU route');
         this.#ring!.write(slot, layout[i]!, t.data);
-        fields.push({ name: batch.names[i], dtype: t.dtype, shape: t.shape, slab: slab.id, offset: slot * slab.slotBytes + layout[i]!, bytes: t.byteLength });
+        key += `${batch.names[i]}|${t.dtype}|${t.shape.join(',')}|${layout[i]}|${t.byteLength};`;
+        fields.push({ name: batch.names[i], dtype: t.dtype, shape: t.shape, slab: slab.id, offset: layout[i]!, bytes: t.byteLength });
       }
       batch.release();
       held = { slab: slab.id, slot };
+      slotIndex = slot;
+      stride = slab.slotBytes;
+    }
+    let layoutId = this.#layouts.get(key);
+    if (layoutId === undefined) {
+      if (this.#layouts.size >= MAX_LAYOUTS) {
+        this.#layouts.clear();
+        send({ op: 'layout-reset' });
+      }
+      layoutId = this.#nextLayout++;
+      this.#layouts.set(key, layoutId);
+      send({ op: 'layout', id: layoutId, stride, fields });
     }
     this.#held.set(seq, held);
-    const same = batch.picks.every((p, i) => p === batch.sampleIds[i]);
-    send({
-      op: 'batch', seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, ids: encodeIds(batch.sampleIds),
-      ...(same ? {} : { picks: encodeIds(batch.picks) }), fields, ...(held.ready === undefined ? {} : { event: held.ready }), state,
-    });
+    this.#states.set(seq, state);
+    this.#states.delete(seq - (this.#config.slots + 2));
+    let ids: Uint32Array | undefined;
+    let picks: Uint32Array | undefined;
+    if (this.#ids) {
+      ids = batch.sampleIds;
+      if (!batch.picks.every((p, i) => p === batch.sampleIds[i])) picks = batch.picks;
+    }
+    this.#channel.sendFrame(encodeFrame({
+      seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, layout: layoutId, slot: slotIndex,
+      ...(held.ready === undefined ? {} : { event: held.ready }), ...(ids === undefined ? {} : { ids }), ...(picks === undefined ? {} : { picks }),
+    }));
   }
 
-  #release(seq: number, clientEvent: number | undefined): void {
-    const h = this.#held.get(seq);
-    if (h === undefined) return;
-    this.#held.delete(seq);
+  /** The client is done with batches `seqs` (after its IPC event `clientEvent`, on CUDA). */
+  #release(seqs: readonly number[], clientEvent: number | undefined): void {
+    let any = false;
     this.#guard(() => {
-      if (h.ready !== undefined) this.#export?.released(h.ready, clientEvent);
-      h.batch?.release();
-      if (h.slab !== undefined) this.#ring?.release(h.slab, h.slot!);
+      let waited = false;
+      for (const seq of seqs) {
+        const h = this.#held.get(seq);
+        if (h === undefined) continue;
+        this.#held.delete(seq);
+        any = true;
+        if (h.ready !== undefined && this.#export !== undefined) {
+          // Once for all of them: the client recorded its event after its last use of each.
+          if (!waited) this.#export.waitClient(clientEvent);
+          waited = true;
+          this.#export.settled(h.ready);
+        }
+        h.batch?.release();
+        if (h.slab !== undefined) this.#ring?.release(h.slab, h.slot!);
+      }
     });
-    this.#wake();
+    if (any) this.#wake();
   }
 
   /** Wait until the client holds fewer than `slots` batches; drop a client that holds them all in silence. */
@@ -255,7 +322,7 @@ export class Session {
   }
 
   #releaseHeld(): void {
-    for (const seq of [...this.#held.keys()]) this.#release(seq, undefined);
+    this.#release([...this.#held.keys()], undefined);
   }
 
   /** End the epoch being streamed and take back every batch the client holds. */
@@ -278,6 +345,9 @@ export class Session {
 
   async #teardown(): Promise<void> {
     await this.#stop();
+    this.#states.clear();
+    // A new ring or export numbers its slabs and allocations from 0 again: no old layout may match.
+    this.#layouts.clear();
     this.#ring?.close();
     this.#ring = undefined;
     // The interprocess events live in the loader's CUDA context: destroy them while it exists (a
@@ -324,13 +394,44 @@ export class Session {
     return this.#loader;
   }
 
-  #sendError(e: unknown): void {
+  /** `request`: the op the error answers (a client waiting for that answer takes it; others belong to the epoch). */
+  #sendError(e: unknown, request?: string): void {
+    const req = request === undefined ? {} : { request };
     if (e instanceof BatchError) {
-      this.#channel.send({ op: 'error', code: e.code, message: e.message, epoch: e.epoch, batch: e.batchIndex, ids: [...e.sampleIds] });
+      this.#channel.send({ op: 'error', code: e.code, message: e.message, epoch: e.epoch, batch: e.batchIndex, ids: [...e.sampleIds], ...req });
     } else if (e instanceof LoaderError || e instanceof ProtocolError) {
-      this.#channel.send({ op: 'error', code: e.code, message: e.message });
+      this.#channel.send({ op: 'error', code: e.code, message: e.message, ...req });
     } else {
-      this.#channel.send({ op: 'error', code: 'ERR_SERVE', message: describeCause(e) });
+      this.#channel.send({ op: 'error', code: 'ERR_SERVE', message: describeCause(e), ...req });
     }
+  }
+}
+
+/** STOKER_SERVE_TIMING=1: where the server's time per batch goes, logged at each epoch's end. */
+class Timing {
+  readonly #total = new Map<string, number>();
+  #start = performance.now();
+
+  begin(): void {
+    this.#total.clear();
+    this.#start = performance.now();
+  }
+
+  now(): number {
+    return performance.now();
+  }
+
+  /** Adds the time since `t0` to `what`; returns now. */
+  add(what: string, t0: number): number {
+    const t = performance.now();
+    this.#total.set(what, (this.#total.get(what) ?? 0) + (t - t0));
+    return t;
+  }
+
+  report(batches: number): string {
+    const wall = performance.now() - this.#start;
+    const per = (ms: number) => `${((ms * 1000) / Math.max(1, batches)).toFixed(1)} µs`;
+    const parts = [...this.#total].map(([what, ms]) => `${what} ${per(ms)}`);
+    return `${batches} batches, ${per(wall)} a batch: ${parts.join(', ')}`;
   }
 }

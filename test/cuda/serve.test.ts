@@ -28,6 +28,17 @@ describe('the Python client over CUDA IPC', { skip, timeout: TEST_MS }, () => {
     assert.ok((out.deviceBytesLeft as number) < 64 * 2 ** 20, `device bytes left: ${String(out.deviceBytesLeft)}`);
   });
 
+  it('without ids=True (the lean frame): every row, recovered from its content on the GPU, exactly once, a short last batch too; state_dict() after close', async () => {
+    const { out, stderr } = await scenario('lean', { device: 'cuda', n: 2500, batch: 256, epochs: 2, dropLast: false }, PYTHON);
+    const epochs = out.epochs as number[][];
+    assert.equal(epochs.length, 2);
+    for (const ids of epochs) assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 2500 }, (_, i) => i));
+    assert.equal(out.rowsOk, true, stderr);
+    assert.equal((out.idsError as { code: string }).code, 'ERR_INVALID_OPTION');
+    assert.deepEqual((out.stateAfterClose as { position: number }).position, 3 * 256);
+    assert.equal(out.exit, 0);
+  });
+
   it('a state_dict saved mid-epoch resumes at exactly the next batch', async () => {
     const { out } = await scenario('resume', { device: 'cuda', n: 6400, batch: 256, stopAfter: 7 }, PYTHON);
     assert.deepEqual(out.resumed, out.full);
