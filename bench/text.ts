@@ -5,14 +5,20 @@
 // padding waste is (padded slots − real tokens) / slots, from the batches delivered.
 // `npm run bench -- text [--dir D] [--docs N] [--batch 32] [--seconds 8] [--workers 2,4,8] [--context 2048] [--no-reference]`
 // The data (bench/text_data.py) is made in D when missing. Configurations whose loader option this
-// build refuses (ragged collates and packing before they exist) are reported as skipped, with why.
+// build refuses are reported as skipped, with why. (b) and (c) need every document's length before
+// the first batch: the source's length pass (loadLengths: tokenize every document in a pool of
+// threads, text-lengths.ts) is timed once, cold, in a cache directory of the bench's own (so no
+// table from an earlier run is found), then read back from its cached table; the rows that need
+// it show the cold time (`length pass`, paid once per file and tokenizer before their first
+// batch), apart from their steady-state tokens/s, which they measure over the cached table.
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { lengthThreads } from '../src/dataset/formats/text-lengths.js';
 import { DataLoader, sources } from '../src/index.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, sink, table } from './util.js';
 
@@ -25,6 +31,8 @@ interface Row {
   readonly tokensPerS?: number;
   readonly waste?: number;
   readonly batches?: number;
+  /** Seconds of the cold length pass the configuration needs before its first batch (measured once: see the header). */
+  readonly lengthsS?: number;
   readonly skipped?: string;
 }
 
@@ -33,7 +41,26 @@ const FIXED = '(0) pad each to --context';
 
 /** Delivered tokens, slots and batches of one timed run; `count(batch)` gives [real tokens, slots]. */
 function measure(path: string, tokenizer: string, loaderOptions: AnyOptions, seconds: number, count: (b: any) => [number, number]): Promise<{ tokensPerS: number; waste: number; batches: number }> {
-  return measureOn(sources.jsonl(path, { text: 'text', tokenizer: { path: tokenizer, maxLength: 8192 } }), loaderOptions, seconds, count);
+  return measureOn(textSource(path, tokenizer), loaderOptions, seconds, count);
+}
+
+function textSource(path: string, tokenizer: string) {
+  return sources.jsonl(path, { text: 'text', tokenizer: { path: tokenizer, maxLength: 8192 } });
+}
+
+/** The length pass over `path`, cold (in `cache`, empty) and then from the table it cached: seconds, milliseconds. */
+async function lengthPass(path: string, tokenizer: string): Promise<{ coldS: number; cachedMs: number }> {
+  let t0 = performance.now();
+  const cold = textSource(path, tokenizer);
+  await cold.loadLengths('text');
+  const coldS = (performance.now() - t0) / 1000;
+  cold.close();
+  t0 = performance.now();
+  const warm = textSource(path, tokenizer);
+  await warm.loadLengths('text');
+  const cachedMs = performance.now() - t0;
+  warm.close();
+  return { coldS, cachedMs };
 }
 
 async function measureOn(ds: Parameters<typeof DataLoader.create>[0], loaderOptions: AnyOptions, seconds: number, count: (b: any) => [number, number]): Promise<{ tokensPerS: number; waste: number; batches: number }> {
@@ -80,12 +107,12 @@ function countPadded(b: any): [number, number] {
   return [real, slots];
 }
 
-/** Packed windows [rows, contextLength]: real tokens are those with a segment (segment id ≥ 0). */
+/** Packed windows [rows, contextLength] (the field's name, `text`): real tokens are those in a document (segment id > 0; padding is 0). */
 function countPacked(b: any): [number, number] {
   const t = b.get('text');
   const seg = b.get('segment_ids').data as ArrayLike<number>;
   let real = 0;
-  for (let k = 0; k < seg.length; k++) if (seg[k]! >= 0) real++;
+  for (let k = 0; k < seg.length; k++) if (seg[k]! > 0) real++;
   sink.value += t.data[0];
   return [real, t.shape[0] * t.shape[1]];
 }
@@ -170,9 +197,24 @@ export async function main(args: readonly string[]): Promise<void> {
   // by length in a window); (c) packing into contextLength windows, best-fit and concat.
   const padCollate = { collate: { text: 'pad' } };
   for (const w of workerList) rows.push(await attempt('(a) pad', w, () => measure(corpus, tokenizer, { batchSize: batch, workers: w, ...padCollate }, seconds, countPadded)));
-  rows.push(await attempt('(b) batchTokens + pad', bestWorkers, () => measure(corpus, tokenizer, { batchSize: 4 * batch, batchTokens: batch * 512, workers: bestWorkers, ...padCollate }, seconds, countPadded)));
-  for (const mode of ['best-fit', 'concat'] as const)
-    rows.push(await attempt(`(c) pack ${mode}`, bestWorkers, () => measure(corpus, tokenizer, { batchSize: Math.max(1, Math.round((batch * 300) / context)), workers: bestWorkers, pack: { contextLength: context, mode } }, seconds, countPacked)));
+  // The length pass (b) and (c) need, in a cache directory of the bench's own.
+  const savedCache = process.env.XDG_CACHE_HOME;
+  const cacheDir = mkdtempSync(join(tmpdir(), 'stoker-bench-lengths-'));
+  process.env.XDG_CACHE_HOME = cacheDir;
+  try {
+    const pass = await lengthPass(corpus, tokenizer);
+    const threads = lengthThreads(nDocs);
+    console.log(`length pass (every document tokenized, ${threads} thread${threads === 1 ? '' : 's'}): ${fmtFixed(pass.coldS, 2)} s cold (${fmtInt(nDocs / pass.coldS)} documents/s); ${fmtFixed(pass.cachedMs, 1)} ms from the cached table`);
+    const needs = (row: Row): Row => (row.skipped === undefined ? { ...row, lengthsS: pass.coldS } : row);
+    rows.push(needs(await attempt('(b) batchTokens + pad', bestWorkers, () => measure(corpus, tokenizer, { batchSize: 4 * batch, batchTokens: batch * 512, workers: bestWorkers, ...padCollate }, seconds, countPadded))));
+    // best-fit never splits a document: one longer than the context is truncated to it (its tail is not delivered).
+    for (const mode of ['best-fit', 'concat'] as const)
+      rows.push(needs(await attempt(`(c) pack ${mode}`, bestWorkers, () => measure(corpus, tokenizer, { batchSize: Math.max(1, Math.round((batch * 300) / context)), workers: bestWorkers, pack: { contextLength: context, mode, ...(mode === 'best-fit' ? { truncate: true } : {}) } }, seconds, countPacked))));
+  } finally {
+    if (savedCache === undefined) delete process.env.XDG_CACHE_HOME;
+    else process.env.XDG_CACHE_HOME = savedCache;
+    rmSync(cacheDir, { recursive: true, force: true });
+  }
 
   let reference: any;
   if (v['no-reference'] !== true) {
@@ -195,6 +237,7 @@ export async function main(args: readonly string[]): Promise<void> {
     { title: 'tokens/s', align: 'right', cell: (r) => cell(r, 0) },
     { title: 'padding waste', align: 'right', cell: (r) => cell(r, 1) },
     { title: 'batches', align: 'right', cell: (r) => cell(r, 2) },
+    { title: 'length pass', align: 'right', cell: (r) => (r.lengthsS === undefined ? '' : `${fmtFixed(r.lengthsS, 2)} s`) },
   ]));
   for (const r of rows) console.log(JSON.stringify({ bench: 'stoker-text', ...r }));
   if (reference === undefined) return;

@@ -58,9 +58,11 @@ abstract class ConcatBase {
       if (bounds.every((b): b is number => typeof b === 'number' && Number.isSafeInteger(b) && b >= 0)) max[f] = Math.max(...bounds);
     }
     this.raggedMax = Object.freeze(max);
-    const lengths = concatLengths(parts);
-    if (lengths !== undefined) Object.defineProperty(this, 'lengths', { value: lengths, enumerable: false });
-    else if (parts.every((p) => ownLengths(p) !== undefined || typeof (p as Partial<LoadsLengths>).loadLengths === 'function')) {
+    if (concatLengths(parts, false) !== undefined) {
+      // Built on first read (reader workers reopen concats and never read it).
+      let table: Uint32Array | ((i: number) => number) | undefined;
+      Object.defineProperty(this, 'lengths', { get: () => (table ??= concatLengths(parts, true)), enumerable: false });
+    } else if (parts.every((p) => ownLengths(p) !== undefined || typeof (p as Partial<LoadsLengths>).loadLengths === 'function')) {
       Object.defineProperty(this, 'loadLengths', { value: (field?: string) => this.#loadLengths(field), enumerable: false });
     }
     if (parts.every((p, i) => specs[i] !== undefined || isReopenable(p))) {
@@ -315,10 +317,11 @@ function ownLengths(p: AnyDataset): Uint32Array | undefined {
   return out;
 }
 
-/** Lengths in the concat layout when every part declares its own: a table when all are tables, else a function. */
-function concatLengths(parts: readonly AnyDataset[]): Uint32Array | ((i: number) => number) | undefined {
+/** Lengths in the concat layout when every part declares its own: a table when all are tables, else a function (`build` false: only whether there are any). */
+function concatLengths(parts: readonly AnyDataset[], build: boolean): Uint32Array | ((i: number) => number) | undefined {
   const own = parts.map((p) => (p as { lengths?: Uint32Array | ((i: number) => number) }).lengths);
   if (!own.every((l) => l instanceof Uint32Array || typeof l === 'function')) return undefined;
+  if (!build) return own[0];
   const offsets = [0];
   for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
   if (own.every((l, k) => l instanceof Uint32Array && l.length === parts[k]!.length)) {
