@@ -14,7 +14,7 @@ import type { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
 import { LoaderError, invalidOption, loaderClosed } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
-import type { DeliveryConfig } from './pipeline/delivery.js';
+import { type DeliveryConfig, deliveredNames } from './pipeline/delivery.js';
 import { type Built, buildLoader } from './pipeline/build.js';
 import type { EpochPlan } from './pipeline/epoch-plan.js';
 import type { BatchPlanner, Segment } from './pipeline/batch-planner.js';
@@ -204,7 +204,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
       order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
       ...(this.#sampler instanceof MixSampler ? { mix: this.#sampler.stateFor(epoch) } : {}),
-      ...(this.#planner.settings !== undefined ? { tokens: this.#planner.settings } : {}),
+      ...this.#planner.state,
     };
   }
 
@@ -217,7 +217,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   }
 
   get names(): readonly string[] {
-    return this.#delivery.names;
+    return deliveredNames(this.#delivery);
   }
 
   get isResident(): boolean {

@@ -15,6 +15,7 @@ import type { AnyTensor } from './device/device-tensor.js';
 import { type World, rankDevice, resolveWorld } from './distributed/launch.js';
 import type { LoaderState } from './distributed/resume.js';
 import type { ShardMode } from './distributed/shard.js';
+import { type PackSettings, parsePack } from './sampler/pack-plan.js';
 
 /**
  * A delivery transform: `(rows, keys) → rows`, one key per row. It runs on every delivery, on fresh
@@ -151,6 +152,21 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   bucketWindow?: number;
   /** With `batchTokens`: tokens of each sample, one entry per sample (or `i => tokens`). Default: the dataset's `lengths`. */
   lengths?: Uint32Array | ((index: number) => number);
+  /**
+   * How each ragged field (one whose first dimension varies: `dataset.ragged`, or any field named
+   * here) becomes one batch tensor: `'pad'` (to the longest, plus `<field>_lengths`), `{ pad: { to,
+   * value, lengths, mask, truncate, maxLength } }`, `'pack'` (rows concatenated, plus
+   * `<field>_cu_seqlens`), `{ pack: { truncate, maxLength } }`, or a function `(rows, ids) => ({
+   * name: typedArray, … })` (host only). See docs/text.md.
+   */
+  collate?: Record<string, unknown>;
+  /**
+   * Sequence packing: batches of `batchSize` context windows of `contextLength` tokens, documents of
+   * the ragged field (`field`, default the dataset's only one) best-fit into them (`mode:
+   * 'best-fit'`, over groups of `window` documents) or laid end to end (`'concat'`); each batch is
+   * `tokens`, `segment_ids`, `position_ids`. See docs/text.md.
+   */
+  pack?: { contextLength: number; mode?: 'best-fit' | 'concat'; window?: number; truncate?: boolean; field?: string };
 }
 
 /** Options after validation, defaults and clamps. */
@@ -186,12 +202,19 @@ export interface ResolvedOptions {
   readonly errors: 'throw' | 'skip';
   /** Token budgets: undefined for fixed batches of batchSize. */
   readonly tokens: { readonly batchTokens: number; readonly bucketWindow: number; readonly lengths: LoaderOptions['lengths'] } | undefined;
+  /** Checked against the dataset's ragged fields when the loader is built (pipeline/collate.ts). */
+  readonly collate: Record<string, unknown> | undefined;
+  /** Sequence packing; undefined: none. */
+  readonly pack: (PackSettings & { readonly field: string | undefined }) | undefined;
+  /** Sample lengths given for packing or ragged capacities (with batchTokens they are in `tokens`). */
+  readonly lengths: LoaderOptions['lengths'];
 }
 
 const KNOWN: readonly string[] = [
   'batchSize', 'device', 'sim', 'shuffle', 'seed', 'sampler', 'dropLast', 'names', 'augment', 'transform', 'mode', 'prefetch',
   'vramMaxUsage', 'ramMaxUsage', 'activationReserve', 'sampleCache', 'diskStage', 'vramPool', 'pinSource', 'workers', 'rank',
   'worldSize', 'localRank', 'shards', 'resume', 'errors', 'batchTokens', 'bucketWindow', 'lengths',
+  'collate', 'pack',
 ];
 const DISK_STAGE_KEYS: readonly string[] = ['gigabytes', 'dir'];
 /** Reader workers per core beyond which more only cost memory and start-up (see `LoaderOptions.workers`). */
@@ -327,12 +350,28 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     }
     if (sampler !== undefined) throw invalidOption('sampler', 'left out with batchTokens', 'a custom sampler', 'Token-budget batches cut the built-in order; drop one of the two');
     tokens = { batchTokens: o.batchTokens, bucketWindow, lengths: o.lengths };
-  } else if (o.bucketWindow !== undefined || o.lengths !== undefined) {
+  } else if (o.bucketWindow !== undefined || (o.lengths !== undefined && o.pack === undefined && o.collate === undefined)) {
     throw invalidOption(o.bucketWindow !== undefined ? 'bucketWindow' : 'lengths', 'given only with batchTokens', o.bucketWindow ?? o.lengths, 'Pass batchTokens: N for token-budget batches, or drop it');
   }
 
+  const collate = o.collate;
+  if (collate !== undefined && (collate === null || typeof collate !== 'object' || Array.isArray(collate))) {
+    throw invalidOption('collate', "an object of ragged field name → 'pad' | 'pack' | { pad } | { pack } | function", collate);
+  }
+  let pack: ResolvedOptions['pack'];
+  if (o.pack !== undefined) {
+    const raw = o.pack as unknown;
+    const field = raw !== null && typeof raw === 'object' ? (raw as { field?: unknown }).field : undefined;
+    if (field !== undefined && typeof field !== 'string') throw invalidOption('pack.field', 'the name of a ragged field', field);
+    const { field: _f, ...rest } = (raw !== null && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
+    const settings = parsePack(raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? rest : raw)!;
+    if (tokens !== undefined) throw invalidOption('pack', 'left out with batchTokens', o.pack, 'A packed batch is batchSize context windows; token budgets cut samples into batches: use one of the two');
+    if (sampler !== undefined) throw invalidOption('sampler', 'left out with pack', 'a custom sampler', 'Packing plans the built-in order; drop one of the two');
+    pack = { ...settings, field };
+  }
+
   return {
-    tokens,
+    tokens, collate, pack, lengths: o.lengths,
     batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, pinSource, diskStage, workers, errors,
     world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),

@@ -17,11 +17,79 @@ export interface FieldSpec {
 }
 
 export interface Schema {
+  /** The dataset's fields, then one hidden int32 length field per ragged field (NOTE [ragged rows]). */
   readonly fields: readonly FieldSpec[];
   /** Record keys of the probe sample, in order; undefined for positional samples. */
   readonly keys: readonly string[] | undefined;
   /** Bytes of one sample over all fields. */
   readonly sampleBytes: number;
+  /** The dataset's own fields (the first `visible` of `fields`); undefined: all of them. */
+  readonly visible?: number;
+  /** Ragged fields, in field order; undefined or empty: none. */
+  readonly ragged?: readonly RaggedField[];
+}
+
+/**
+ * NOTE [ragged rows] A field whose first dimension varies from sample to sample travels every tier
+ * (reader staging, RAM cache, disk stage, pinned staging, VRAM pool, resident store) as a row of
+ * fixed `capacity` positions — the sample's positions first, zeros after — plus its length in a
+ * hidden int32 field of the same sample. Every tier sizes its slots from the schema, so none of
+ * them changes its sizing law or learns about raggedness; only the writer (writeSample) and the
+ * collate at delivery (pipeline/ragged-batch.ts) do. `lengths` is a table of every sample's length
+ * (−1 until read), in shared memory so reader threads fill it too (it crosses to them inside the
+ * schema): a batch whose rows never came back to the host (VRAM pool, resident on a device) still
+ * has its lengths on the host, where output shapes are decided.
+ */
+export interface RaggedField {
+  readonly name: string;
+  /** Index of the field in `fields`, and of its hidden length field. */
+  readonly field: number;
+  readonly lengthField: number;
+  /** Positions per row; a longer sample is truncated (`truncate`) or refused with ERR_TOO_LONG. */
+  readonly capacity: number;
+  readonly truncate: boolean;
+  /** Elements per position (the product of the trailing shape). */
+  readonly per: number;
+  /** Length of sample i's row as written (−1: not read yet), shared memory. */
+  readonly lengths: Int32Array;
+}
+
+/** What the loader decided for one ragged field at create. */
+export interface RaggedPlan {
+  readonly capacity: number;
+  readonly truncate: boolean;
+}
+
+/**
+ * The schema with the ragged fields named in `plans` turned into fixed-capacity rows plus hidden
+ * length fields (NOTE [ragged rows]). `names` are the fields' names; `length` the dataset's.
+ */
+export function raggedSchema(schema: Schema, names: readonly string[], plans: ReadonlyMap<string, RaggedPlan>, length: number): Schema {
+  if (plans.size === 0) return schema;
+  const fields = [...schema.fields];
+  const ragged: RaggedField[] = [];
+  for (const [name, plan] of plans) {
+    const f = names.indexOf(name);
+    const spec = fields[f];
+    if (spec === undefined) throw new LoaderError('ERR_INVALID_OPTION', `ragged field ${show(name)} is not a field of the dataset (its fields: ${names.map((n) => show(n)).join(', ')})`);
+    if (spec.shape.length === 0) {
+      throw new LoaderError('ERR_INVALID_OPTION', `ragged field ${show(name)} is a scalar in sample 0; a ragged field has a first dimension that varies (shape [len, …])`);
+    }
+    const per = spec.shape.slice(1).reduce((a, b) => a * b, 1);
+    fields[f] = { dtype: spec.dtype, shape: [plan.capacity, ...spec.shape.slice(1)], rowSize: plan.capacity * per };
+    const lengths = new Int32Array(new SharedArrayBuffer(Math.max(1, length) * 4)).fill(-1);
+    ragged.push({ name, field: f, lengthField: -1, capacity: plan.capacity, truncate: plan.truncate, per, lengths });
+  }
+  ragged.sort((a, b) => a.field - b.field);
+  const visible = schema.fields.length;
+  const withLengths = ragged.map((r, k) => ({ ...r, lengthField: visible + k }));
+  for (let k = 0; k < withLengths.length; k++) fields.push({ dtype: 'int32', shape: [], rowSize: 1 });
+  return { fields, keys: schema.keys, sampleBytes: fields.reduce((s, f) => s + f.rowSize * elementSize(f.dtype), 0), visible, ragged: withLengths };
+}
+
+/** The dataset's own field count. */
+export function visibleCount(schema: Schema): number {
+  return schema.visible ?? schema.fields.length;
 }
 
 /** A sample's fields in schema order, plus the record keys it came with. */

@@ -15,7 +15,7 @@ import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import { hasColumns, kColumns } from './arrays-source.js';
 import { type PickKeys, pickKeyAt } from '../sampler/pick-key.js';
 import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset, isKeyed } from './dataset.js';
-import { type FieldSpec, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
+import { type FieldSpec, type RaggedField, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
 
 /** Rows of one batch, batch dimension first, in the order they were asked for. */
 export interface StagedBatch {
@@ -164,7 +164,6 @@ export class SourceReader {
     const keyed = this.#keyed && keys !== undefined;
     const tiers = keyed ? undefined : this.#tiers;
     const counters = this.#tiers?.counters;
-    const { fields, keys: names } = this.schema;
     const pending: { row: number; id: number; value: Promise<unknown>; t0: number }[] = [];
     let sourceRows = 0;
     let sourceMs = 0;
@@ -196,7 +195,7 @@ export class SourceReader {
       }
       sourceMs += performance.now() - t0;
       sourceRows++;
-      writeSample(got, id, row, fields, names, outs);
+      writeSample(got, id, row, this.schema, outs);
       if (!keyed) this.#afterSource(ds, id, outs, row, context);
     }
     if (counters !== undefined) {
@@ -212,7 +211,7 @@ export class SourceReader {
       samples.forEach(([s, dt], k) => {
         const { row, id } = pending[k]!;
         ms += dt;
-        writeSample(s, id, row, fields, names, outs);
+        writeSample(s, id, row, this.schema, outs);
       });
       if (!keyed) for (const { row, id } of pending) await this.#afterSource(ds, id, outs, row, context);
       counters?.add('sourceRows', pending.length);
@@ -240,7 +239,7 @@ export class SourceReader {
     const again = ds.get(id, context);
     const check = (second: unknown) => {
       const probeOuts = this.schema.fields.map((f) => allocStorage(f.dtype, f.rowSize) as Storage);
-      writeSample(second, id, 0, this.schema.fields, this.schema.keys, probeOuts);
+      writeSample(second, id, 0, this.schema, probeOuts);
       if (!bytesEqual(first, this.#pack(probeOuts, 0))) throw impure(id);
       this.#scratch.set(first);
       admit();
@@ -304,16 +303,27 @@ function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
-export function writeSample(sample: unknown, id: number, row: number, fields: readonly FieldSpec[], keys: readonly string[] | undefined, outs: readonly Storage[]): void {
+export function writeSample(sample: unknown, id: number, row: number, schema: Schema, outs: readonly Storage[]): void {
+  const { fields, keys } = schema;
   const where = `dataset.get(${id})`;
   const { values } = sampleFields(sample as never, keys, where);
-  if (values.length !== fields.length) {
-    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where}: sample ${id} has ${values.length} tensors, expected ${fields.length} (same as sample 0)`);
+  const visible = schema.visible ?? fields.length;
+  if (values.length !== visible) {
+    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where}: sample ${id} has ${values.length} tensors, expected ${visible} (same as sample 0)`);
   }
-  for (let f = 0; f < fields.length; f++) {
+  let ragged = 0;
+  for (let f = 0; f < visible; f++) {
     const spec = fields[f]!;
     const value = values[f]!;
-    const out = outs[f]! as unknown as { [i: number]: unknown; set(a: ArrayLike<unknown>, o: number): void };
+    const out = outs[f]! as unknown as { [i: number]: unknown; set(a: ArrayLike<unknown>, o: number): void; fill(v: number | bigint, a: number, b: number): void };
+    const r = schema.ragged?.[ragged];
+    if (r !== undefined && r.field === f) {
+      ragged++;
+      const n = writeRagged(r, spec, value, id, row, out, `${where}, field ${label(keys, f)}`);
+      (outs[r.lengthField] as Int32Array)[row] = n;
+      r.lengths[id] = n;
+      continue;
+    }
     if (typeof value === 'number' || typeof value === 'bigint') {
       if (!fastMatch(spec, value)) checkField(spec, describeValue(value, where), `${where}, field ${label(keys, f)}`);
       out[row] = value;
@@ -327,6 +337,42 @@ export function writeSample(sample: unknown, id: number, row: number, fields: re
     if (spec.rowSize <= 16) for (let k = 0; k < spec.rowSize; k++) out[base + k] = data[k];
     else out.set(data, base);
   }
+}
+
+/**
+ * Write a ragged field's row (NOTE [ragged rows], schema.ts): its positions, zeros up to the
+ * capacity; returns the length written. Longer than the capacity: truncated when the collate says
+ * so, else ERR_TOO_LONG.
+ */
+function writeRagged(
+  r: RaggedField, spec: FieldSpec, value: SampleValue, id: number, row: number,
+  out: { set(a: ArrayLike<unknown>, o: number): void; fill(v: number | bigint, a: number, b: number): void }, where: string,
+): number {
+  const got = typeof value === 'number' || typeof value === 'bigint' ? undefined : describeValue(value, where);
+  const rest = spec.shape.slice(1);
+  if (got === undefined || got.dtype !== spec.dtype || got.shape.length !== spec.shape.length || got.shape.some((d, k) => k > 0 && d !== rest[k - 1])) {
+    const shown = got === undefined ? show(value) : `${got.dtype} [${got.shape.join(', ')}]`;
+    throw new LoaderError(
+      'ERR_SAMPLE_MISMATCH',
+      `${where} is ${shown} but the ragged field is ${spec.dtype} [len${rest.map((d) => `, ${d}`).join('')}] (from sample 0). A ragged field varies only in its first dimension`,
+    );
+  }
+  const len = got.shape[0]!;
+  let n = len;
+  if (len > r.capacity) {
+    if (!r.truncate) {
+      throw new LoaderError(
+        'ERR_TOO_LONG',
+        `ragged field \`${r.name}\`: sample ${id} has length ${len}, over the capacity ${r.capacity}. Set \`collate.${r.name}.*.truncate: true\` (or \`pack.truncate\`) to keep its first ${r.capacity}, or raise \`maxLength\``,
+      );
+    }
+    n = r.capacity;
+  }
+  const data = (value instanceof Tensor ? value.data : value) as unknown as { subarray(a: number, b: number): ArrayLike<unknown> };
+  const base = row * spec.rowSize;
+  out.set(n === len ? (data as unknown as ArrayLike<unknown>) : data.subarray(0, n * r.per), base);
+  if (n < r.capacity) out.fill(spec.dtype === 'int64' ? 0n : 0, base + n * r.per, base + spec.rowSize);
+  return n;
 }
 
 /** Cheap check that `value` has the field's dtype and shape; the slow path explains a mismatch. */

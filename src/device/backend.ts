@@ -80,6 +80,13 @@ export interface Backend {
    * (float32), already uploaded on the same stream.
    */
   image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void;
+  /**
+   * Enqueue a ragged collate (src/pipeline/pieces.ts, kernels/ragged.cu): run the piece table
+   * `op.table` (already uploaded on the same stream) over the fixed-capacity rows at `op.src`, writing
+   * every byte of the data output and of the optional segment (int32, or a uint8 mask) and position
+   * (int32) outputs. One launch. The table must have passed `checkPieces` (a bad row is an illegal address).
+   */
+  pieces(op: PiecesOp, stream: StreamName): void;
   record(stream: StreamName): DeviceEvent;
   done(event: DeviceEvent): boolean;
   /** Block the host until the event is done. */
@@ -91,6 +98,62 @@ export interface Backend {
   /** Device bytes allocated and host bytes pinned through this backend, not yet released. */
   live(): { device: number; pinned: number };
   close(): void;
+}
+
+/** One ragged collate on the device: the layout of `Backend.pieces`' operands (byte offsets into buffers). */
+export interface PiecesOp {
+  /** The batch's fixed-capacity rows: `rows` rows of `rowBytes` bytes from `srcOffset`. */
+  readonly src: DeviceBuffer;
+  readonly srcOffset: number;
+  readonly rows: number;
+  readonly rowBytes: number;
+  /** Bytes of one element of the field's dtype (the data output is aligned to it). */
+  readonly elementBytes: 1 | 2 | 4 | 8;
+  /** Elements per position (the product of the field's trailing dimensions). */
+  readonly per: number;
+  /** The data output: `total × per` elements from `dstOffset`. */
+  readonly dst: DeviceBuffer;
+  readonly dstOffset: number;
+  /** The fill's little-endian bits in `elementBytes` bytes (pieces.ts `fillBits`). */
+  readonly fill: bigint;
+  /** int32 segment ids (`width` 4, 4-byte aligned) or a uint8 mask (`width` 1): `total` entries. */
+  readonly segment?: { readonly buffer: DeviceBuffer; readonly offset: number; readonly width: 1 | 4 };
+  /** int32 position ids, `total` entries, 4-byte aligned. */
+  readonly position?: { readonly buffer: DeviceBuffer; readonly offset: number };
+  /** The piece table on the device (PIECE_INTS int32 per piece, 4-byte aligned) and its figures. */
+  readonly table: DeviceBuffer;
+  readonly tableOffset: number;
+  readonly count: number;
+  readonly total: number;
+  readonly maxSpan: number;
+}
+
+/** Check the operands of `Backend.pieces` fit their buffers and alignments (the table's content is the caller's: `checkPieces`). */
+export function checkPiecesOp(op: PiecesOp): void {
+  const bad = (what: string): never => {
+    throw new RangeError(`pieces: ${what}`);
+  };
+  const count = (name: string, v: number, max = Number.MAX_SAFE_INTEGER) => {
+    if (!(Number.isSafeInteger(v) && v >= 0 && v <= max)) bad(`${name} must be an integer in [0, ${max}], got ${v}`);
+  };
+  if (![1, 2, 4, 8].includes(op.elementBytes)) bad(`elementBytes must be 1, 2, 4 or 8, got ${op.elementBytes}`);
+  count('per', op.per, 0xffffffff);
+  if (op.per === 0) bad('per must be ≥ 1');
+  for (const [name, v] of [['srcOffset', op.srcOffset], ['rows', op.rows], ['rowBytes', op.rowBytes], ['dstOffset', op.dstOffset], ['tableOffset', op.tableOffset], ['maxSpan', op.maxSpan]] as const) count(name, v);
+  count('count', op.count, 0x7fffffff);
+  count('total', op.total, 0x7fffffff);
+  const posBytes = op.per * op.elementBytes;
+  if (op.srcOffset + op.rows * op.rowBytes > op.src.bytes) bad(`${op.rows} rows of ${op.rowBytes} bytes from offset ${op.srcOffset} overflow the source (${op.src.bytes} bytes)`);
+  if (op.dstOffset + op.total * posBytes > op.dst.bytes) bad(`${op.total} positions of ${posBytes} bytes from offset ${op.dstOffset} overflow the destination (${op.dst.bytes} bytes)`);
+  if ((op.dst.ptr + BigInt(op.dstOffset)) % BigInt(op.elementBytes) !== 0n) bad(`the destination at offset ${op.dstOffset} is not aligned to its ${op.elementBytes}-byte elements`);
+  if ((op.src.ptr + BigInt(op.srcOffset)) % BigInt(op.elementBytes) !== 0n || op.rowBytes % op.elementBytes !== 0) bad(`the source rows (offset ${op.srcOffset}, ${op.rowBytes} bytes each) are not aligned to their ${op.elementBytes}-byte elements`);
+  if (op.tableOffset + op.count * 20 > op.table.bytes || op.tableOffset % 4 !== 0) bad(`${op.count} pieces from offset ${op.tableOffset} overflow (or misalign) the table (${op.table.bytes} bytes)`);
+  if (op.segment !== undefined) {
+    if (op.segment.width !== 1 && op.segment.width !== 4) bad(`segment width must be 1 (a mask) or 4 (int32 ids), got ${op.segment.width}`);
+    if (op.segment.offset + op.total * op.segment.width > op.segment.buffer.bytes || op.segment.offset % op.segment.width !== 0) bad(`the segment output (${op.total} × ${op.segment.width} bytes from offset ${op.segment.offset}) overflows or misaligns its buffer`);
+  }
+  if (op.position !== undefined && (op.position.offset + op.total * 4 > op.position.buffer.bytes || op.position.offset % 4 !== 0)) bad(`the position output (${op.total} × 4 bytes from offset ${op.position.offset}) overflows or misaligns its buffer`);
+  if (op.maxSpan > op.total || (op.total > 0 && op.maxSpan === 0)) bad(`maxSpan ${op.maxSpan} is not the table's widest span (1 … total ${op.total}): pass the PieceTable's maxSpan`);
 }
 
 /** The marker both backends put on out-of-memory errors. */

@@ -31,6 +31,11 @@ export interface LoaderState {
   readonly mix?: MixState;
   /** Token budgets (batchTokens): the knobs that cut the batches, which a resume mid-epoch must keep. */
   readonly tokens?: { readonly batchTokens: number; readonly bucketWindow: number; readonly batchSize: number };
+  /**
+   * Sequence packing: the knobs that cut the context windows, which a resume mid-epoch must keep.
+   * With it, `position` counts context windows, not picks (NOTE [pack-position], batch-planner.ts).
+   */
+  readonly pack?: { readonly contextLength: number; readonly mode: 'concat' | 'best-fit'; readonly window: number; readonly truncate: boolean };
 }
 
 export interface OrderShape {
@@ -73,7 +78,8 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
       throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.${key}\` must be a non-negative integer, got ${show(v)}; the state is corrupt`);
     }
   }
-  if ((s.position as number) >= shape.picks) {
+  // A packed state counts windows (NOTE [pack-position]); the planner checks its position.
+  if (s.pack === undefined && (s.position as number) >= shape.picks) {
     throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.position\` ${s.position} is not below the ${shape.picks} picks of an epoch; the state is corrupt`);
   }
   return s as LoaderState;

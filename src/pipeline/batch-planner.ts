@@ -9,7 +9,8 @@ import type { World } from '../distributed/launch.js';
 import { type ShardMode, consumedPicks, sharePicks, shardPicks } from '../distributed/shard.js';
 import { batchAt, consumedBatchPicks, shardBatches, shareBatches } from '../distributed/shard-batches.js';
 import { type BatchList, type TokenBudget, tokenBatches } from '../sampler/token-batches.js';
-import { EpochPlan, countBatches } from './epoch-plan.js';
+import { EpochPlan, type Packing, countBatches } from './epoch-plan.js';
+import { type PackPlan, type PackSettings, packPlan } from '../sampler/pack-plan.js';
 
 /** This rank's part of an epoch from a position on. */
 export interface Segment {
@@ -25,8 +26,10 @@ export interface BatchPlanner {
   segment(epoch: number, order: Uint32Array, position: number): Segment;
   /** This rank's batch count of the segment of `epoch` from `position`. */
   batches(epoch: number, position: number): number;
-  /** What a resume must match mid-epoch (token budgets), for `loader.state()`. */
-  readonly settings: TokenSettings | undefined;
+  /** What a resume must match mid-epoch (token budgets, packing), for `loader.state()`. */
+  readonly state: { readonly tokens?: TokenSettings; readonly pack?: PackSettings };
+  /** The most rows (picks) one batch reads: staging is sized for it. */
+  readonly maxRows: number;
 }
 
 interface Common {
@@ -37,12 +40,15 @@ interface Common {
 }
 
 export class FixedPlanner implements BatchPlanner {
-  readonly settings = undefined;
+  readonly state = {};
+  readonly maxRows: number;
   constructor(
     readonly common: Common,
     readonly dropLast: boolean,
     readonly picks: number,
-  ) {}
+  ) {
+    this.maxRows = common.batchSize;
+  }
 
   #spec(position: number) {
     const { world, batchSize, shards } = this.common;
@@ -69,6 +75,8 @@ export interface TokenSettings {
 
 export class TokenPlanner implements BatchPlanner {
   readonly settings: TokenSettings;
+  readonly state: { readonly tokens: TokenSettings };
+  readonly maxRows: number;
   #cached: { epoch: number; list: BatchList } | undefined;
 
   constructor(
@@ -78,6 +86,8 @@ export class TokenPlanner implements BatchPlanner {
     readonly orderOf: (epoch: number) => Uint32Array,
   ) {
     this.settings = { batchTokens: budget.batchTokens, bucketWindow: budget.window, batchSize: budget.maxRows };
+    this.state = { tokens: this.settings };
+    this.maxRows = budget.maxRows;
   }
 
   #list(epoch: number, order?: Uint32Array): BatchList {
@@ -112,4 +122,128 @@ export class TokenPlanner implements BatchPlanner {
       }
     }
   }
+}
+
+/**
+ * Sequence packing (option `pack`; sampler/pack-plan.ts): an epoch's order becomes context windows,
+ * and a batch is `batchSize` consecutive windows. NOTE [pack-position] Its unit of progress is the
+ * window, not the pick: 'concat' splits documents across windows, so no count of picks names a
+ * cut. A position is windows consumed by all ranks together; ranks take global batches in turn as
+ * token-budget batches do (shard-batches.ts), so a resume with another world size or batch size
+ * re-partitions the rest exactly. A resume mid-epoch must keep the settings that cut the windows
+ * (`loader.state().pack`).
+ */
+export class PackPlanner implements BatchPlanner {
+  readonly state: { readonly pack: PackSettings };
+  readonly maxRows: number;
+  #cached: { epoch: number; plan: PackPlan } | undefined;
+
+  constructor(
+    readonly common: Common,
+    readonly settings: PackSettings,
+    /** Tokens of each sample (document). */
+    readonly lengths: Uint32Array,
+    readonly orderOf: (epoch: number) => Uint32Array,
+  ) {
+    this.state = { pack: settings };
+    this.maxRows = common.batchSize * maxDocsPerWindow(lengths, settings);
+    if (settings.mode === 'best-fit' && !settings.truncate) {
+      // Found at create, not at the epoch that would meet the document.
+      const long = lengths.findIndex((n) => n > settings.contextLength);
+      if (long >= 0) packPlan(Uint32Array.of(long), (i) => lengths[i]!, settings);
+    }
+  }
+
+  /** The epoch's windows (the same for every rank and every resume). */
+  plan(epoch: number, order?: Uint32Array): PackPlan {
+    if (this.#cached?.epoch !== epoch) this.#cached = { epoch, plan: packPlan(order ?? this.orderOf(epoch), (i) => this.lengths[i]!, this.settings) };
+    return this.#cached.plan;
+  }
+
+  segment(epoch: number, order: Uint32Array, position: number): Segment {
+    const plan = this.plan(epoch, order);
+    const nw = plan.windows.length - 1;
+    const first = checkWindowPosition(position, nw, epoch);
+    const { world, shards, augment, batchSize: B } = this.common;
+    const total = Math.ceil((nw - first) / B);
+    const m = total === 0 ? 0 : shareBatches(total, 0, world.worldSize, shards);
+    const picks: number[] = [];
+    const bounds = new Uint32Array(m + 1);
+    const windowStart = new Uint32Array(m);
+    const windowCount = new Uint32Array(m);
+    for (let s = 0; s < m; s++) {
+      const g = (s * world.worldSize + world.rank) % total;
+      const w0 = first + g * B;
+      const count = Math.min(B, nw - w0);
+      windowStart[s] = w0;
+      windowCount[s] = count;
+      for (const p of batchPositions(plan, w0, count)) picks.push(order[p]!);
+      bounds[s + 1] = picks.length;
+    }
+    const packing: Packing = { plan, windowStart, windowCount, contextLength: this.settings.contextLength };
+    const epochPlan = new EpochPlan(epoch, Uint32Array.from(picks), augment, this.maxRows, false, bounds, packing);
+    return { plan: epochPlan, position: first, total: nw, consumed: (next) => Math.min(nw, first + next * world.worldSize * B) };
+  }
+
+  batches(epoch: number, position: number): number {
+    const nw = this.plan(epoch).windows.length - 1;
+    const first = checkWindowPosition(position, nw, epoch);
+    const total = Math.ceil((nw - first) / this.common.batchSize);
+    return total === 0 ? 0 : shareBatches(total, 0, this.common.world.worldSize, this.common.shards);
+  }
+
+  /** Refuse a resume mid-epoch whose windows differ from the saved one's. */
+  static checkResume(saved: unknown, position: number, now: PackSettings): void {
+    if (position === 0) return;
+    const s = (saved ?? {}) as Partial<PackSettings>;
+    for (const key of ['contextLength', 'mode', 'window', 'truncate'] as const) {
+      if (s[key] !== now[key]) {
+        throw new LoaderError(
+          'ERR_RESUME_MISMATCH',
+          `\`resume\`: the state was saved mid-epoch with pack.${key} ${String(s[key])}, but this loader has ${String(now[key])}; other settings cut other context windows. Resume with pack.${key}: ${String(s[key])}, or from an epoch's start`,
+        );
+      }
+    }
+  }
+}
+
+function checkWindowPosition(position: number, windows: number, epoch: number): number {
+  if (position > windows) {
+    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.position\` ${position} is past the ${windows} context windows of epoch ${epoch}: the state was saved with other pack settings or lengths. Resume with those, or from the start of an epoch`);
+  }
+  return position;
+}
+
+/**
+ * The most documents one context window can hold: as many of the shortest (non-empty) documents
+ * as fit, plus the two a 'concat' window may share with its neighbours. A bound from the lengths
+ * alone, so staging sized for `batchSize ×` it fits every epoch's batches.
+ */
+export function maxDocsPerWindow(lengths: Uint32Array, s: PackSettings): number {
+  const sorted = Uint32Array.from(lengths).sort();
+  let sum = 0;
+  let k = 0;
+  for (const n of sorted) {
+    if (n === 0) continue;
+    if (sum + n > s.contextLength) break;
+    sum += n;
+    k++;
+  }
+  return Math.max(1, k) + (s.mode === 'concat' ? 2 : 0);
+}
+
+/**
+ * The order positions a batch of windows reads, each once, in first-appearance order — the rows of
+ * the batch. Empty pieces (zero-length documents) read nothing.
+ */
+export function batchPositions(plan: PackPlan, firstWindow: number, count: number): number[] {
+  const seen = new Set<number>();
+  const out: number[] = [];
+  for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) {
+    const piece = plan.pieces[i]!;
+    if (piece.length === 0 || seen.has(piece.pick)) continue;
+    seen.add(piece.pick);
+    out.push(piece.pick);
+  }
+  return out;
 }

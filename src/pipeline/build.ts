@@ -12,7 +12,7 @@ import type { MappedColumns } from '../device/mapped-columns.js';
 import { vramPoolKilled } from '../device/vram-pool.js';
 import { type AnyDataset, closeDataset, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
-import type { Schema } from '../dataset/schema.js';
+import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
 import { DiskStage } from '../cache/disk-stage.js';
@@ -39,7 +39,8 @@ import { type Fetcher, MainThreadFetcher } from './fetcher.js';
 import { Governor } from './governor.js';
 import { ReaderPool, resolveWorkers } from './reader-pool.js';
 import { StreamingParts } from './streaming-parts.js';
-import { type BatchPlanner, FixedPlanner, TokenPlanner } from './batch-planner.js';
+import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
+import { planRagged, raggedDelivery } from './ragged-batch.js';
 import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
 
@@ -106,15 +107,25 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     throw invalidOption('mode', "'streaming' or 'auto' with decode: 'gpu'", opts.mode, "GPU decoding assembles each batch from the files: drop mode, or pass decode: 'cpu'");
   }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+  // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
+  let lengthTable: Uint32Array | undefined;
+  const lengthsOf = () => (lengthTable ??= sampleLengths(opts, ds, length));
+  const ragged = planRagged(ds, names, opts.collate, opts.pack, () => {
+    try {
+      return lengthsOf();
+    } catch {
+      return undefined;
+    }
+  });
+  if (ragged.plans.size > 0) {
+    checkRaggedDataset(ds, opts, device);
+    schema = raggedSchema(schema, names, ragged.plans, length);
+  }
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
   // A mixture orders its own picks (NOTE [Mixture order], sampler/mix-sampler.ts).
   const mixture = mixtureOf(ds);
   if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
-  const delivery: DeliveryConfig = {
-    names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
-    probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
-  };
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
   const kind = opts.sampler !== undefined ? 'custom' : mixture !== undefined ? 'mix' : opts.shuffle ? 'random' : 'sequential';
@@ -124,7 +135,12 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
       : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
-  const planner = batchPlanner(opts, ds, length, sampler, resume);
+  const planner = batchPlanner(opts, ds, length, sampler, resume, lengthsOf);
+  const delivery: DeliveryConfig = {
+    names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
+    probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
+    ragged: raggedDelivery(schema, names, ragged, planner instanceof PackPlanner ? planner : undefined, opts.pack),
+  };
   const base = { datasetLength: length, sampler, planner, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
 
   if (resident) {
@@ -144,12 +160,12 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
       process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
     }
   }
-  return { ...base, streaming: await buildStreaming(dataset, ds, schema, length, opts, device, reopenable, perSample, probe), residentBuildMs: 0 };
+  return { ...base, streaming: await buildStreaming(dataset, ds, schema, length, opts, device, reopenable, perSample, probe, planner.maxRows), residentBuildMs: 0 };
 }
 
 async function buildStreaming(
   dataset: AnyDataset | SourceSpec, ds: AnyDataset, schema: Schema, length: number, opts: ResolvedOptions, device: Device,
-  reopenable: boolean, perSample: boolean, probe: Probe,
+  reopenable: boolean, perSample: boolean, probe: Probe, rows: number,
 ): Promise<StreamingParts> {
   const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
   const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
@@ -181,7 +197,7 @@ async function buildStreaming(
   if (workers > 0) {
     try {
       readers = await ReaderPool.start({
-        spec: specOf(dataset)!, workers, schema, batchSize: opts.batchSize, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn, keyed,
+        spec: specOf(dataset)!, workers, schema, batchSize: rows, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn, keyed,
         pin: (slot) => device.pinStaging(slot),
       });
     } catch (error) {
@@ -193,14 +209,14 @@ async function buildStreaming(
     fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
   }
   const governor = new Governor(
-    { sampleBytes: schema.sampleBytes, batchSize: opts.batchSize, probe, vramMaxUsage: opts.vramMaxUsage },
+    { sampleBytes: schema.sampleBytes, batchSize: rows, probe, vramMaxUsage: opts.vramMaxUsage },
     opts.prefetch,
     opts.activationReserve,
   );
   const fields = schema.fields.map((f) => ({ dtype: f.dtype, shape: f.shape, rowBytes: f.rowSize * elementSize(f.dtype) }));
   const pooling = device.pooling;
   const pool = keyed || decode !== undefined ? undefined : pooling?.createPool(fields.map((f) => f.rowBytes), length, opts.vramPool && !vramPoolKilled());
-  const batchBytes = schema.sampleBytes * opts.batchSize;
+  const batchBytes = schema.sampleBytes * rows;
   let assembler: BatchAssembler;
   if (decode !== undefined) {
     assembler = new DecodeAssembler(decode.source, device.jpeg!, decode.decoder, schema);
@@ -211,7 +227,7 @@ async function buildStreaming(
   } else {
     assembler = new StagedAssembler(fetcher, device);
   }
-  return new StreamingParts({ fetcher, pool: readers, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, device, assembler });
+  return new StreamingParts({ fetcher, pool: readers, governor, counters, cache, disk, sampleBytes: schema.sampleBytes, rowsPerBatch: rows, device, assembler });
 }
 
 let gpuDecodeWarned = false;
@@ -294,6 +310,23 @@ function checkKeyed(ds: AnyDataset, opts: ResolvedOptions): void {
   if (opts.diskStage !== undefined) throw invalidOption('diskStage', 'left out for a dataset with decode-time views (keyed reads)', opts.diskStage, 'The disk stage would freeze one view of each sample; drop diskStage, or drop the source\'s view');
 }
 
+/** Each sample's token count for packing or capacities: the `lengths` option, else the dataset's. */
+function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): Uint32Array {
+  return resolveLengths(opts.tokens?.lengths ?? opts.lengths, ds, length, Number.MAX_SAFE_INTEGER);
+}
+
+/** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */
+function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device): void {
+  if (hasColumns(ds) || !SourceReader.isPerSample(ds)) {
+    throw invalidOption('collate', 'used with a per-sample dataset (get(i)) for ragged fields', 'a dataset of columns or whole batches', 'Ragged rows are written sample by sample into fixed-capacity slots: give a dataset with get(i) (sources.jsonl, sources.tokens, sources.parquet, sources.arrow with ragged)');
+  }
+  if (isKeyed(ds)) throw invalidOption('collate', 'used with a dataset whose reads are not keyed', 'a keyed dataset', 'A ragged row must have one length per sample');
+  if (opts.pack !== undefined && opts.augment !== 1) throw invalidOption('augment', '1 with pack', opts.augment, 'Packing places each document once per epoch; repeat the data with more epochs instead');
+  if (device.name !== 'cpu') {
+    throw invalidOption('device', "'cpu' for ragged fields (collate, pack)", device.name, 'Ragged collates run on the host for now: pass device: \'cpu\'');
+  }
+}
+
 function checkDataset(dataset: unknown): number {
   const ds = dataset as { length?: unknown; get?: unknown; getBatch?: unknown } | null;
   if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
@@ -313,8 +346,14 @@ function wrapDatasetError(what: string, cause: unknown): LoaderError {
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
-function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined): BatchPlanner {
+function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined, lengthsOf: () => Uint32Array): BatchPlanner {
   const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
+  if (opts.pack !== undefined) {
+    const { field: _field, ...settings } = opts.pack;
+    const planner = new PackPlanner(common, settings, lengthsOf(), (e) => sampler.indices(e) as Uint32Array);
+    if (resume !== undefined) PackPlanner.checkResume(resume.pack, resume.position, settings);
+    return planner;
+  }
   const t = opts.tokens;
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
   const budget = {

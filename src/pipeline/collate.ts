@@ -108,7 +108,11 @@ export function parseCollate(option: unknown, ragged: readonly string[], raggedM
 
 /** The row's elements per position (the product of `rest`). */
 function clip(field: string, row: RaggedRow, id: number, per: number, cap: number | undefined, truncate: boolean): number {
-  const len = row.length / per;
+  return clipLength(field, row.length / per, id, cap, truncate);
+}
+
+/** A row's collated length: `len` within the capacity, cut to it when `truncate`, else ERR_TOO_LONG. */
+export function clipLength(field: string, len: number, id: number, cap: number | undefined, truncate: boolean): number {
   if (cap === undefined || len <= cap) return len;
   if (truncate) return cap;
   throw new LoaderError(
@@ -143,8 +147,7 @@ export function collateField(field: string, spec: CollateSpec, rows: readonly Ra
     for (let i = 0; i < B; i++) data.set(rows[i]!.subarray(0, lens[i]! * per), cu[i]! * per);
     return { [field]: { data, shape: per === 1 ? [cu[B]!] : [cu[B]!, per] }, [`${field}_cu_seqlens`]: { data: cu, shape: [B + 1] } };
   }
-  const longest = Math.max(...lens);
-  const L = typeof spec.to === 'number' ? spec.to : spec.to === 'longest' ? longest : Math.ceil(longest / spec.to.multiple) * spec.to.multiple;
+  const L = padLength(spec, lens);
   const data = alloc(rows[0]!, B * L * per);
   if (spec.value !== 0) data.fill(spec.value);
   for (let i = 0; i < B; i++) data.set(rows[i]!.subarray(0, lens[i]! * per), i * L * per);
@@ -156,6 +159,14 @@ export function collateField(field: string, spec: CollateSpec, rows: readonly Ra
     res[`${field}_mask`] = { data: m, shape: [B, L] };
   }
   return res;
+}
+
+/** The padded length L of a batch whose clipped lengths are `lens`: fixed, the longest, or the longest rounded up to the multiple. */
+export function padLength(spec: PadSpec, lens: ArrayLike<number>): number {
+  if (typeof spec.to === 'number') return spec.to;
+  let longest = 0;
+  for (let i = 0; i < lens.length; i++) if (lens[i]! > longest) longest = lens[i]!;
+  return spec.to === 'longest' ? longest : Math.ceil(longest / spec.to.multiple) * spec.to.multiple;
 }
 
 export function describeCollate(spec: CollateSpec): string {

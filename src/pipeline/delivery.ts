@@ -12,6 +12,7 @@ import type { U64 } from '../sampler/rng.js';
 import { leased, Tensor } from '../tensor/tensor.js';
 import { type AnyTensor, DeviceTensor } from '../device/device-tensor.js';
 import type { EpochPlan } from './epoch-plan.js';
+import { type RaggedDelivery, collateBatch } from './ragged-batch.js';
 
 export interface DeliveryConfig {
   /**
@@ -24,6 +25,13 @@ export interface DeliveryConfig {
   readonly transform: Transform<any> | undefined;
   readonly augment: number;
   readonly seed: U64;
+  /** Ragged fields' collates or sequence packing (pipeline/ragged-batch.ts); undefined: none. */
+  readonly ragged?: RaggedDelivery;
+}
+
+/** The names of a batch's fields as delivered. */
+export function deliveredNames(config: DeliveryConfig): readonly string[] {
+  return config.ragged?.names ?? config.names;
 }
 
 /** Marks a failure of the user's transform (as opposed to the dataset). */
@@ -38,22 +46,31 @@ export function deliver(config: DeliveryConfig, plan: EpochPlan, index: number, 
   // Views of the plan's arrays: nothing writes to them after the plan is made.
   const picks = plan.picks.subarray(start, end);
   const sampleIds = plan.samples === plan.picks ? picks : plan.samples.subarray(start, end);
-  if (config.transform === undefined) return makeBatch(config, plan, index, picks, sampleIds, memory, memory.tensors);
-  return transformed(config, plan, index, picks, sampleIds, memory);
+  let rows = memory.tensors;
+  if (config.ragged !== undefined) {
+    try {
+      rows = collateBatch(config.ragged, config.names, plan, index, memory.tensors, sampleIds);
+    } catch (cause) {
+      memory.free();
+      throw cause instanceof LoaderError && cause.code !== 'ERR_TRANSFORM_OUTPUT' && cause.code !== 'ERR_TOO_LONG' ? cause : new TransformFailure(cause);
+    }
+  }
+  if (config.transform === undefined) return makeBatch(config, plan, index, picks, sampleIds, memory, rows);
+  return transformed(config, plan, index, picks, sampleIds, memory, rows);
 }
 
-async function transformed(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch): Promise<Batch<AnyTensor>> {
+async function transformed(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch, rows: readonly AnyTensor[]): Promise<Batch<AnyTensor>> {
   const transform = config.transform!;
   const keys = new Array<PickKey>(picks.length);
   for (let r = 0; r < picks.length; r++) keys[r] = PickKey.fromPick(picks[r]!, config.augment, plan.epoch, config.seed);
   const apply = transform as (rows: readonly AnyTensor[], keys: readonly PickKey[]) => unknown;
   let out: unknown;
   try {
-    if (config.probeTransform === true && memory.tensors.every((t) => t instanceof Tensor)) {
+    if (config.probeTransform === true && rows.every((t) => t instanceof Tensor)) {
       config.probeTransform = false;
-      await probeTransformPurity(apply, memory.tensors as readonly Tensor[], keys);
+      await probeTransformPurity(apply, rows as readonly Tensor[], keys);
     }
-    out = await apply(memory.tensors, keys);
+    out = await apply(rows, keys);
   } catch (cause) {
     if (cause instanceof LoaderError && cause.code === 'ERR_IMPURE_TRANSFORM') {
       memory.free();
@@ -64,7 +81,7 @@ async function transformed(config: DeliveryConfig, plan: EpochPlan, index: numbe
   }
   let tensors: readonly AnyTensor[];
   try {
-    tensors = checkTransformOutput(out, config.names.length, picks.length);
+    tensors = checkTransformOutput(out, rows.map((t) => t.shape[0]!));
   } catch (error) {
     memory.free();
     // A wrong output fails this batch (under `errors`), as a throwing transform does: not the epoch.
@@ -75,7 +92,7 @@ async function transformed(config: DeliveryConfig, plan: EpochPlan, index: numbe
 
 function makeBatch(config: DeliveryConfig, plan: EpochPlan, index: number, picks: Uint32Array, sampleIds: Uint32Array, memory: DeviceBatch, tensors: readonly AnyTensor[]): Batch<AnyTensor> {
   return new Batch<AnyTensor>({
-    names: config.names,
+    names: deliveredNames(config),
     epoch: plan.epoch,
     index,
     sampleIds,
@@ -108,7 +125,9 @@ async function probeTransformPurity(apply: (rows: readonly AnyTensor[], keys: re
   }
 }
 
-function checkTransformOutput(out: unknown, count: number, rows: number): readonly AnyTensor[] {
+/** `rows`: the first dimension of each input field (the batch's rows, or a packed field's total). */
+function checkTransformOutput(out: unknown, rowsOf: readonly number[]): readonly AnyTensor[] {
+  const count = rowsOf.length;
   if (!Array.isArray(out)) {
     throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform must return an array of ${count} tensors (one per field), got ${show(out)}`);
   }
@@ -118,6 +137,7 @@ function checkTransformOutput(out: unknown, count: number, rows: number): readon
   return out.map((t: unknown, i) => {
     const tensor = t instanceof Tensor || t instanceof DeviceTensor ? t : ArrayBuffer.isView(t) ? new Tensor(t as never) : undefined;
     if (tensor === undefined) throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform output ${i} is ${show(t)}; return Tensors, DeviceTensors or typed arrays`);
+    const rows = rowsOf[i];
     if (tensor.shape[0] !== rows) {
       throw new LoaderError(
         'ERR_TRANSFORM_OUTPUT',

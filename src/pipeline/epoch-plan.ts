@@ -3,9 +3,18 @@
 // The rule: batch b holds picks [b·batchSize, min((b+1)·batchSize, picks)), and with `dropLast` a
 // short tail is not a batch — unless the plan has `bounds` (token-budget batches, whose sizes vary):
 // then batch b holds picks [bounds[b], bounds[b+1]), and batchSize is only their upper bound.
+import type { PackPlan } from '../sampler/pack-plan.js';
 
 export function countBatches(picks: number, batchSize: number, dropLast: boolean): number {
   return dropLast ? Math.floor(picks / batchSize) : Math.ceil(picks / batchSize);
+}
+
+/** A packed epoch's batches (sequence packing): batch b is windows [windowStart[b], + windowCount[b]) of `plan`. */
+export interface Packing {
+  readonly plan: PackPlan;
+  readonly windowStart: Uint32Array;
+  readonly windowCount: Uint32Array;
+  readonly contextLength: number;
 }
 
 export class EpochPlan {
@@ -18,8 +27,11 @@ export class EpochPlan {
   readonly batches: number;
   /** Where each batch starts in `picks`, and the end of the last (batches + 1 entries); undefined: fixed-size batches. */
   readonly bounds: Uint32Array | undefined;
+  /** Sequence packing: which context windows each batch is. */
+  readonly packing: Packing | undefined;
 
-  constructor(epoch: number, picks: Uint32Array, augment: number, batchSize: number, dropLast: boolean, bounds?: Uint32Array) {
+  constructor(epoch: number, picks: Uint32Array, augment: number, batchSize: number, dropLast: boolean, bounds?: Uint32Array, packing?: Packing) {
+    this.packing = packing;
     this.epoch = epoch;
     this.picks = picks;
     if (augment <= 1) {

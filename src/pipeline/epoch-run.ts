@@ -15,6 +15,7 @@ import type { DeviceBatch } from '../device/device.js';
 import type { EpochPlan } from './epoch-plan.js';
 import type { PickKeys } from '../sampler/pick-key.js';
 import { type EpochStats, SKIPPED_KEPT, newEpochStats } from './stats.js';
+import { countPacked } from './ragged-batch.js';
 
 export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefined> {
   readonly plan: EpochPlan;
@@ -115,6 +116,7 @@ export abstract class EpochRun implements AsyncIterator<Batch<AnyTensor>, undefi
         }
         this.stats.batches++;
         this.stats.rowsDelivered += batch.rows;
+        if (this.plan.packing !== undefined) countPacked(this.stats, this.plan.packing, index);
         if (this.autoRelease) this.#previous = batch;
         this.onDelivered();
         return { done: false, value: batch };

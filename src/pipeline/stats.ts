@@ -87,6 +87,11 @@ export interface EpochStats {
   capturedRows: number;
   pooledRows: number;
   pooledBytes: number;
+  /**
+   * Sequence packing (`pack`): the delivered context windows, their real tokens and token slots,
+   * and utilization = realTokens / slots (the rest is padding). Undefined without packing.
+   */
+  packing?: { windows: number; realTokens: number; slots: number; utilization: number };
 }
 
 export function newEpochStats(epoch: number, mode: 'resident' | 'streaming'): EpochStats {

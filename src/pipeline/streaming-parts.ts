@@ -39,6 +39,7 @@ export class StreamingParts {
   #budget = 0;
   /** Batches the reader pool may stage at once this epoch (the ring's bound); unbounded on the main thread. */
   maxInFlight = Number.POSITIVE_INFINITY;
+  readonly #rowsPerBatch: number;
 
   constructor(init: {
     fetcher: Fetcher;
@@ -48,9 +49,12 @@ export class StreamingParts {
     cache: SampleCache | undefined;
     disk: DiskStage | undefined;
     sampleBytes: number;
+    /** The most rows a batch reads (batchSize, or more for packed batches: BatchPlanner.maxRows). */
+    rowsPerBatch: number;
     device: Device;
     assembler: BatchAssembler;
   }) {
+    this.#rowsPerBatch = init.rowsPerBatch;
     this.assembler = init.assembler;
     this.#device = init.device;
     this.fetcher = init.fetcher;
@@ -74,7 +78,7 @@ export class StreamingParts {
     // already count against MemAvailable, so the parts settle below ramMaxUsage together).
     const share = opts.ramShare;
     if (this.readers !== undefined) {
-      let slots = ringSlotsFromRam(this.#sampleBytes, opts.batchSize, share, available, batches);
+      let slots = ringSlotsFromRam(this.#sampleBytes, this.#rowsPerBatch, share, available, batches);
       if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
       this.maxInFlight = Math.max(slots, 1);
     }

@@ -4,7 +4,7 @@
 // over the driver binding in driver.ts. The rule: every buffer and event handed out belongs to this
 // backend's context; close() waits for the device, then disposes them all with the context.
 
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, gatherColsWidth, rowCopyWidth } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule, type KernelArg } from './module.js';
 import type { ImagePlan } from '../../transforms/image.js';
@@ -15,11 +15,14 @@ const ROWS_PTX = new URL('../../../kernels/rows.ptx', import.meta.url);
 const GATHER_COLS_PTX = new URL('../../../kernels/gather-cols.ptx', import.meta.url);
 /** The built-in image transform (kernels/image.cu). */
 const IMAGE_PTX = new URL('../../../kernels/image.ptx', import.meta.url);
+/** Ragged collates through piece tables (kernels/ragged.cu). */
+const RAGGED_PTX = new URL('../../../kernels/ragged.ptx', import.meta.url);
 import type { MemInfo } from '../device.js';
 import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
 import { CudaEvent } from './event.js';
 import { gatherRows } from './gather.js';
+import { piecesLaunch } from './pieces-grid.js';
 import { RegisteredHost } from './registered-host.js';
 import { driver } from './driver.js';
 import { CudaStream } from './stream.js';
@@ -273,6 +276,15 @@ export class CudaBackend implements Backend, KernelHost {
     ]);
   }
 
+  pieces(op: PiecesOp, stream: StreamName): void {
+    checkPiecesOp(op);
+    if (op.total === 0) return;
+    const { grid, block, args } = piecesLaunch(op);
+    // SAFETY: the rows, the outputs and the table belong to the batch being collated, freed only
+    // after an event recorded on `stream` after this launch (the accelerator device's rule).
+    this.context.module(RAGGED_PTX).getFunction('stoker_pieces').launch(grid, block, this.#streams[stream], args);
+  }
+
   record(stream: StreamName): DeviceEvent {
     const ref = this.#events.pop() ?? this.#newEvent();
     ref.event.record(this.#streams[stream]);
@@ -319,3 +331,4 @@ export class CudaBackend implements Backend, KernelHost {
     return m;
   }
 }
+

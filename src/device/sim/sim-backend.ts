@@ -5,7 +5,8 @@
 // rules as on CUDA and every device-side policy runs the same code paths.
 
 import { LoaderError, invalidOption, unknownOption } from '../../errors.js';
-import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type StreamName, gatherColsWidth, rowCopyWidth } from '../backend.js';
+import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
+import { PIECE_INTS, applyPieces } from '../../pipeline/pieces.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 
@@ -322,6 +323,32 @@ export class SimBackend implements Backend {
         : plan.output === 'float32' ? new Float32Array(d.buffer, d.byteOffset, count)
         : new Uint16Array(d.buffer, d.byteOffset, count);
       runImagePlan(input, plan, out);
+    });
+  }
+
+  pieces(op: PiecesOp, stream: StreamName): void {
+    checkPiecesOp(op);
+    const s = this.#data(op.src);
+    const d = this.#data(op.dst);
+    const t = this.#data(op.table);
+    const seg = op.segment && this.#data(op.segment.buffer);
+    const pos = op.position && this.#data(op.position.buffer);
+    this.#streams[stream].push(() => {
+      // The table is read when the work runs (it was uploaded on this stream), as the kernel reads it.
+      // A bad table throws here, where a GPU would fault with an illegal address.
+      const table = new Int32Array(t.buffer.slice(t.byteOffset + op.tableOffset, t.byteOffset + op.tableOffset + op.count * PIECE_INTS * 4));
+      const posBytes = op.per * op.elementBytes;
+      applyPieces(
+        s.subarray(op.srcOffset, op.srcOffset + op.rows * op.rowBytes),
+        { rows: op.rows, rowBytes: op.rowBytes, elementBytes: op.elementBytes, per: op.per },
+        { table, count: op.count, total: op.total, maxSpan: op.maxSpan },
+        {
+          data: d.subarray(op.dstOffset, op.dstOffset + op.total * posBytes),
+          fill: op.fill,
+          ...(seg !== undefined ? { segment: op.segment!.width === 4 ? new Int32Array(seg.buffer, seg.byteOffset + op.segment!.offset, op.total) : seg.subarray(op.segment!.offset, op.segment!.offset + op.total) } : {}),
+          ...(pos !== undefined ? { position: new Int32Array(pos.buffer, pos.byteOffset + op.position!.offset, op.total) } : {}),
+        },
+      );
     });
   }
 

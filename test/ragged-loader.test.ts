@@ -1,0 +1,308 @@
+// Ragged fields through the loader (NOTE [ragged rows], src/dataset/schema.ts): every document
+// exactly once per epoch with its exact tokens through pad / pack / function collates, on the main
+// thread and in reader workers, through the RAM cache, the disk stage and resident mode; ERR_TOO_LONG
+// or truncation as stated; options refused at create with the knob named. Sequence packing
+// (`pack`): every token of every document exactly once per epoch in best-fit and concat, segment and
+// position ids that name each token's document and place, utilization in stats(), resume at random
+// points and onto another world size equal to the uninterrupted run, and a mismatched resume refused.
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { BatchError, DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
+import { type RaggedOptions, docLength, openRagged } from './fixtures/ragged-source.js';
+
+const FIXTURE = new URL('./fixtures/ragged-source.ts', import.meta.url).href;
+
+const code = (c: string) => (e: unknown) => e instanceof LoaderError && e.code === c;
+const ints = (t: unknown) => (t as Tensor).data as Int32Array;
+
+/** Check a padded batch row by row against the documents; returns its sample ids. */
+function checkPadded(b: { get(n: string): unknown; sampleIds: Uint32Array; names: readonly string[] }, o: RaggedOptions, value = 0): number[] {
+  const tokens = b.get('tokens') as Tensor;
+  const lengths = ints(b.get('tokens_lengths'));
+  const [B, L] = tokens.shape as [number, number];
+  const data = tokens.data as Int32Array;
+  const ids = [...b.sampleIds];
+  assert.equal(B, ids.length);
+  for (let r = 0; r < B; r++) {
+    const id = ids[r]!;
+    const n = docLength(id, o);
+    assert.equal(lengths[r], n, `length of sample ${id}`);
+    for (let k = 0; k < L; k++) assert.equal(data[r * L + k], k < n ? id * 4096 + k + 1 : value, `sample ${id} position ${k}`);
+  }
+  assert.equal(L, Math.max(...ids.map((id) => docLength(id, o))), 'padded to the longest');
+  return ids;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function epochIds(loader: DataLoader<any>, epoch: number, check: (b: never) => number[]): Promise<number[]> {
+  const seen: number[] = [];
+  for await (const b of loader.epoch(epoch)) seen.push(...check(b as never));
+  return seen;
+}
+
+const sortedRange = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+describe('ragged fields: pad collate through the tiers', () => {
+  const o: RaggedOptions = { n: 53, withLabel: true, maxLength: 40 };
+
+  for (const [name, extra] of [
+    ['main thread, RAM cache', {}],
+    ['no sample cache', { sampleCache: false }],
+    ['resident mode', { mode: 'resident' }],
+  ] as [string, LoaderOptions][]) {
+    it(`delivers every document exactly once with its tokens and lengths (${name}), two epochs`, async () => {
+      const loader = await DataLoader.create(openRagged(o), { dropLast: false, collate: { tokens: 'pad' }, ...extra, batchSize: 8 });
+      assert.deepEqual(loader.names, ['tokens', 'tokens_lengths', 'label']);
+      for (const e of [0, 1]) {
+        const ids = await epochIds(loader, e, (b: { get(n: string): unknown; sampleIds: Uint32Array; names: readonly string[] }) => {
+          const got = checkPadded(b, o);
+          assert.deepEqual([...((b.get('label') as Tensor).data as Float64Array)], got);
+          return got;
+        });
+        assert.deepEqual(ids.sort((a, b) => a - b), sortedRange(o.n), `epoch ${e}`);
+      }
+      if (extra.sampleCache === undefined && extra.mode === undefined) assert.ok(loader.stats().epochs[1]!.rowsFromCache > 0, 'epoch 1 served from the RAM cache');
+      await loader.close();
+    });
+  }
+
+  it('delivers the same rows through reader workers and the disk stage', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stoker-ragged-'));
+    try {
+      const spec = sources.module(FIXTURE, 'openRagged', o);
+      const loader = await DataLoader.create(spec, {
+        batchSize: 8, dropLast: false, workers: 2, collate: { tokens: 'pad' }, diskStage: { gigabytes: 0.01, dir }, ramMaxUsage: 0.05,
+      });
+      for (const e of [0, 1]) {
+        const ids = await epochIds(loader, e, (b) => checkPadded(b, o));
+        assert.deepEqual(ids.sort((a, b) => a - b), sortedRange(o.n));
+      }
+      await loader.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('pads to a multiple with a mask and a pad value, and to a fixed length', async () => {
+    const multiple = await DataLoader.create(openRagged(o), { batchSize: 5, collate: { tokens: { pad: { to: { multiple: 16 }, mask: true, value: -7 } } } });
+    assert.deepEqual(multiple.names, ['tokens', 'tokens_lengths', 'tokens_mask', 'label']);
+    for await (const b of multiple.epoch(0)) {
+      const t = b.get('tokens') as Tensor;
+      const [B, L] = t.shape as [number, number];
+      assert.equal(L % 16, 0);
+      const lengths = ints(b.get('tokens_lengths'));
+      const mask = (b.get('tokens_mask') as Tensor).data as Uint8Array;
+      for (let r = 0; r < B; r++) {
+        for (let k = 0; k < L; k++) {
+          assert.equal(mask[r * L + k], k < lengths[r]! ? 1 : 0);
+          if (k >= lengths[r]!) assert.equal((t.data as Int32Array)[r * L + k], -7);
+        }
+      }
+    }
+    await multiple.close();
+    const fixed = await DataLoader.create(openRagged(o), { batchSize: 5, collate: { tokens: { pad: { to: 48 } } } });
+    for await (const b of fixed.epoch(0)) assert.deepEqual((b.get('tokens') as Tensor).shape, [5, 48]);
+    await fixed.close();
+  });
+
+  it('packs rows with cu_seqlens, every token in place', async () => {
+    const loader = await DataLoader.create(openRagged(o), { batchSize: 6, dropLast: false, collate: { tokens: 'pack' } });
+    assert.deepEqual(loader.names, ['tokens', 'tokens_cu_seqlens', 'label']);
+    const seen: number[] = [];
+    for await (const b of loader.epoch(0)) {
+      const cu = ints(b.get('tokens_cu_seqlens'));
+      const data = ints(b.get('tokens'));
+      assert.equal(cu.length, b.rows + 1);
+      assert.equal(data.length, cu[b.rows]);
+      b.sampleIds.forEach((id, r) => {
+        assert.equal(cu[r + 1]! - cu[r]!, docLength(id, o));
+        for (let k = cu[r]!; k < cu[r + 1]!; k++) assert.equal(data[k], id * 4096 + (k - cu[r]!) + 1);
+        seen.push(id);
+      });
+    }
+    assert.deepEqual(seen.sort((a, b) => a - b), sortedRange(o.n));
+    await loader.close();
+  });
+
+  it('runs a function collate on the host and names its outputs from the first batch', async () => {
+    const loader = await DataLoader.create(openRagged(o), {
+      batchSize: 4,
+      collate: { tokens: (rows: readonly Int32Array[]) => ({ tokens_sum: Int32Array.from(rows, (r) => r.reduce((a, v) => a + v, 0)) }) },
+    });
+    for await (const b of loader.epoch(0)) {
+      assert.deepEqual(b.names, ['tokens_sum', 'label']);
+      const sums = ints(b.get('tokens_sum'));
+      b.sampleIds.forEach((id, r) => {
+        const n = docLength(id, o);
+        assert.equal(sums[r], n * (id * 4096 + 1) + (n * (n - 1)) / 2);
+      });
+    }
+    assert.deepEqual(loader.names, ['tokens_sum', 'label']);
+    await loader.close();
+  });
+
+  it('a document over the capacity fails its batch with ERR_TOO_LONG, or is truncated when stated', async () => {
+    const long: RaggedOptions = { n: 16, maxLength: 10, longAt: { 5: 30 }, declare: false };
+    const loader = await DataLoader.create(openRagged(long), { batchSize: 4, shuffle: false, collate: { tokens: { pad: { maxLength: 12 } } } });
+    await assert.rejects(
+      async () => {
+        for await (const _ of loader.epoch(0));
+      },
+      (e: unknown) => e instanceof BatchError && code('ERR_TOO_LONG')(e.cause) && /`tokens`.*sample 5.*length 30.*capacity 12/.test((e.cause as Error).message),
+    );
+    await loader.close();
+    const cut = await DataLoader.create(openRagged(long), { batchSize: 4, shuffle: false, collate: { tokens: { pad: { maxLength: 12, truncate: true } } } });
+    for await (const b of cut.epoch(0)) {
+      const r = [...b.sampleIds].indexOf(5);
+      if (r < 0) continue;
+      assert.equal(ints(b.get('tokens_lengths'))[r], 12);
+      const L = (b.get('tokens') as Tensor).shape[1]!;
+      assert.deepEqual([...ints(b.get('tokens')).subarray(r * L, r * L + 12)], Array.from({ length: 12 }, (_, k) => 5 * 4096 + k + 1));
+    }
+    await cut.close();
+  });
+
+  it('refuses what cannot work at create, naming the knob', async () => {
+    const plain = openRagged({ n: 8 });
+    await assert.rejects(DataLoader.create(plain, { batchSize: 2 }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /collate\.tokens/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(plain, { batchSize: 2, collate: { nope: 'pad' } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /collate\.nope/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(plain, { batchSize: 2, collate: { tokens: { pad: { to: 'widest' } } } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /collate\.tokens\.pad\.to/.test((e as Error).message));
+    // An undeclared ragged field with no bound anywhere: the capacity must be given.
+    await assert.rejects(DataLoader.create(openRagged({ n: 8, declare: false }), { batchSize: 2, collate: { tokens: 'pad' } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /maxLength/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(sources.arrays({ x: new Int32Array(8) }), { batchSize: 2, collate: { x: { pad: { maxLength: 4 } } } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /per-sample/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(plain, { batchSize: 2, collate: 'pad' as never }), code('ERR_INVALID_OPTION'));
+  });
+});
+
+/** Every token a packed batch delivers, as document × 4096 + position, checked against the ids. */
+function packedTokens(b: { get(n: string): unknown }, C: number): number[] {
+  const tokens = ints(b.get('tokens'));
+  const seg = ints(b.get('segment_ids'));
+  const pos = ints(b.get('position_ids'));
+  const out: number[] = [];
+  for (let w = 0; w < tokens.length / C; w++) {
+    let last = 0;
+    for (let k = 0; k < C; k++) {
+      const at = w * C + k;
+      const t = tokens[at]!;
+      if (seg[at] === 0) {
+        assert.equal(t, 0, 'padding after the last document');
+        continue;
+      }
+      assert.ok(seg[at]! >= last, 'segments in order within a window');
+      last = seg[at]!;
+      assert.equal((t - 1) % 4096, pos[at], 'position id is the position in the document');
+      out.push(t - 1);
+    }
+  }
+  return out;
+}
+
+function allTokens(o: RaggedOptions, cap = Infinity): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < o.n; i++) for (let k = 0; k < Math.min(cap, docLength(i, o)); k++) out.push(i * 4096 + k);
+  return out.sort((a, b) => a - b);
+}
+
+describe('sequence packing (pack)', () => {
+  const o: RaggedOptions = { n: 300, maxLength: 200, seed: 3 };
+  const C = 256;
+
+  for (const mode of ['best-fit', 'concat'] as const) {
+    it(`${mode}: every token of every document exactly once per epoch, with segment and position ids`, async () => {
+      const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C, mode, window: 64 } });
+      assert.deepEqual(loader.names, ['tokens', 'segment_ids', 'position_ids']);
+      for (const e of [0, 1]) {
+        const got: number[] = [];
+        let batches = 0;
+        for await (const b of loader.epoch(e)) {
+          batches++;
+          assert.equal((b.get('tokens') as Tensor).shape[1], C);
+          got.push(...packedTokens(b, C));
+        }
+        assert.equal(batches, loader.epoch(e).length);
+        assert.deepEqual(got.sort((a, b) => a - b), allTokens(o), `epoch ${e}`);
+      }
+      const p = loader.stats().epochs[0]!.packing!;
+      assert.equal(p.realTokens, allTokens(o).length);
+      assert.equal(p.slots, p.windows * C);
+      assert.ok(p.utilization > (mode === 'concat' ? 0.99 : 0.9), `utilization ${p.utilization}`);
+      await loader.close();
+    });
+  }
+
+  it('delivers the same windows through reader workers', async () => {
+    const base = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C } });
+    const want: number[][] = [];
+    for await (const b of base.epoch(0)) want.push(packedTokens(b, C));
+    await base.close();
+    const loader = await DataLoader.create(sources.module(FIXTURE, 'openRagged', o), { batchSize: 4, workers: 2, pack: { contextLength: C } });
+    const got: number[][] = [];
+    for await (const b of loader.epoch(0)) got.push(packedTokens(b, C));
+    await loader.close();
+    assert.deepEqual(got, want);
+  });
+
+  it('resumes at random points, and onto two ranks, equal to the uninterrupted run', async () => {
+    for (const mode of ['best-fit', 'concat'] as const) {
+      const opts: LoaderOptions = { batchSize: 3, pack: { contextLength: C, mode, window: 50 } };
+      const full = await DataLoader.create(openRagged(o), opts);
+      const want: number[][] = [];
+      for await (const b of full.epoch(0)) want.push(packedTokens(b, C));
+      await full.close();
+      for (const stop of [1, Math.floor(want.length / 2), want.length - 1]) {
+        const first = await DataLoader.create(openRagged(o), opts);
+        const got: number[][] = [];
+        for await (const b of first.epoch(0)) {
+          got.push(packedTokens(b, C));
+          if (got.length === stop) break;
+        }
+        const state = JSON.parse(JSON.stringify(first.state()));
+        await first.close();
+        const rest = await DataLoader.create(openRagged(o), { ...opts, resume: state });
+        for await (const b of rest.epoch(state.epoch)) got.push(packedTokens(b, C));
+        await rest.close();
+        assert.deepEqual(got, want, `${mode}, stopped after ${stop}`);
+      }
+      // Two ranks take the rest in turn: together, exactly the rest of the windows.
+      const first = await DataLoader.create(openRagged(o), opts);
+      let taken = 0;
+      for await (const _ of first.epoch(0)) if (++taken === 2) break;
+      const state = first.state();
+      await first.close();
+      const ranks: number[][][] = [[], []];
+      for (const rank of [0, 1]) {
+        const r = await DataLoader.create(openRagged(o), { ...opts, resume: state, rank, worldSize: 2, shards: 'drop' });
+        for await (const b of r.epoch(0)) ranks[rank]!.push(packedTokens(b, C));
+        await r.close();
+      }
+      assert.equal(ranks[0]!.length, ranks[1]!.length, 'every rank as many batches');
+      const interleaved = ranks[0]!.flatMap((b, s) => [b, ranks[1]![s]!]);
+      assert.deepEqual(interleaved, want.slice(2, 2 + interleaved.length), mode);
+    }
+  });
+
+  it('refuses a resume with other pack settings, and options that cannot pack', async () => {
+    const loader = await DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C } });
+    for await (const _ of loader.epoch(0)) break;
+    const state = loader.state();
+    await loader.close();
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 512 }, resume: state }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && /pack.contextLength/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(openRagged({ ...o, withLabel: true }), { batchSize: 3, pack: { contextLength: C } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /only the field/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 0 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.contextLength/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 100 } }), code('ERR_TOO_LONG'));
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, batchTokens: 1000 }), code('ERR_INVALID_OPTION'));
+  });
+
+  it('truncates documents over the window in best-fit when stated', async () => {
+    const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: 100, truncate: true } });
+    const got: number[] = [];
+    for await (const b of loader.epoch(0)) got.push(...packedTokens(b, 100));
+    assert.deepEqual(got.sort((a, b) => a - b), allTokens(o, 100));
+    await loader.close();
+  });
+});
