@@ -73,7 +73,7 @@ async function writeJpeg(path: string, seed: number): Promise<void> {
 }
 
 /** The generated folder (made once per (files, classes), in the temp dir). */
-async function fixture(files: number, classes: number): Promise<string> {
+export async function fixture(files: number, classes: number): Promise<string> {
   const dir = join(tmpdir(), `stoker-bench-images-${files}-${classes}`);
   if (existsSync(join(dir, '.complete'))) return dir;
   const building = `${dir}.${process.pid}`;

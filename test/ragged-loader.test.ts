@@ -11,40 +11,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { BatchError, DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
+import { BatchError, DataLoader, DeviceTensor, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { type RaggedOptions, docLength, openRagged } from './fixtures/ragged-source.js';
+import { allTokens, checkPadded, code, epochIds, hostBatch, ints, packedTokens, raggedDeviceSuite, sortedRange } from './fixtures/ragged-checks.js';
 
 const FIXTURE = new URL('./fixtures/ragged-source.ts', import.meta.url).href;
-
-const code = (c: string) => (e: unknown) => e instanceof LoaderError && e.code === c;
-const ints = (t: unknown) => (t as Tensor).data as Int32Array;
-
-/** Check a padded batch row by row against the documents; returns its sample ids. */
-function checkPadded(b: { get(n: string): unknown; sampleIds: Uint32Array; names: readonly string[] }, o: RaggedOptions, value = 0): number[] {
-  const tokens = b.get('tokens') as Tensor;
-  const lengths = ints(b.get('tokens_lengths'));
-  const [B, L] = tokens.shape as [number, number];
-  const data = tokens.data as Int32Array;
-  const ids = [...b.sampleIds];
-  assert.equal(B, ids.length);
-  for (let r = 0; r < B; r++) {
-    const id = ids[r]!;
-    const n = docLength(id, o);
-    assert.equal(lengths[r], n, `length of sample ${id}`);
-    for (let k = 0; k < L; k++) assert.equal(data[r * L + k], k < n ? id * 4096 + k + 1 : value, `sample ${id} position ${k}`);
-  }
-  assert.equal(L, Math.max(...ids.map((id) => docLength(id, o))), 'padded to the longest');
-  return ids;
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function epochIds(loader: DataLoader<any>, epoch: number, check: (b: never) => number[]): Promise<number[]> {
-  const seen: number[] = [];
-  for await (const b of loader.epoch(epoch)) seen.push(...check(b as never));
-  return seen;
-}
-
-const sortedRange = (n: number) => Array.from({ length: n }, (_, i) => i);
 
 describe('ragged fields: pad collate through the tiers', () => {
   const o: RaggedOptions = { n: 53, withLabel: true, maxLength: 40 };
@@ -178,36 +149,6 @@ describe('ragged fields: pad collate through the tiers', () => {
   });
 });
 
-/** Every token a packed batch delivers, as document × 4096 + position, checked against the ids. */
-function packedTokens(b: { get(n: string): unknown }, C: number): number[] {
-  const tokens = ints(b.get('tokens'));
-  const seg = ints(b.get('segment_ids'));
-  const pos = ints(b.get('position_ids'));
-  const out: number[] = [];
-  for (let w = 0; w < tokens.length / C; w++) {
-    let last = 0;
-    for (let k = 0; k < C; k++) {
-      const at = w * C + k;
-      const t = tokens[at]!;
-      if (seg[at] === 0) {
-        assert.equal(t, 0, 'padding after the last document');
-        continue;
-      }
-      assert.ok(seg[at]! >= last, 'segments in order within a window');
-      last = seg[at]!;
-      assert.equal((t - 1) % 4096, pos[at], 'position id is the position in the document');
-      out.push(t - 1);
-    }
-  }
-  return out;
-}
-
-function allTokens(o: RaggedOptions, cap = Infinity): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < o.n; i++) for (let k = 0; k < Math.min(cap, docLength(i, o)); k++) out.push(i * 4096 + k);
-  return out.sort((a, b) => a - b);
-}
-
 describe('sequence packing (pack)', () => {
   const o: RaggedOptions = { n: 300, maxLength: 200, seed: 3 };
   const C = 256;
@@ -305,4 +246,35 @@ describe('sequence packing (pack)', () => {
     assert.deepEqual(got.sort((a, b) => a - b), allTokens(o, 100));
     await loader.close();
   });
+});
+
+raggedDeviceSuite('sim');
+
+describe('token budgets with ragged rows (batchTokens + pad)', () => {
+  const o: RaggedOptions = { n: 200, maxLength: 60, seed: 5 };
+
+  for (const device of ['cpu', 'sim']) {
+    it(`every document exactly once, no batch over the budget, resume equal to the uninterrupted run (${device})`, async () => {
+      const opts: LoaderOptions = { device, batchSize: 32, batchTokens: 256, collate: { tokens: 'pad' } };
+      const run = async (extra: Partial<LoaderOptions>, stop = Infinity) => {
+        const loader = await DataLoader.create(openRagged(o), { ...opts, ...extra });
+        const batches: number[][] = [];
+        for await (const raw of loader.epoch(0)) {
+          const b = await hostBatch(raw as never);
+          const t = b.get('tokens')!;
+          assert.ok(t.shape[0]! * t.shape[1]! <= 256, `batch of ${t.shape[0]} × ${t.shape[1]} over the budget`);
+          batches.push(checkPadded(b, o));
+          if (batches.length === stop) break;
+        }
+        const state = loader.state();
+        await loader.close();
+        return { batches, state };
+      };
+      const full = await run({});
+      assert.deepEqual(full.batches.flat().sort((a, b) => a - b), sortedRange(o.n));
+      const first = await run({}, 3);
+      const rest = await run({ resume: JSON.parse(JSON.stringify(first.state)) });
+      assert.deepEqual([...first.batches, ...rest.batches], full.batches);
+    });
+  }
 });

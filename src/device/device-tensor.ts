@@ -9,6 +9,7 @@ import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
+import { PIECE_INTS, type PieceTable, tableBytes } from '../pipeline/pieces.js';
 
 export class DeviceTensor<D extends DType = DType> {
   readonly dtype: D;
@@ -115,6 +116,67 @@ export class DeviceTensor<D extends DType = DType> {
     const ready = backend.record('consumer');
     owner.track(ready);
     return new DeviceTensor({ backend, buffer: dst, offset: 0, dtype: plan.output, shape: [plan.n, plan.c, plan.oh, plan.ow], ready, owner });
+  }
+
+  /**
+   * Internal: run a ragged collate's piece table (pipeline/pieces.ts) over this tensor's
+   * fixed-capacity rows [rows, capacity, …rest], into memory its batch owns, on the consumer stream
+   * after this tensor's data. Returns the data output (`dtype` of this tensor, `shape`), and the
+   * segment (int32 ids, or a uint8 mask) and position (int32) outputs when asked for.
+   */
+  runPieces(job: { table: PieceTable; fill: bigint; shape: readonly number[]; segment?: 'int32' | 'uint8'; position?: boolean }): { data: DeviceTensor; segment?: DeviceTensor; position?: DeviceTensor } {
+    this.#check();
+    const owner = this.#owner;
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
+    const backend = this.#backend;
+    const { table, fill } = job;
+    const rows = this.shape[0]!;
+    const per = this.shape.slice(2).reduce((a, b) => a * b, 1);
+    const elementBytes = elementSize(this.dtype) as 1 | 2 | 4 | 8;
+    const rowBytes = rows === 0 ? 0 : this.byteLength / rows;
+    const total = table.total;
+    // Zero-size outputs still get a buffer: a DeviceTensor always has one.
+    const dst = owner.alloc(Math.max(1, total * per * elementBytes));
+    const tableBuffer = owner.alloc(Math.max(4, table.count * PIECE_INTS * 4));
+    const segWidth = job.segment === undefined ? undefined : job.segment === 'int32' ? 4 : 1;
+    const seg = segWidth === undefined ? undefined : owner.alloc(Math.max(4, total * segWidth));
+    const pos = job.position ? owner.alloc(Math.max(4, total * 4)) : undefined;
+    const readyIn = this.#event();
+    if (readyIn !== undefined) backend.wait('consumer', readyIn);
+    // SAFETY: a fresh pageable array per call: the driver stages pageable memory before the call returns (sim holds it in the queued copy).
+    if (table.count > 0) backend.copyToDevice(tableBuffer, 0, tableBytes(table), 'consumer');
+    backend.pieces(
+      {
+        src: this.#buffer, srcOffset: this.#offset, rows, rowBytes, elementBytes, per, dst, dstOffset: 0, fill,
+        ...(seg !== undefined ? { segment: { buffer: seg, offset: 0, width: segWidth! } } : {}),
+        ...(pos !== undefined ? { position: { buffer: pos, offset: 0 } } : {}),
+        table: tableBuffer, tableOffset: 0, count: table.count, total, maxSpan: table.maxSpan,
+      },
+      'consumer',
+    );
+    const ready = backend.record('consumer');
+    owner.track(ready);
+    const tensor = <T extends DType>(buffer: DeviceBuffer, dtype: T, shape: readonly number[]) => new DeviceTensor({ backend, buffer, offset: 0, dtype, shape, ready, owner });
+    const tagShape = job.shape.slice(0, job.shape.length - (this.shape.length - 2));
+    return {
+      data: tensor(dst, this.dtype, job.shape),
+      ...(seg !== undefined ? { segment: tensor(seg, job.segment === 'int32' ? 'int32' : 'uint8', tagShape) } : {}),
+      ...(pos !== undefined ? { position: tensor(pos, 'int32', tagShape) } : {}),
+    };
+  }
+
+  /** Internal: a small host array (lengths, offsets) put beside this tensor, in memory its batch owns, on the consumer stream. */
+  sibling<T extends DType>(host: Tensor<T>): DeviceTensor<T> {
+    this.#check();
+    const owner = this.#owner;
+    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
+    const backend = this.#backend;
+    const buffer = owner.alloc(Math.max(4, host.byteLength));
+    // SAFETY: `host` is fresh per batch and nothing writes to it; pageable memory is staged by the driver before the call returns.
+    if (host.byteLength > 0) backend.copyToDevice(buffer, 0, host.bytes(), 'consumer');
+    const ready = backend.record('consumer');
+    owner.track(ready);
+    return new DeviceTensor({ backend, buffer, offset: 0, dtype: host.dtype, shape: host.shape, ready, owner });
   }
 
   /** Internal: the backing buffer (for kernels of the loader). */

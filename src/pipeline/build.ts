@@ -41,6 +41,7 @@ import { ReaderPool, resolveWorkers } from './reader-pool.js';
 import { StreamingParts } from './streaming-parts.js';
 import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
 import { planRagged, raggedDelivery } from './ragged-batch.js';
+import type { CollateSpec } from './collate.js';
 import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
 
@@ -108,7 +109,8 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
-  let lengthTable: Uint32Array | undefined;
+  // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
+  let lengthTable = opts.pack !== undefined || opts.tokens !== undefined ? await loadLengths(opts, ds, names) : undefined;
   const lengthsOf = () => (lengthTable ??= sampleLengths(opts, ds, length));
   const ragged = planRagged(ds, names, opts.collate, opts.pack, () => {
     try {
@@ -118,7 +120,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     }
   });
   if (ragged.plans.size > 0) {
-    checkRaggedDataset(ds, opts, device);
+    checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
   }
   const picks = length * opts.augment;
@@ -135,7 +137,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
       : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
-  const planner = batchPlanner(opts, ds, length, sampler, resume, lengthsOf);
+  const planner = batchPlanner(opts, ds, length, sampler, resume, lengthsOf, lengthTable);
   const delivery: DeliveryConfig = {
     names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
     probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
@@ -315,15 +317,35 @@ function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): U
   return resolveLengths(opts.tokens?.lengths ?? opts.lengths, ds, length, Number.MAX_SAFE_INTEGER);
 }
 
+/**
+ * The lengths a source computes when asked (`loadLengths(field)`: tokenized text, whose lengths are
+ * only known by tokenizing), for packing or token budgets; undefined when the option gives them or
+ * the source declares `lengths` (read synchronously later).
+ */
+async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[]): Promise<Uint32Array | undefined> {
+  if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
+  const src = ds as { lengths?: unknown; ragged?: unknown; loadLengths?: (field?: string) => Promise<Uint32Array> };
+  if (src.lengths !== undefined || typeof src.loadLengths !== 'function') return undefined;
+  const ragged = Array.isArray(src.ragged) ? (src.ragged as string[]) : [];
+  const field = opts.pack?.field ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
+  try {
+    return await src.loadLengths(field);
+  } catch (cause) {
+    throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
+  }
+}
+
 /** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */
-function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device): void {
+function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device, specs: ReadonlyMap<string, CollateSpec>): void {
   if (hasColumns(ds) || !SourceReader.isPerSample(ds)) {
     throw invalidOption('collate', 'used with a per-sample dataset (get(i)) for ragged fields', 'a dataset of columns or whole batches', 'Ragged rows are written sample by sample into fixed-capacity slots: give a dataset with get(i) (sources.jsonl, sources.tokens, sources.parquet, sources.arrow with ragged)');
   }
   if (isKeyed(ds)) throw invalidOption('collate', 'used with a dataset whose reads are not keyed', 'a keyed dataset', 'A ragged row must have one length per sample');
   if (opts.pack !== undefined && opts.augment !== 1) throw invalidOption('augment', '1 with pack', opts.augment, 'Packing places each document once per epoch; repeat the data with more epochs instead');
   if (device.name !== 'cpu') {
-    throw invalidOption('device', "'cpu' for ragged fields (collate, pack)", device.name, 'Ragged collates run on the host for now: pass device: \'cpu\'');
+    for (const [field, spec] of specs) {
+      if (spec.kind === 'function') throw invalidOption(`collate.${field}`, `'pad' or 'pack' on ${device.name}`, 'a function', "A function collate runs on the host: pass device: 'cpu', or use 'pad' / 'pack' (they run on the device)");
+    }
   }
 }
 
@@ -346,7 +368,7 @@ function wrapDatasetError(what: string, cause: unknown): LoaderError {
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
-function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined, lengthsOf: () => Uint32Array): BatchPlanner {
+function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined, lengthsOf: () => Uint32Array, loaded: Uint32Array | undefined): BatchPlanner {
   const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
   if (opts.pack !== undefined) {
     const { field: _field, ...settings } = opts.pack;
@@ -358,7 +380,7 @@ function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sam
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
   const budget = {
     batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
-    lengths: resolveLengths(t.lengths, ds, length, t.batchTokens),
+    lengths: resolveLengths(t.lengths ?? loaded, ds, length, t.batchTokens),
   };
   const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
   if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);

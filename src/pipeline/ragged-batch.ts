@@ -11,7 +11,8 @@ import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
 import { type CollateSpec, type RaggedRow, collateField, parseCollate } from './collate.js';
 import { type PackPlan, type PackSettings, packBatch } from '../sampler/pack-plan.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
-import type { AnyTensor } from '../device/device-tensor.js';
+import type { AnyTensor, DeviceTensor } from '../device/device-tensor.js';
+import { collatePieces, fillBitsOf, windowPieces } from './pieces.js';
 import type { EpochPlan, Packing } from './epoch-plan.js';
 import type { EpochStats } from './stats.js';
 import { batchPositions } from './batch-planner.js';
@@ -117,7 +118,7 @@ export function raggedDelivery(schema: Schema, names: readonly string[], setup: 
   if (ragged.length === 0) return undefined;
   if (setup.packField !== undefined) {
     const r = ragged.find((x) => x.name === setup.packField)!;
-    return { fields: [], names: ['tokens', 'segment_ids', 'position_ids'], pack: { ragged: r, settings: settings!, plans: plans! } };
+    return { fields: [], names: [r.name, 'segment_ids', 'position_ids'], pack: { ragged: r, settings: settings!, plans: plans! } };
   }
   const fields = names.map((name) => {
     const r = ragged.find((x) => x.name === name);
@@ -202,9 +203,67 @@ function dtypeOf(data: RaggedRow, like: DType): DType {
  * windows. `tensors` are the schema's fields, hidden lengths last; `ids` the rows' sample ids.
  */
 export function collateBatch(d: RaggedDelivery, visible: readonly string[], plan: EpochPlan, index: number, tensors: readonly AnyTensor[], ids: ArrayLike<number>): AnyTensor[] {
-  if (!tensors.every((t): t is Tensor => t instanceof Tensor)) throw new Error('stoker: internal: a ragged batch reached the host collate on a device');
-  if (d.pack !== undefined) return packHost(d.pack, plan, index, tensors);
-  return collateHost(d, visible, tensors, ids);
+  if (tensors.every((t): t is Tensor => t instanceof Tensor)) {
+    if (d.pack !== undefined) return packHost(d.pack, plan, index, tensors);
+    return collateHost(d, visible, tensors, ids);
+  }
+  const rows = tensors as readonly DeviceTensor[];
+  if (d.pack !== undefined) return packDevice(d.pack, plan, index, rows);
+  return collateDevice(d, rows, ids);
+}
+
+/**
+ * The same collates on an accelerator: each ragged field's piece table (pipeline/pieces.ts) runs on
+ * the device over the batch's fixed-capacity rows (kernels/ragged.cu), the host sending only the
+ * table and the small companions (lengths, cu_seqlens) it computed from the shared length table.
+ */
+function collateDevice(d: RaggedDelivery, tensors: readonly DeviceTensor[], ids: ArrayLike<number>): DeviceTensor[] {
+  const idList = Array.from(ids);
+  const out: DeviceTensor[] = [];
+  for (let f = 0; f < d.fields.length; f++) {
+    const how = d.fields[f];
+    if (how === undefined) {
+      out.push(tensors[f]!);
+      continue;
+    }
+    const { ragged: r, spec } = how;
+    if (spec.kind === 'function') throw new Error('stoker: internal: a function collate on a device');
+    const t = tensors[f]!;
+    const cp = collatePieces(r.name, spec, lengthsOf(r, idList), idList, t.shape.slice(2));
+    const ran = t.runPieces({ table: cp.pieces, fill: fillBitsOf(spec.kind === 'pad' ? spec.value : 0, t.dtype), shape: cp.shape, segment: cp.mask ? 'uint8' : undefined });
+    for (const name of how.outputs!) {
+      if (name === r.name) out.push(ran.data);
+      else if (name === `${r.name}_lengths`) out.push(t.sibling(trustedTensor('int32', cp.lengths!, [idList.length])));
+      else if (name === `${r.name}_mask`) out.push(ran.segment!);
+      else out.push(t.sibling(trustedTensor('int32', cp.cuSeqlens!, [cp.cuSeqlens!.length])));
+    }
+  }
+  return out;
+}
+
+/** A packed batch on an accelerator: its windows as one piece table, tokens with segment and position ids. */
+function packDevice(p: PackOut, plan: EpochPlan, index: number, tensors: readonly DeviceTensor[]): DeviceTensor[] {
+  const packing = plan.packing!;
+  const w0 = packing.windowStart[index]!;
+  const count = packing.windowCount[index]!;
+  const C = packing.contextLength;
+  const rowOf = new Map<number, number>();
+  batchPositions(packing.plan, w0, count).forEach((pos, row) => rowOf.set(pos, row));
+  const t = tensors[p.ragged.field]!;
+  const table = windowPieces(packing.plan, w0, count, C, (pos) => rowOf.get(pos)!);
+  const ran = t.runPieces({ table, fill: 0n, shape: [count, C], segment: 'int32', position: true });
+  return [ran.data, ran.segment!, ran.position!];
+}
+
+/** The rows' lengths from the shared length table (every row of a batch was written before it is delivered). */
+function lengthsOf(r: RaggedField, ids: readonly number[]): Int32Array {
+  const out = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const n = r.lengths[ids[i]!]!;
+    if (n < 0) throw new Error(`stoker: internal: ragged field ${r.name}: sample ${ids[i]} delivered before its length was written`);
+    out[i] = n;
+  }
+  return out;
 }
 
 /** A packed batch on the host: its windows' pieces copied out of the rows (sampler/pack-plan.ts packBatch). */

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -134,6 +134,36 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
     await assert.rejects(pool.decode(images.get('rgb.jpg')!, options, controller.signal), /epoch abandoned/);
     const after = await within(HANG_MS, 'decode after abort', pool.decode(images.get('rgb.jpg')!, options));
     assert.deepEqual(after.shape, [3, 32, 32]);
+  });
+
+  it('replies through a slab and on the socket are the same bytes, every dtype; no slab file is left, alive, killed or closed', { skip: !existsSync('/dev/shm') && 'no /dev/shm: replies always come on the socket' }, async () => {
+    const mine = () => readdirSync('/dev/shm').filter((n) => n.startsWith(`stoker-decode-${process.pid}-`));
+    const before = mine();
+    const slabbed = new DecodePool({ size: 2 });
+    const plain = new DecodePool({ size: 1, slab: false });
+    try {
+      const path = join(root, 'rgb.jpg');
+      for (const o of [{ size: [24, 24] }, { size: [13, 21], layout: 'hwc', normalize: { mean: [0.4], std: [0.3] }, output: 'float32' }, { size: [16, 16], normalize: { mean: [0.5], std: [0.25] }, output: 'bfloat16' }] as Omit<DecodeImageOptions, 'source'>[]) {
+        const options = { ...o, source: path };
+        const want = await decodeImage(images.get('rgb.jpg')!, options);
+        // More than PER_CHILD at once, so that the slab's regions are reused while replies are outstanding.
+        const got = await within(HANG_MS, 'decodes', Promise.all([...range(7).map(() => slabbed.decode({ path }, options)), plain.decode({ path }, options)]));
+        for (const t of got) {
+          assert.equal(t.dtype, want.dtype);
+          assert.deepEqual(t.shape, want.shape);
+          assert.deepEqual(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength), Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength), JSON.stringify(o));
+        }
+      }
+      assert.equal(slabbed.slabs, slabbed.pids.length, 'every child of the default pool replies through a slab');
+      assert.equal(plain.slabs, 0);
+      assert.deepEqual(mine(), before, 'a ready child\'s slab has no name left in /dev/shm');
+      process.kill(slabbed.pids[0]!, 'SIGKILL');
+      await within(HANG_MS, 'decode after a kill', slabbed.decode({ path: join(root, 'rgb.jpg') }, { size: [8, 8], source: 'after' }).catch(() => slabbed.decode({ path: join(root, 'rgb.jpg') }, { size: [8, 8], source: 'again' })));
+    } finally {
+      await slabbed.close();
+      await plain.close();
+    }
+    assert.deepEqual(mine(), before);
   });
 
   it('a child killed mid-work fails only the decodes it held, with ERR_WORKER_DIED naming the image; a new child takes over', async () => {

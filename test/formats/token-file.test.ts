@@ -164,6 +164,30 @@ describe('sources.tokens (Megatron .bin + .idx)', { skip: noPython }, () => {
     again.close();
   });
 
+  it('packs the documents of a file Megatron\'s writer made: every token exactly once per epoch, in reader workers (concat), or padded (best-fit, truncated)', async () => {
+    const many = range(120).map((d) => [1 + ((d * 37) % 23), ...(d % 5 === 0 ? [9] : [])]);
+    const bin = megatron(many);
+    const all = many.flat().reduce((a, b) => a + b, 0);
+    const want = range(all).map(tok).sort((a, b) => a - b);
+    const concat = await DataLoader.create(sources.tokens(bin, { index: true }), { batchSize: 3, workers: 2, pack: { contextLength: 16, mode: 'concat' } });
+    for (const epoch of [0, 1]) {
+      const got: number[] = [];
+      for await (const b of concat.epoch(epoch)) {
+        const t = b.get('tokens').data as Uint16Array;
+        const seg = b.get('segment_ids').data as Int32Array;
+        t.forEach((v, k) => seg[k]! > 0 && got.push(v));
+      }
+      assert.deepEqual(got.sort((a, b) => a - b), want, `epoch ${epoch}`);
+    }
+    assert.ok(concat.stats().epochs[0]!.packing!.utilization > 0.95);
+    await concat.close();
+    const cut = await DataLoader.create(sources.tokens(bin, { index: true }), { batchSize: 4, pack: { contextLength: 16, truncate: true } });
+    let real = 0;
+    for await (const b of cut.epoch(0)) real += (b.get('segment_ids').data as Int32Array).filter((s) => s > 0).length;
+    assert.equal(real, many.reduce((a, d) => a + Math.min(16, d.reduce((x, y) => x + y, 0)), 0));
+    await cut.close();
+  });
+
   it('reads int32 indexes (dtype code 4) through an explicit .idx path, and refuses a dtype that contradicts the index', () => {
     const bin = megatron([[3], [2, 2]], 4);
     const ds = sources.tokens(bin, { index: bin.replace(/\.bin$/, '.idx') }) as MegatronTokens;

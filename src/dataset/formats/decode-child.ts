@@ -4,13 +4,37 @@
 // running the same `decodeImage` as the parent would — so the bytes and the errors are the same.
 // It exits when its socket ends (the pool closed it, or the parent died).
 
-import { readFileSync } from 'node:fs';
+import { openSync, readFileSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { fileAccess } from '../../errors.js';
-import { FrameReader, FromChild, ToChild, type WireOptions, encodeFrame, frameHeader, toWire } from './decode-pool.js';
+import { FrameReader, FromChild, PER_CHILD, SLAB_ENV, SLAB_REGION, ToChild, type WireOptions, encodeFrame, frameHeader, toWire } from './decode-pool.js';
 import { decodeImage, loadImageDecoder } from './image-decode.js';
 
 const socket = new Socket({ fd: 3, readable: true, writable: true });
+
+/** The slab the parent made for this child (NOTE [pixels through a slab]), or none: replies then carry their pixels. */
+let slab: number | undefined;
+const slabPath = process.env[SLAB_ENV];
+if (slabPath !== undefined) {
+  try {
+    slab = openSync(slabPath, 'r+');
+  } catch {
+    slab = undefined;
+  }
+}
+/** Replies written to the slab so far: reply k goes to region k mod PER_CHILD. */
+let slabReplies = 0;
+
+/** Write the pixels into the next region of the slab; false when the write fails (then they go on the socket). */
+function intoSlab(bytes: Uint8Array, region: number): boolean {
+  if (slab === undefined) return false;
+  try {
+    for (let done = 0; done < bytes.length; ) done += writeSync(slab, bytes, done, bytes.length - done, region * SLAB_REGION + done);
+    return true;
+  } catch {
+    return false;
+  }
+}
 const queue: { id: number; kind: number; payload: Uint8Array }[] = [];
 let running = false;
 
@@ -35,10 +59,19 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
       throw new Error(`unknown request kind ${kind}`);
     }
     const image = await decodeImage(bytes, options);
-    // One writev for header and pixels.
-    socket.cork();
     const data = image.data as ArrayBufferView;
     const bytesOut = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    const region = slabReplies % PER_CHILD;
+    if (intoSlab(bytesOut, region)) {
+      slabReplies++;
+      const where = Buffer.allocUnsafe(8);
+      where.writeUInt32LE(bytesOut.length, 0);
+      where.writeUInt32LE(region, 4);
+      socket.write(encodeFrame(id, FromChild.PixelsInSlab, where));
+      return;
+    }
+    // One writev for header and pixels.
+    socket.cork();
     socket.write(frameHeader(id, FromChild.Pixels, bytesOut.length));
     socket.write(bytesOut);
     socket.uncork();

@@ -26,6 +26,19 @@
 //   and waits (bounded) until they are reaped. At process exit every child still alive is
 //   SIGKILLed; a child whose parent died sees its socket end and exits.
 //
+// NOTE [pixels through a slab] Where the machine has a RAM file system (/dev/shm), each child gets a
+// slab: a file there, created by the parent (mode 0600), opened by the child at start-up and unlinked
+// by the parent once the child is ready (so nothing is left behind, whoever dies). The child writes
+// each reply's pixels into the slab (one pwrite) and sends only a 20-byte frame naming the region;
+// the parent reads them with one pread, synchronously, in the frame's handler. The socket would cut
+// a 600 KB float32 reply into ~10 reads of 64 KB chunks, each a fresh buffer and an event, then
+// copy them into the output: measured, the parent's CPU per image and its garbage collection are
+// where the loader's time went. Regions: reply k of a child goes to region k mod PER_CHILD. That is
+// safe because the parent reads a reply before it sends that child another request (#onFrame reads,
+// then #pump sends), and a child holds at most PER_CHILD requests: a region is rewritten only by
+// a reply to a request sent after the region was read. A failed slab write (ENOSPC: /dev/shm is
+// small in some containers) sends that reply's pixels on the socket instead.
+//
 // Why a socket with binary frames rather than fork()'s IPC channel with 'advanced' serialization:
 // the pixels are copied once, out of the socket's chunks into the output array (the IPC channel
 // concatenates and deserializes: two copies), and it measured less parent CPU per 150 KB reply
@@ -35,7 +48,10 @@
 // started with tsx (~0.2 s each).
 
 import { type ChildProcess, spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readSync, unlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -68,7 +84,14 @@ export const FromChild = Object.freeze({
   Pixels: 1,
   /** Payload: JSON WireError. */
   Error: 2,
+  /** Payload: [u32 pixel bytes][u32 region]: the pixels are in the child's slab at region × SLAB_REGION (NOTE [pixels through a slab]). */
+  PixelsInSlab: 3,
 });
+
+/** The spacing of a slab's regions: larger than any reply (MAX_FRAME). */
+export const SLAB_REGION = 2 ** 31;
+/** The environment variable that names a child's slab file. */
+export const SLAB_ENV = 'STOKER_DECODE_SLAB';
 
 /** An error crossing the socket. */
 export interface WireError {
@@ -192,6 +215,8 @@ export interface DecodePoolOptions {
   readonly entry?: URL;
   /** Internal, for tests: START_TIMEOUT_MS. */
   readonly startTimeoutMs?: number;
+  /** Internal, for tests and benches: false sends every reply's pixels on the socket (NOTE [pixels through a slab]). Default true. */
+  readonly slab?: boolean;
 }
 
 interface Request {
@@ -221,6 +246,41 @@ interface Child {
   gone: boolean;
   /** Why the parent killed it, when it did (a broken stream). */
   failure?: string;
+  /** Its slab (NOTE [pixels through a slab]): the parent's descriptor, and the path until it is unlinked. */
+  slab: { fd: number; path: string | undefined } | undefined;
+}
+
+/** Where slabs go: a RAM file system, or none (replies then come on the socket). */
+const SLAB_DIR = process.platform === 'linux' && existsSync('/dev/shm') ? '/dev/shm' : undefined;
+let slabCount = 0;
+
+/** A new slab file for a child, or undefined when there is no RAM file system or it cannot be made. */
+function makeSlab(): { fd: number; path: string } | undefined {
+  if (SLAB_DIR === undefined) return undefined;
+  const path = join(SLAB_DIR, `stoker-decode-${process.pid}-${++slabCount}-${randomBytes(4).toString('hex')}`);
+  try {
+    return { fd: openSync(path, 'wx+', 0o600), path };
+  } catch {
+    return undefined;
+  }
+}
+
+function dropSlab(child: Child): void {
+  const slab = child.slab;
+  if (slab === undefined) return;
+  child.slab = undefined;
+  if (slab.path !== undefined) {
+    try {
+      unlinkSync(slab.path);
+    } catch {
+      // Already gone.
+    }
+  }
+  try {
+    closeSync(slab.fd);
+  } catch {
+    // Already closed.
+  }
 }
 
 const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
@@ -262,6 +322,7 @@ export class DecodePool {
   readonly #warn: (message: string) => void;
   readonly #entry: URL;
   readonly #startTimeoutMs: number;
+  readonly #slab: boolean;
   readonly #children: Child[] = [];
   /** Requests not yet sent to a child, first in first out. */
   #queue: (Request | undefined)[] = [];
@@ -290,6 +351,12 @@ export class DecodePool {
     this.#warn = options.warn ?? ((message) => process.emitWarning(message, { code: 'STOKER_WARNING' }));
     this.#entry = options.entry ?? CHILD_URL;
     this.#startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
+    this.#slab = options.slab ?? true;
+  }
+
+  /** Children alive whose replies come through a slab (NOTE [pixels through a slab]). */
+  get slabs(): number {
+    return this.#children.filter((c) => !c.gone && c.slab !== undefined).length;
   }
 
   /** Process ids of the children alive (started or starting). */
@@ -381,7 +448,10 @@ export class DecodePool {
 
   /** Internal (process exit): SIGKILL every child now, synchronously. */
   killNow(): void {
-    for (const child of this.#children) if (!child.gone) this.#kill(child);
+    for (const child of this.#children) {
+      if (!child.gone) this.#kill(child);
+      dropSlab(child);
+    }
   }
 
   #kill(child: Child): void {
@@ -442,8 +512,10 @@ export class DecodePool {
     installExitHook();
     livePools.add(this);
     let proc: ChildProcess;
+    const slab = this.#slab ? makeSlab() : undefined;
     try {
       proc = spawn(process.execPath, [...childExecArgv(), fileURLToPath(this.#entry)], {
+        env: slab === undefined ? process.env : { ...process.env, [SLAB_ENV]: slab.path },
         // stdout ignored: a test runner reads the parent's stdout as its protocol. stderr shows crashes.
         stdio: ['ignore', 'ignore', 'inherit', 'pipe'],
         // Not a process group leader of its own: a terminal's Ctrl-C reaches the children too.
@@ -451,16 +523,18 @@ export class DecodePool {
         windowsHide: true,
       });
     } catch (cause) {
+      if (slab !== undefined) dropSlab({ slab } as Child);
       this.#startFailed(undefined, `it could not be spawned: ${describeCause(cause)}`);
       return false;
     }
     const socket = proc.stdio[3] as Socket | null;
     if (socket === null || socket === undefined) {
+      if (slab !== undefined) dropSlab({ slab } as Child);
       proc.kill('SIGKILL');
       this.#startFailed(undefined, 'it has no pipe on fd 3');
       return false;
     }
-    const child: Child = { proc, socket, pid: proc.pid, ready: false, held: new Map(), startTimer: undefined, gone: false };
+    const child: Child = { proc, socket, pid: proc.pid, ready: false, held: new Map(), startTimer: undefined, gone: false, slab };
     this.#children.push(child);
     child.startTimer = setTimeout(() => {
       if (!child.ready && !child.gone) {
@@ -495,6 +569,15 @@ export class DecodePool {
   #onFrame(child: Child, id: number, kind: number, payload: Uint8Array): void {
     if (kind === FromChild.Ready) {
       child.ready = true;
+      if (child.slab?.path !== undefined) {
+        // The child opened it before saying ready (or could not, and replies on the socket): the name is no longer needed.
+        try {
+          unlinkSync(child.slab.path);
+        } catch {
+          // Gone already.
+        }
+        child.slab.path = undefined;
+      }
       clearTimeout(child.startTimer);
       if (this.#startFailure !== undefined) this.#afterStartEvent();
       else this.#pump();
@@ -511,6 +594,28 @@ export class DecodePool {
       if (payload.length !== request.bytes) {
         this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${payload.length} bytes where ${request.shape.join('×')} were asked for`), undefined);
       } else this.#settle(request, undefined, new Tensor(typedView(payload, request.dtype) as never, request.shape, request.dtype));
+    } else if (kind === FromChild.PixelsInSlab && payload.length === 8 && child.slab !== undefined) {
+      const view = Buffer.from(payload.buffer, payload.byteOffset, payload.length);
+      const length = view.readUInt32LE(0);
+      const region = view.readUInt32LE(4);
+      if (length !== request.bytes || region >= PER_CHILD) {
+        this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${length} bytes where ${request.shape.join('×')} were asked for`), undefined);
+      } else {
+        // Never pooled, so offset 0 (aligned for any dtype), and not zero-filled: every byte is read into.
+        const pixels = Buffer.allocUnsafeSlow(length);
+        let error: unknown;
+        try {
+          for (let done = 0; done < length; ) {
+            const n = readSync(child.slab.fd, pixels, done, length - done, region * SLAB_REGION + done);
+            if (n === 0) throw new Error(`the slab ended after ${done} of ${length} bytes`);
+            done += n;
+          }
+        } catch (cause) {
+          error = new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) left pixels of ${request.options.source} that cannot be read: ${describeCause(cause)}`);
+        }
+        if (error !== undefined) this.#settle(request, error, undefined);
+        else this.#settle(request, undefined, new Tensor(typedView(new Uint8Array(pixels.buffer, pixels.byteOffset, length), request.dtype) as never, request.shape, request.dtype));
+      }
     } else if (kind === FromChild.Error) {
       let error: Error;
       try {
@@ -531,6 +636,7 @@ export class DecodePool {
     child.gone = true;
     clearTimeout(child.startTimer);
     child.socket.destroy();
+    dropSlab(child);
     const index = this.#children.indexOf(child);
     if (index >= 0) this.#children.splice(index, 1);
     if (this.#closed !== undefined) return;
@@ -558,6 +664,7 @@ export class DecodePool {
       const index = this.#children.indexOf(child);
       if (index >= 0) this.#children.splice(index, 1);
       child.gone = true;
+      dropSlab(child);
     }
     this.#spawnStopped = true;
     this.#startFailure ??= why;

@@ -22,7 +22,7 @@
 // bytes] in image-folder.ts) and sorted by their bytes.
 
 import { createHash } from 'node:crypto';
-import { readdirSync, realpathSync, statSync } from 'node:fs';
+import { type Dirent, readdirSync, realpathSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isUtf8 } from 'node:buffer';
@@ -131,10 +131,10 @@ export function walkFolder(root: string, extensions: ReadonlySet<string>): { lis
       `sources.imageFolder(${show(root)}): no class folders in it. An image folder holds one sub-folder per class (dir/<class>/<image>); images directly in dir belong to no class and are ignored`,
     );
   }
-  const paths: Buffer[] = [];
+  const paths: (string | Buffer)[] = [];
   const labels: number[] = [];
   classes.forEach((name, label) => {
-    const found: Buffer[] = [];
+    const found: (string | Buffer)[] = [];
     walk(rootBytes, name, extensions, found, new Set(), dirs);
     if (found.length === 0) {
       throw new LoaderError(
@@ -150,20 +150,24 @@ export function walkFolder(root: string, extensions: ReadonlySet<string>): { lis
   return { listing: pack(classes.map((c) => lossy.decode(c)), paths, labels), dirs };
 }
 
-function pack(classes: readonly string[], paths: readonly Buffer[], labelList: readonly number[]): FolderListing {
+function pack(classes: readonly string[], paths: readonly (string | Buffer)[], labelList: readonly number[]): FolderListing {
   let total = 0;
-  for (const p of paths) total += p.length;
+  for (const p of paths) total += typeof p === 'string' ? Buffer.byteLength(p, 'utf8') : p.length;
   const names = new Uint8Array(new SharedArrayBuffer(total));
+  const into = Buffer.from(names.buffer, names.byteOffset, names.length);
   const ends = new Uint32Array(new SharedArrayBuffer(4 * paths.length));
   const labels = new Int32Array(new SharedArrayBuffer(4 * paths.length));
   const raw: number[] = [];
   let at = 0;
   paths.forEach((p, i) => {
-    names.set(p, at);
-    at += p.length;
+    if (typeof p === 'string') at += into.write(p, at, 'utf8');
+    else {
+      names.set(p, at);
+      at += p.length;
+      if (!isUtf8(p)) raw.push(i);
+    }
     ends[i] = at;
     labels[i] = labelList[i]!;
-    if (!isUtf8(p)) raw.push(i);
   });
   return { classes, names, ends, labels, raw };
 }
@@ -176,52 +180,94 @@ function isDirectory(path: Buffer): boolean {
   }
 }
 
+/** The names of one folder holding images: strings when every name is valid UTF-8 (NOTE [names as strings]), else bytes. */
+type FolderNames = { readonly rel: Buffer; readonly names: string[]; readonly bytes?: undefined } | { readonly rel: Buffer; readonly names?: undefined; readonly bytes: Buffer[] };
+
 /**
  * Image files under `root/rel`, as paths relative to root, in torchvision's order: folders sorted by
- * path, files sorted by name within a folder. Follows links, never the same folder twice.
+ * path, files sorted by name within a folder. Follows links, never the same folder twice. A path is
+ * a string when it is valid UTF-8 (all of it), else its bytes.
  */
-function walk(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, out: Buffer[], seen: Set<string>, dirs: DirStamp[]): void {
-  const folders = new Map<string, { rel: Buffer; names: Buffer[] }>();
+function walk(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, out: (string | Buffer)[], seen: Set<string>, dirs: DirStamp[]): void {
+  const folders = new Map<string, FolderNames>();
   collect(root, rel, extensions, folders, seen, dirs);
   for (const folder of [...folders.values()].sort((a, b) => Buffer.compare(a.rel, b.rel))) {
-    for (const name of folder.names.sort(Buffer.compare)) out.push(joinBytes(folder.rel, name));
+    if (folder.names !== undefined && isUtf8(folder.rel)) {
+      const prefix = `${folder.rel.toString('utf8')}/`;
+      for (const name of sortCodePoints(folder.names)) out.push(prefix + name);
+    } else {
+      const names = folder.bytes ?? folder.names!.map((n) => Buffer.from(n, 'utf8'));
+      for (const name of names.sort(Buffer.compare)) out.push(joinBytes(folder.rel, name));
+    }
   }
 }
 
-function collect(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, folders: Map<string, { rel: Buffer; names: Buffer[] }>, seen: Set<string>, dirs: DirStamp[]): void {
+/**
+ * Strings sorted by code point, which is the order of their UTF-8 bytes (what Buffer.compare gives,
+ * and Python's sort of str): the default sort compares UTF-16 units, which agrees unless a string
+ * holds a surrogate pair (a character above U+FFFF), and only then is the slower comparison used.
+ */
+function sortCodePoints(names: string[]): string[] {
+  if (!names.some((n) => /[\uD800-\uDFFF]/.test(n))) return names.sort();
+  return names.sort((a, b) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8')));
+}
+
+function nameBytes(name: string | Buffer): Buffer {
+  return typeof name === 'string' ? Buffer.from(name, 'utf8') : name;
+}
+
+/** Whether a file name (bytes or string) ends in one of `extensions` (lower case, with the dot), case-insensitively. */
+function hasExtension(name: string | Buffer, extensions: ReadonlySet<string>): boolean {
+  const dot = typeof name === 'string' ? name.lastIndexOf('.') : name.lastIndexOf(DOT);
+  if (dot <= 0) return false;
+  const ext = typeof name === 'string' ? name.slice(dot) : lossy.decode(name.subarray(dot));
+  return extensions.has(ext) || extensions.has(ext.toLowerCase());
+}
+
+/**
+ * NOTE [names as strings] A folder's entries are read as strings first (a million Buffers, one per
+ * name, and their copies into joined paths were most of a cold walk's time: measured on 1.28 M
+ * files); Node turns bytes that are not UTF-8 into U+FFFD, so a folder with a U+FFFD in a name is
+ * read again as bytes and keeps the byte path (NOTE [names as bytes] in image-folder.ts).
+ */
+function collect(root: Buffer, rel: Buffer, extensions: ReadonlySet<string>, folders: Map<string, FolderNames>, seen: Set<string>, dirs: DirStamp[]): void {
   const abs = Buffer.concat([root, SLASH, rel]);
-  let entries;
+  let entries: Dirent<string>[] | Dirent<Buffer>[];
   try {
     // realpathSync.native: the JS realpath turns a Buffer path into a string (lossily).
     const real = realpathSync.native(abs, { encoding: 'buffer' }).toString('latin1');
     if (seen.has(real)) return;
     seen.add(real);
     dirs.push({ rel, mtimeNs: mtimeOf(abs) });
-    entries = readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
+    entries = readdirSync(abs, { withFileTypes: true, encoding: 'utf8' }) as unknown as Dirent<string>[];
+    if (entries.some((e) => e.name.includes('\uFFFD'))) entries = readdirSync(abs, { withFileTypes: true, encoding: 'buffer' });
   } catch (cause) {
     throw fileAccess(lossy.decode(abs), 'list the class folder', cause);
   }
-  const names: Buffer[] = [];
+  const strings: string[] = [];
+  const bytes: Buffer[] = [];
   for (const e of entries) {
-    if (e.name[0] === DOT) continue;
+    const name = e.name;
+    if (typeof name === 'string' ? name.charCodeAt(0) === DOT : name[0] === DOT) continue;
     let isDir = e.isDirectory();
     let isFile = e.isFile();
     if (e.isSymbolicLink()) {
       try {
-        const st = statSync(Buffer.concat([abs, SLASH, e.name]));
+        const st = statSync(Buffer.concat([abs, SLASH, nameBytes(name)]));
         isDir = st.isDirectory();
         isFile = st.isFile();
       } catch {
         continue; // a dangling link is not an image
       }
     }
-    if (isDir) collect(root, joinBytes(rel, e.name), extensions, folders, seen, dirs);
-    else if (isFile) {
-      const dot = e.name.lastIndexOf(DOT);
-      if (dot > 0 && extensions.has(lossy.decode(e.name.subarray(dot)).toLowerCase())) names.push(e.name);
+    if (isDir) collect(root, joinBytes(rel, nameBytes(name)), extensions, folders, seen, dirs);
+    else if (isFile && hasExtension(name, extensions)) {
+      if (typeof name === 'string') strings.push(name);
+      else bytes.push(name);
     }
   }
-  if (names.length > 0) folders.set(rel.toString('latin1'), { rel, names });
+  if (strings.length > 0) folders.set(rel.toString('latin1'), { rel, names: strings });
+  else if (bytes.length > 0) folders.set(rel.toString('latin1'), { rel, bytes });
 }
 
 // The cache file: MAGIC, one JSON line (root, extensions, classes, the walked directories with their
