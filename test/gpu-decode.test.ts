@@ -3,7 +3,7 @@
 // reference resampler on the pick's own box (and close to the CPU route's rows), the files the GPU
 // hands back (PNG, CMYK, progressive) decoded on the CPU into the same rows, a file neither can read
 // failing only its batch under `errors`, the `decode` option's errors, 'auto' staying on the CPU on
-// 'cpu' and 'sim', and resume.
+// 'cpu' and 'sim', resume, and closing with reads and decodes in flight.
 
 import assert from 'node:assert/strict';
 import { rmSync, unlinkSync } from 'node:fs';
@@ -19,6 +19,9 @@ import type { Device } from '../src/device/device.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from './fixtures/jpegs.js';
+import { HANG_MS, waitFor, within } from './fixtures.js';
+import { liveJpegThreads } from '../src/device/jpeg-slots.js';
+import { defaultReaders, liveReaderThreads } from '../src/pipeline/assemble/decode-reads.js';
 
 const SUITE_MS = 120_000;
 const SIZE: [number, number] = [16, 20];
@@ -258,5 +261,29 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
     } finally {
       await loader.close();
     }
+  });
+
+  it('closing mid-epoch with reads and decodes in flight waits for them, then leaks nothing: device and page-locked memory, decode and reader threads', async () => {
+    const { root } = await jpegFolder(48);
+    const threads = () => ({ decode: liveJpegThreads(), read: liveReaderThreads() });
+    const before = threads();
+    const loader = await DataLoader.create(sources.imageFolder(root, { size: SIZE, view: 'train', decode: 'gpu' }), { device: 'sim', batchSize: 4, shuffle: true, seed: 3 });
+    const batches = loader.epoch(0)[Symbol.asyncIterator]();
+    const first = await within(HANG_MS, 'the first batch', batches.next());
+    assert.equal(first.done, false);
+    const during = threads();
+    assert.ok(during.decode > before.decode && during.read > before.read, `the route's threads run (${JSON.stringify(during)})`);
+    assert.ok(loader.stats().memory.device > 0, 'batches in flight hold device memory');
+    // The read-ahead window has launched the next batches: close now, without finishing the epoch.
+    await within(HANG_MS, 'close with batches in flight', loader.close());
+    assert.deepEqual(loader.stats().memory, { device: 0, pinned: 0 });
+    await waitFor(() => liveJpegThreads() === before.decode && liveReaderThreads() === before.read, { what: () => `the route's threads to exit (${JSON.stringify(threads())} left, ${JSON.stringify(before)} before)` });
+  });
+
+  it('reader threads: 4 on a large machine, 2 on a small one, $STOKER_DECODE_READERS when set (a bad value names it)', () => {
+    assert.equal(defaultReaders(16, {}), 4);
+    assert.equal(defaultReaders(2, {}), 2);
+    assert.equal(defaultReaders(16, { STOKER_DECODE_READERS: '7' }), 7);
+    assert.throws(() => defaultReaders(16, { STOKER_DECODE_READERS: 'many' }), { code: 'ERR_INVALID_OPTION', message: /`STOKER_DECODE_READERS` must be an integer from 1 to 64/ });
   });
 });

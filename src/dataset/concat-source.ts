@@ -32,6 +32,11 @@ abstract class ConcatBase {
   #spec: SourceSpec | undefined;
   /** A part is keyed (NOTE [keyed reads], dataset.ts): reads carry keys, which go on to the parts. */
   readonly keyed: boolean;
+  /** Fields whose first dimension varies in some part (the parts' `ragged`, in order of first mention). */
+  readonly ragged: readonly string[];
+  /** A ragged field's longest row: the max over the parts, where every part that holds it ragged bounds it. */
+  readonly raggedMax: { readonly [field: string]: number };
+  readonly #lengths = new Map<string, Promise<Uint32Array>>();
 
   constructor(parts: readonly AnyDataset[], specs: readonly (SourceSpec | undefined)[]) {
     this.parts = parts;
@@ -41,6 +46,23 @@ abstract class ConcatBase {
     this.#offsets = offsets;
     this.length = offsets[parts.length]!;
     this.keyed = parts.some(isKeyed);
+    // NOTE [ragged parts]: ragged fields and their lengths pass through in the concat layout, so a
+    // concat or mixture of text sources can be padded, packed or token-budgeted: `lengths` when
+    // every part declares its own, `loadLengths` when every part declares or computes them.
+    const raggedOf = (p: AnyDataset) => { const r = (p as { ragged?: unknown }).ragged; return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : []; };
+    this.ragged = Object.freeze([...new Set(parts.flatMap(raggedOf))]);
+    const maxOf = (p: AnyDataset) => { const m = (p as { raggedMax?: unknown }).raggedMax; return m !== null && typeof m === 'object' ? (m as Record<string, unknown>) : {}; };
+    const max: Record<string, number> = {};
+    for (const f of this.ragged) {
+      const bounds = parts.filter((p) => raggedOf(p).includes(f)).map((p) => maxOf(p)[f]);
+      if (bounds.every((b): b is number => typeof b === 'number' && Number.isSafeInteger(b) && b >= 0)) max[f] = Math.max(...bounds);
+    }
+    this.raggedMax = Object.freeze(max);
+    const lengths = concatLengths(parts);
+    if (lengths !== undefined) Object.defineProperty(this, 'lengths', { value: lengths, enumerable: false });
+    else if (parts.every((p) => ownLengths(p) !== undefined || typeof (p as Partial<LoadsLengths>).loadLengths === 'function')) {
+      Object.defineProperty(this, 'loadLengths', { value: (field?: string) => this.#loadLengths(field), enumerable: false });
+    }
     if (parts.every((p, i) => specs[i] !== undefined || isReopenable(p))) {
       // Own property only when reopenable: the loader reads `isReopenable` off its presence.
       Object.defineProperty(this, kSourceSpec, { value: () => this.#specOf(), enumerable: false });
@@ -81,6 +103,30 @@ abstract class ConcatBase {
       else hi = mid - 1;
     }
     return { part: lo, local: index - offsets[lo]! };
+  }
+
+  /** The parts' lengths of `field`, one after the other (parts counted in turn: each pass uses every core). */
+  #loadLengths(field?: string): Promise<Uint32Array> {
+    const key = field ?? '\0';
+    let p = this.#lengths.get(key);
+    if (p === undefined) {
+      p = (async () => {
+        const out = new Uint32Array(this.length);
+        for (let k = 0; k < this.parts.length; k++) {
+          const part = this.parts[k]!;
+          const own = ownLengths(part);
+          const got = own !== undefined ? own : await (part as unknown as LoadsLengths).loadLengths(field);
+          if (!(got instanceof Uint32Array) || got.length !== part.length) {
+            throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${k}'s lengths are ${got instanceof Uint32Array ? `${got.length} entries` : show(got)}; want a Uint32Array of ${part.length} (one per sample)`);
+          }
+          out.set(got, this.#offsets[k]!);
+        }
+        return out;
+      })();
+      this.#lengths.set(key, p);
+      p.catch(() => this.#lengths.delete(key));
+    }
+    return p;
   }
 
   #specOf(): SourceSpec {
@@ -253,6 +299,39 @@ function checkClasses(parts: readonly AnyDataset[]): void {
       `sources.concat: part ${i} ${gave} but part ${first} has ${show(want.slice(0, 20))}${why}. Every part's labels must index the same class list: give each part the same class folders, or make one image folder of all of them`,
     );
   });
+}
+
+interface LoadsLengths {
+  loadLengths(field?: string): Promise<Uint32Array>;
+}
+
+/** A part's declared `lengths` as a table (a function is called once per sample); undefined when it declares none. */
+function ownLengths(p: AnyDataset): Uint32Array | undefined {
+  const l = (p as { lengths?: unknown }).lengths;
+  if (l instanceof Uint32Array) return l;
+  if (typeof l !== 'function') return undefined;
+  const out = new Uint32Array(p.length);
+  for (let i = 0; i < p.length; i++) out[i] = (l as (i: number) => number)(i);
+  return out;
+}
+
+/** Lengths in the concat layout when every part declares its own: a table when all are tables, else a function. */
+function concatLengths(parts: readonly AnyDataset[]): Uint32Array | ((i: number) => number) | undefined {
+  const own = parts.map((p) => (p as { lengths?: Uint32Array | ((i: number) => number) }).lengths);
+  if (!own.every((l) => l instanceof Uint32Array || typeof l === 'function')) return undefined;
+  const offsets = [0];
+  for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
+  if (own.every((l, k) => l instanceof Uint32Array && l.length === parts[k]!.length)) {
+    const out = new Uint32Array(offsets[parts.length]!);
+    own.forEach((l, k) => out.set(l as Uint32Array, offsets[k]!));
+    return out;
+  }
+  return (i: number) => {
+    let p = 0;
+    while (offsets[p + 1]! <= i) p++;
+    const l = own[p]!;
+    return typeof l === 'function' ? l(i - offsets[p]!) : l[i - offsets[p]!]!;
+  };
 }
 
 /** The one row of a per-batch part's `getBatch([i])`, as a sample (fields without the batch dimension). */

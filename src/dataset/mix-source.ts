@@ -99,23 +99,8 @@ function attach(concat: ConcatSource, weights: readonly number[], options: MixOp
   const lengths = concat.parts.map((p) => p.length);
   const mixture: Mixture = Object.freeze({ weights: Object.freeze([...weights]), options: Object.freeze({ ...o }), lengths: Object.freeze(lengths) });
   Object.defineProperty(concat, kMixture, { value: mixture, enumerable: false });
-  const tokenLengths = concatLengths(concat.parts);
-  if (tokenLengths !== undefined) Object.defineProperty(concat, 'lengths', { value: tokenLengths, enumerable: false });
+  // `ragged`, `raggedMax`, `lengths` and `loadLengths` come from the concat (NOTE [ragged parts]), in its layout: a mixture's sample ids.
   return concat as MixSource;
-}
-
-/** Token lengths of the concat layout, when every part declares its own (`lengths`, see token budgets). */
-function concatLengths(parts: readonly AnyDataset[]): ((i: number) => number) | undefined {
-  const own = parts.map((p) => (p as { lengths?: Uint32Array | ((i: number) => number) }).lengths);
-  if (!own.every((l) => l instanceof Uint32Array || typeof l === 'function')) return undefined;
-  const offsets = [0];
-  for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.length);
-  return (i: number) => {
-    let p = 0;
-    while (offsets[p + 1]! <= i) p++;
-    const l = own[p]!;
-    return typeof l === 'function' ? l(i - offsets[p]!) : l[i - offsets[p]!]!;
-  };
 }
 
 /** The loader's side: the mixture's sampler for these loader options (a resume continues its position). */

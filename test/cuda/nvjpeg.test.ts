@@ -17,6 +17,7 @@ import { nvjpegAvailable, nvjpegCandidates, openNvJpeg } from '../../src/device/
 import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../src/device/cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../../src/device/cuda/nvjpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase } from '../fixtures/jpegs.js';
+import { liveJpegThreads } from '../../src/device/jpeg-slots.js';
 
 const POISON = 0xab;
 
@@ -189,6 +190,42 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
       decoder.close();
       backend.free(buffer);
     }
+  });
+
+  it('calls in flight on every slot (nvJPEG on worker threads, one state each) write the rows one inline slot writes, byte for byte', async () => {
+    const { files } = await cases();
+    const bytes = files.map((f) => f.bytes);
+    const box = (c: number) => (k: number, width: number, height: number): CropBox => ({ left: (c + k) % 9, top: (c * k) % 7, width: width - 12, height: height - 10, flip: (c + k) % 2 === 1 });
+    const run = async (decoder: GpuJpegDecoder, parallel: boolean) => {
+      const outs = [0, 1, 2, 3, 4, 5].map(() => batchOut(files.length, { dtype: 'bfloat16', mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }));
+      const call = async (c: number) => assert.deepEqual((await decoder.decodeInto(bytes, box(c), outs[c]!.out)).fallback, []);
+      if (parallel) await Promise.all(outs.map((_, c) => call(c)));
+      else for (let c = 0; c < outs.length; c++) await call(c);
+      const rows = outs.map((o) => readBack(o.buffer));
+      for (const o of outs) backend.free(o.buffer);
+      return rows;
+    };
+    const threads = liveJpegThreads();
+    const many = GpuJpegDecoder.open(backend, { slots: 3 });
+    assert.equal(liveJpegThreads(), threads + 3, 'one thread per slot');
+    const previous = process.env.STOKER_JPEG_WORKERS;
+    process.env.STOKER_JPEG_WORKERS = '0';
+    let one: GpuJpegDecoder;
+    try {
+      one = GpuJpegDecoder.open(backend, { slots: 1 });
+    } finally {
+      if (previous === undefined) delete process.env.STOKER_JPEG_WORKERS;
+      else process.env.STOKER_JPEG_WORKERS = previous;
+    }
+    try {
+      const got = await run(many, true);
+      const want = await run(one, false);
+      got.forEach((rows, c) => assert.ok(Buffer.from(rows).equals(Buffer.from(want[c]!)), `call ${c}: the same bytes`));
+    } finally {
+      many.close();
+      one.close();
+    }
+    assert.deepEqual(backend.live(), baseline);
   });
 
   it('a batch of 256 decodes, reuses its scratch on the next call, and close() leaves no device memory behind', async () => {

@@ -19,6 +19,8 @@ import { type Reopenable, type SourceSpec, kSourceSpec, specOf } from '../source
 import { type ArrowOptions, type ArrowSource, arrowSource, openArrow } from './arrow.js';
 import { type ArrowIndex, buildIndex, decodeRecordBatch } from './arrow-index.js';
 import { PositionedFile } from './file.js';
+import { stampOf } from './tar-index.js';
+import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer, tokenize } from './tokenizer.js';
 
 /** How a ragged column is read: 'values' (a list's values, or a string's / binary's bytes), or tokenized text. */
@@ -47,7 +49,7 @@ export interface ArrowRaggedSpec {
 
 const FLOATS: Record<number, DType> = { 0: 'float16', 1: 'float32', 2: 'float64' };
 
-export class ArrowRaggedSource implements Dataset, Reopenable {
+export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
   readonly length: number;
   readonly path: string;
   readonly ragged: readonly string[];
@@ -59,6 +61,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable {
   #file: PositionedFile | undefined;
   #last: { k: number; batch: RecordBatch } | undefined;
   #decodedBatches = 0;
+  readonly #lengths = new Map<string, Promise<Uint32Array>>();
 
   constructor(spec: ArrowRaggedSpec, schema: Schema, fixed: ArrowSource | undefined) {
     this.#spec = spec;
@@ -95,32 +98,91 @@ export class ArrowRaggedSource implements Dataset, Reopenable {
     return out;
   }
 
-  #value(p: Plan, d: Data, r: number, row: number): Tensor | Int32Array | Uint8Array {
-    const bad = (what: string) => badFile(this.path, this.#spec.index.offsets[this.#batchOf(row)]!, `column ${show(p.name)} row ${row}: ${what}`);
+  /**
+   * Every row's length of ragged column `field` (default: the one ragged column), as `get(i)` gives
+   * it: a tokenized string column's token count (counted by a pool of worker threads and cached on
+   * disk, see text-lengths.ts); a list's values or a string's / binary's bytes straight from the
+   * column's offsets, here (no values are copied).
+   */
+  async loadLengths(field?: string): Promise<Uint32Array> {
+    const name = lengthsField(this.path, this.ragged, field);
+    let p = this.#lengths.get(name);
+    if (p === undefined) {
+      p = this.#computeLengths(name);
+      this.#lengths.set(name, p);
+      p.catch(() => this.#lengths.delete(name));
+    }
+    return p;
+  }
+
+  async #computeLengths(name: string): Promise<Uint32Array> {
+    const plan = this.#spec.plans.find((p) => p.name === name)!;
+    if (plan.how === 'tokens') {
+      const stamp = stampOf(this.path);
+      if (stamp.size !== this.#spec.index.fileSize) throw badFile(this.path, 0, `the file changed size since it was indexed (${this.#spec.index.fileSize} bytes then, ${stamp.size} now)`, 'Open the source again after rewriting the file');
+      return textLengths({ path: this.path, stamp, field: name, tokenizer: plan.tokenizer, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
+    }
+    const out = new Uint32Array(this.length);
+    this.countLengths(name, 0, this.length, out);
+    return out;
+  }
+
+  /** Lengths of `field` for rows [start, end) into out[start…end), record batch by record batch, with get(i)'s checks. */
+  countLengths(field: string, start: number, end: number, out: Uint32Array): void {
+    const p = this.#spec.plans.find((x) => x.name === field);
+    if (p === undefined) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: column ${show(field)} is not a ragged field`);
+    for (let i = start; i < end; i++) {
+      const k = this.#batchOf(i);
+      const d = this.#batch(k).data.children[p.field]!;
+      const r = i - this.#starts[k]!;
+      if (p.how === 'tokens') out[i] = (this.#value(p, d, r, i) as Int32Array).length;
+      else {
+        const [begin, stop] = this.#range(p, d, r, i);
+        out[i] = stop - begin;
+      }
+    }
+  }
+
+  #bad(p: Plan, row: number, what: string): LoaderError {
+    return badFile(this.path, this.#spec.index.offsets[this.#batchOf(row)]!, `column ${show(p.name)} row ${row}: ${what}`);
+  }
+
+  /** Row r's [begin, end) in its column's values (list values, or bytes), checked: not null, inside the buffer, no null value. */
+  #range(p: Plan, d: Data, r: number, row: number): [number, number] {
     const at = d.offset + r;
-    if (d.nullCount > 0 && d.nullBitmap !== undefined && d.nullBitmap.length > 0 && ((d.nullBitmap[at >> 3]! >> (at & 7)) & 1) === 0) throw bad('is null; a ragged field needs a value in every row');
+    if (d.nullCount > 0 && d.nullBitmap !== undefined && d.nullBitmap.length > 0 && ((d.nullBitmap[at >> 3]! >> (at & 7)) & 1) === 0) throw this.#bad(p, row, 'is null; a ragged field needs a value in every row');
     const offs = d.valueOffsets as Int32Array | BigInt64Array | undefined;
-    if (offs === undefined || offs.length < at + 2) throw bad('its offsets buffer is too short');
+    if (offs === undefined || offs.length < at + 2) throw this.#bad(p, row, 'its offsets buffer is too short');
     const begin = Number(offs[at]!);
     const end = Number(offs[at + 1]!);
     if (p.how === 'list') {
       const child = d.children[0]!;
       const values = child.values as Storage;
-      if (!(begin >= 0 && begin <= end && child.offset + end <= values.length)) throw bad(`offsets [${begin}, ${end}) lie outside its ${values.length} values`);
-      if (child.nullCount > 0) for (let j = begin; j < end; j++) if (!child.getValid(j)) throw bad(`holds a null at value ${j - begin}`);
+      if (!(begin >= 0 && begin <= end && child.offset + end <= values.length)) throw this.#bad(p, row, `offsets [${begin}, ${end}) lie outside its ${values.length} values`);
+      if (child.nullCount > 0) for (let j = begin; j < end; j++) if (!child.getValid(j)) throw this.#bad(p, row, `holds a null at value ${j - begin}`);
+    } else {
+      const bytes = d.values as Uint8Array;
+      if (!(begin >= 0 && begin <= end && end <= bytes.length)) throw this.#bad(p, row, `offsets [${begin}, ${end}) lie outside its ${bytes.length} bytes`);
+    }
+    return [begin, end];
+  }
+
+  #value(p: Plan, d: Data, r: number, row: number): Tensor | Int32Array | Uint8Array {
+    const [begin, end] = this.#range(p, d, r, row);
+    if (p.how === 'list') {
+      const child = d.children[0]!;
+      const values = child.values as Storage;
       const out = allocStorage(p.dtype, end - begin);
       out.set(values.subarray(child.offset + begin, child.offset + end) as never);
       return trustedTensor(p.dtype, out, [end - begin]);
     }
-    const bytes = d.values as Uint8Array;
-    if (!(begin >= 0 && begin <= end && end <= bytes.length)) throw bad(`offsets [${begin}, ${end}) lie outside its ${bytes.length} bytes`);
-    const slice = bytes.slice(begin, end);
+    const slice = (d.values as Uint8Array).slice(begin, end);
     if (p.how === 'bytes') return slice;
     let text: string;
     try {
       text = new TextDecoder('utf-8', { fatal: true }).decode(slice);
     } catch {
-      throw bad('is not valid UTF-8');
+      throw this.#bad(p, row, 'is not valid UTF-8');
     }
     return tokenize(p.tokenizer, text);
   }

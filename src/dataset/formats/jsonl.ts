@@ -15,6 +15,8 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js
 import { PositionedFile } from './file.js';
 import { type At, type FieldKind, fieldDtypes, kindOf, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { type JsonlIndex, type JsonlIndexMode, jsonlIndex } from './jsonl-index.js';
+import { stampOf } from './tar-index.js';
+import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface JsonlOptions {
@@ -42,7 +44,7 @@ export interface JsonlSpec {
 
 const KNOWN = ['fields', 'text', 'tokenizer', 'index'];
 
-export class JsonlSource implements Dataset, Reopenable {
+export class JsonlSource implements Dataset, Reopenable, CountsLengths {
   readonly length: number;
   readonly path: string;
   /** Fields whose first dimension varies: array and text fields. */
@@ -52,6 +54,7 @@ export class JsonlSource implements Dataset, Reopenable {
   readonly #spec: JsonlSpec;
   readonly #decoder = new TextDecoder('utf-8', { fatal: true });
   #file: PositionedFile | undefined;
+  readonly #lengths = new Map<string, Promise<Uint32Array>>();
 
   constructor(spec: JsonlSpec) {
     this.#spec = spec;
@@ -97,6 +100,65 @@ export class JsonlSource implements Dataset, Reopenable {
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) throw badFile(this.path, start, `record ${i} is ${show(value)}, not a JSON object`);
     return value as Record<string, unknown>;
+  }
+
+  /**
+   * Every record's length of ragged field `field` (default: the one ragged field), as `get(i)` gives
+   * it: a text field's token count (counted by a pool of worker threads and cached on disk, see
+   * text-lengths.ts), an array field's first dimension (parsed here: no tokenizer involved).
+   */
+  async loadLengths(field?: string): Promise<Uint32Array> {
+    const name = lengthsField(this.path, this.ragged, field);
+    let p = this.#lengths.get(name);
+    if (p === undefined) {
+      p = this.#computeLengths(name);
+      this.#lengths.set(name, p);
+      p.catch(() => this.#lengths.delete(name));
+    }
+    return p;
+  }
+
+  async #computeLengths(name: string): Promise<Uint32Array> {
+    const kind = this.#spec.kinds.find((k) => k.name === name)!;
+    if (kind.kind === 'text') {
+      const { index } = this.#spec;
+      return textLengths({ path: this.path, stamp: index, field: name, tokenizer: this.#spec.tokenizer!, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
+    }
+    const out = new Uint32Array(this.length);
+    this.countLengths(name, 0, this.length, out);
+    return out;
+  }
+
+  /** Lengths of `field` for records [start, end) into out[start…end), through get(i)'s own conversion; a bad record names its line. */
+  countLengths(field: string, start: number, end: number, out: Uint32Array): void {
+    const kind = this.#spec.kinds.find((k) => k.name === field);
+    if (kind === undefined || kind.kind === 'scalar') throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: field ${show(field)} is not a ragged field`);
+    for (let i = start; i < end; i++) {
+      try {
+        const v = toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
+        out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
+      } catch (error) {
+        if (!(error instanceof LoaderError) || error.code !== 'ERR_BAD_FILE') throw error;
+        throw new LoaderError('ERR_BAD_FILE', `${error.message} (line ${this.#lineOf(i)} of the file)`, { cause: error });
+      }
+    }
+  }
+
+  /** The 1-based line number of record i (blank lines count as lines): newlines before its start, counted. */
+  #lineOf(i: number): number {
+    const start = this.#spec.index.lines[2 * i]!;
+    const f = new PositionedFile(this.path);
+    try {
+      let lines = 1;
+      const CHUNK = 4 * 2 ** 20;
+      for (let at = 0; at < start; at += CHUNK) {
+        const buf = f.read(at, Math.min(CHUNK, start - at), 'the lines before a record');
+        for (let k = 0; k < buf.length; k++) if (buf[k] === 10) lines++;
+      }
+      return lines;
+    } finally {
+      f.close();
+    }
   }
 
   #at(i: number): At {

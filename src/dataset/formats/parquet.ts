@@ -19,6 +19,8 @@ import type { Dataset } from '../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js';
 import { PositionedFile } from './file.js';
 import { type FieldKind, textNeedsTokenizer, toField } from './jsonl-fields.js';
+import { stampOf } from './tar-index.js';
+import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface ParquetOptions {
@@ -43,7 +45,7 @@ interface RowGroupRows {
   readonly rows: Promise<unknown[][]>;
 }
 
-export class ParquetSource implements Dataset, Reopenable {
+export class ParquetSource implements Dataset, Reopenable, CountsLengths {
   readonly length: number;
   readonly path: string;
   readonly ragged: readonly string[];
@@ -56,6 +58,7 @@ export class ParquetSource implements Dataset, Reopenable {
   #file: PositionedFile | undefined;
   #last: RowGroupRows | undefined;
   #decodedGroups = 0;
+  readonly #lengths = new Map<string, Promise<Uint32Array>>();
 
   constructor(spec: ParquetSpec, metadata: FileMetaData) {
     this.#spec = spec;
@@ -101,17 +104,71 @@ export class ParquetSource implements Dataset, Reopenable {
     return out;
   }
 
+  /**
+   * Every row's length of ragged column `field` (default: the one ragged column), as `get(i)` gives
+   * it: a string column's token count (counted by a pool of worker threads and cached on disk, see
+   * text-lengths.ts), a list column's element count (decoded here, that column only).
+   */
+  async loadLengths(field?: string): Promise<Uint32Array> {
+    const name = lengthsField(this.path, this.ragged, field);
+    let p = this.#lengths.get(name);
+    if (p === undefined) {
+      p = this.#computeLengths(name);
+      this.#lengths.set(name, p);
+      p.catch(() => this.#lengths.delete(name));
+    }
+    return p;
+  }
+
+  async #computeLengths(name: string): Promise<Uint32Array> {
+    const kind = this.#spec.kinds.find((k) => k.name === name)!;
+    if (kind.kind === 'text') {
+      const stamp = stampOf(this.path);
+      if (stamp.size !== this.#spec.fileSize) throw badFile(this.path, 0, `the file changed size since it was opened (${this.#spec.fileSize} bytes then, ${stamp.size} now)`, 'Open the source again after rewriting the file');
+      return textLengths({ path: this.path, stamp, field: name, tokenizer: this.#spec.tokenizer!, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
+    }
+    const out = new Uint32Array(this.length);
+    await this.countLengths(name, 0, this.length, out);
+    return out;
+  }
+
+  /** Lengths of `field` for rows [start, end) into out[start…end): that column only, row group by row group, through get(i)'s conversion. */
+  async countLengths(field: string, start: number, end: number, out: Uint32Array): Promise<void> {
+    const kind = this.#spec.kinds.find((k) => k.name === field);
+    if (kind === undefined || kind.kind === 'scalar') throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: column ${show(field)} is not a ragged field`);
+    for (let k = start < end ? this.#groupOf(start) : this.numRowGroups; k < this.numRowGroups && this.#starts[k]! < end; k++) {
+      const from = Math.max(start, this.#starts[k]!);
+      const to = Math.min(end, this.#starts[k + 1]!);
+      let rows: unknown[][];
+      try {
+        rows = await this.#readRows([field], from, to);
+      } catch (cause) {
+        if (cause instanceof LoaderError) throw cause;
+        throw badFile(this.path, Number(this.#metadata.row_groups[k]!.columns[0]?.meta_data?.data_page_offset ?? 0), `row group ${k} cannot be decoded: ${(cause as Error).message}`, 'The file is damaged, or uses an encoding hyparquet does not read');
+      }
+      if (rows.length !== to - from) throw badFile(this.path, 0, `row group ${k} gave ${rows.length} rows of column ${show(field)} for rows ${from}–${to - 1}`);
+      for (let i = from; i < to; i++) {
+        const v = toField(kind, rows[i - from]![0], { path: this.path, offset: 0, record: i }, this.#spec.tokenizer);
+        out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
+      }
+    }
+  }
+
   #readGroup(k: number): Promise<unknown[][]> {
-    this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
     this.#decodedGroups++;
+    return this.#readRows(this.#spec.kinds.map((c) => c.name), this.#starts[k]!, this.#starts[k + 1]!);
+  }
+
+  #readRows(columns: string[], rowStart: number, rowEnd: number): Promise<unknown[][]> {
+    this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
     const file = asyncBuffer(this.#file);
     return new Promise((resolvePromise, reject) => {
       parquetRead({
         file,
         metadata: this.#metadata,
-        columns: this.#spec.kinds.map((c) => c.name),
-        rowStart: this.#starts[k]!,
-        rowEnd: this.#starts[k + 1]!,
+        columns,
+        rowStart,
+        rowEnd,
         onComplete: (rows: unknown[][]) => resolvePromise(rows),
       }).catch(reject);
     });

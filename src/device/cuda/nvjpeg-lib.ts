@@ -46,9 +46,12 @@ export interface NvJpeg {
   stateDestroy(state: bigint): number;
   /** nComponents, subsampling: Int32Array(1) each; widths, heights: Int32Array(4) (NVJPEG_MAX_COMPONENT). */
   getImageInfo(handle: bigint, data: Uint8Array, components: Int32Array, subsampling: Int32Array, widths: Int32Array, heights: Int32Array): number;
+  /** getImageInfo of the `length` bytes at host address `data` (a decode worker reads files by address). */
+  getImageInfoAt(handle: bigint, data: bigint, length: number, components: Int32Array, subsampling: Int32Array, widths: Int32Array, heights: Int32Array): number;
   streamCreate(handle: bigint, stream: BigUint64Array): number;
   streamDestroy(stream: bigint): number;
   streamParseHeader(handle: bigint, data: Uint8Array, stream: bigint): number;
+  streamParseHeaderAt(handle: bigint, data: bigint, length: number, stream: bigint): number;
   /** `supported[0]` is 0 when the (parsed) image can go to the batched decoder of this handle. */
   decodeBatchedSupported(handle: bigint, stream: bigint, supported: Int32Array): number;
   decodeBatchedInitialize(handle: bigint, state: bigint, batch: number, maxCpuThreads: number, format: number): number;
@@ -166,9 +169,12 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>, path: string): NvJpe
     stateCreate: (handle, state) => s(stateCreate(handle, state)),
     stateDestroy: (state) => s(stateDestroy(state)),
     getImageInfo: (handle, data, c, ss, w, h) => s(getImageInfo(handle, data, data.byteLength, c, ss, w, h)),
+    // SAFETY: the caller keeps the `length` bytes at `data` alive for the call (koffi 3 pointers are bigint).
+    getImageInfoAt: (handle, data, length, c, ss, w, h) => s(getImageInfo(handle, data, length, c, ss, w, h)),
     streamCreate: (handle, stream) => s(streamCreate(handle, stream)),
     streamDestroy: (stream) => s(streamDestroy(stream)),
     streamParseHeader: (handle, data, stream) => s(parseHeader(handle, data, data.byteLength, stream)),
+    streamParseHeaderAt: (handle, data, length, stream) => s(parseHeader(handle, data, length, stream)),
     decodeBatchedSupported: (handle, stream, supported) => s(batchedSupported(handle, stream, supported)),
     decodeBatchedInitialize: (handle, state, batch, threads, format) => s(batchedInit(handle, state, batch, threads, format)),
     decodeBatched: (handle, state, data, lengths, images, stream) => s(batched(handle, state, data, lengths, images, stream)),

@@ -12,35 +12,28 @@
 //   fails the batch or the process; a bad box or output spec throws (the caller's bug).
 // - The work is enqueued on `stream` (the backend's copy stream by default): the rows are ready, and
 //   `files` may be reused, only once an event recorded on that stream after the call is done.
-// - One decoder serves one call at a time, and stream order makes its scratch memory safe to reuse.
+// - A decoder serves `slots` calls at a time (default 2): each call holds one decode slot
+//   (jpeg-slots.ts), a worker thread that runs the blocking part — nvJPEG's header probes and
+//   nvjpegDecodeBatched on CUDA, sharp and the resampler on sim — while the main thread goes on
+//   (reads the next batch, hands out the last). Each slot has its own nvJPEG state and device
+//   scratch; stream order makes a slot's scratch safe to reuse. Calls beyond `slots` wait, in order.
+// - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
 
 import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
 import { StreamScratch } from '../stream-scratch.js';
 import { CpuJpegRows } from '../sim/sim-jpeg.js';
+import type { NvjpegDecoded, SimDecoded } from '../jpeg-jobs.js';
+import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, slotThreads } from '../jpeg-slots.js';
 import { CudaBackend } from './cuda-backend.js';
-import { CHANNELS, type CropBox, type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, pixelLayout, writeJob } from './nvjpeg-plan.js';
-import {
-  NVJPEG_BACKEND_GPU_HYBRID,
-  NVJPEG_BACKEND_HARDWARE,
-  NVJPEG_CSS_UNKNOWN,
-  NVJPEG_OUTPUT_RGB,
-  NVJPEG_OUTPUT_RGBI,
-  type NvJpeg,
-  nvjpeg,
-  nvjpegFailed,
-  statusName,
-} from './nvjpeg-lib.js';
+import { type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, pixelLayout, writeJob, CHANNELS } from './nvjpeg-plan.js';
+import { NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_HARDWARE, type NvJpeg, nvjpeg, nvjpegFailed, statusName } from './nvjpeg-lib.js';
 
 export type { CropBox, CropBoxes, JpegBatchOutput } from './nvjpeg-plan.js';
 
 const CROP_RESIZE_PTX = new URL('../../../kernels/crop-resize.ptx', import.meta.url);
 const KERNELS = { uint8: 'stoker_crop_resize_u8', float32: 'stoker_crop_resize_f32', float16: 'stoker_crop_resize_f16', bfloat16: 'stoker_crop_resize_bf16' } as const;
-/** Images over this many pixels go to the CPU, which refuses them by its own limit (sharp's default, 0x3FFF²). */
-const MAX_PIXELS = 0x3fff * 0x3fff;
-/** Fewer bytes than this cannot be a JPEG with a frame: not worth a library call. */
-const MIN_JPEG_BYTES = 128;
 
 export interface DecodeResult {
   /** Files not written (ascending): decode them on the CPU (decodeOnCpu) or fail their batch. */
@@ -55,6 +48,8 @@ export interface GpuJpegOptions {
    * interpolation falls back to 'replicate' (see `chroma` on the decoder).
    */
   readonly chroma?: 'interpolate' | 'replicate';
+  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default $STOKER_JPEG_SLOTS or 2. */
+  readonly slots?: number;
 }
 
 /** NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION. */
@@ -78,8 +73,13 @@ export abstract class GpuJpegDecoder {
   /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
   static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
     if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
-    if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate');
-    if (backend instanceof SimBackend) return new SimJpegDecoder(backend);
+    const fromEnv = process.env.STOKER_JPEG_SLOTS;
+    const slots = options.slots ?? (fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : DEFAULT_JPEG_SLOTS);
+    if (!Number.isInteger(slots) || slots < 1 || slots > 8) {
+      throw options.slots === undefined && fromEnv !== undefined ? invalidOption('STOKER_JPEG_SLOTS', 'an integer from 1 to 8 (decodes in flight)', fromEnv) : invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
+    }
+    if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate', slots);
+    if (backend instanceof SimBackend) return new SimJpegDecoder(backend, slots);
     throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);
   }
 
@@ -89,43 +89,114 @@ export abstract class GpuJpegDecoder {
   /** Write rows `which` of `out` from the CPU decoder (any format sharp reads); `failed` are the files it could not decode. */
   abstract decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName): Promise<{ failed: number[] }>;
 
-  /** Waits for queued work, frees scratch memory and the library handles. Idempotent. */
+  /** Resolves when no call is decoding (every slot free). */
+  abstract whenIdle(): Promise<void>;
+
+  /** Waits for queued work, frees scratch memory and the library handles (after the calls in flight, when there are). Idempotent. */
   abstract close(): void;
+}
+
+/**
+ * One view per file over one SharedArrayBuffer (what a decode thread can read): the files' own when
+ * they all lie in one (the route's page-locked batch memory), else a copy.
+ */
+function sharedFiles(files: readonly Uint8Array[]): { memory: SharedArrayBuffer; offsets: Float64Array; lengths: Float64Array } {
+  const n = files.length;
+  const offsets = new Float64Array(n);
+  const lengths = new Float64Array(n);
+  const first = files[0]?.buffer;
+  if (first instanceof SharedArrayBuffer && files.every((f) => f.buffer === first)) {
+    files.forEach((f, k) => {
+      offsets[k] = f.byteOffset;
+      lengths[k] = f.byteLength;
+    });
+    return { memory: first, offsets, lengths };
+  }
+  let total = 0;
+  for (const f of files) total += f.byteLength;
+  const memory = new SharedArrayBuffer(Math.max(1, total));
+  const all = new Uint8Array(memory);
+  let at = 0;
+  files.forEach((f, k) => {
+    all.set(f, at);
+    offsets[k] = at;
+    lengths[k] = f.byteLength;
+    at += f.byteLength;
+  });
+  return { memory, offsets, lengths };
 }
 
 class SimJpegDecoder extends GpuJpegDecoder {
   readonly kind = 'sim';
   readonly chroma = 'interpolate';
   readonly #rows: CpuJpegRows;
+  readonly #slots: JpegSlots;
+  #closed = false;
 
-  constructor(backend: SimBackend) {
+  constructor(backend: SimBackend, slots: number) {
     super();
     this.#rows = new CpuJpegRows(backend);
+    this.#slots = new JpegSlots(slots, slotThreads());
   }
 
   async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
-    // What nvJPEG's hardware engine takes; the rest is the caller's CPU fallback, as on a GPU.
-    const { skipped } = await this.#rows.write(files, boxes, out, stream, undefined, 'gpu-jpeg');
-    return { fallback: skipped };
+    if (this.#closed) throw new Error('this GPU JPEG decoder is closed');
+    checkBoxCount(boxes, files.length);
+    checkOutput(out);
+    const slot = await this.#slots.acquire();
+    try {
+      const t0 = performance.now();
+      this.stats.calls++;
+      // What nvJPEG's hardware engine takes is decoded on the slot's thread; the rest is the caller's CPU fallback, as on a GPU.
+      const { widths, heights } = await slot.run<SimDecoded>({ op: 'sim-decode', ...sharedFiles(files), filter: 'gpu-jpeg' });
+      const t1 = performance.now();
+      this.stats.decodeMs += t1 - t0;
+      const fallback: number[] = [];
+      const table = new Int32Array(5 * files.length);
+      const written: number[] = [];
+      for (let k = 0; k < files.length; k++) {
+        if (widths[k] === 0) {
+          fallback.push(k);
+          continue;
+        }
+        // A bad box is the caller's bug, not the file's: it throws.
+        const box = boxFor(boxes, k, widths[k]!, heights[k]!);
+        table.set([box.left, box.top, box.width, box.height, box.flip ? 1 : 0], 5 * k);
+        written.push(k);
+      }
+      const spec = { size: out.size, layout: out.layout, dtype: out.dtype, ...(out.mean !== undefined ? { mean: out.mean } : {}), ...(out.std !== undefined ? { std: out.std } : {}) };
+      const { rows } = await slot.run<{ rows: Uint8Array }>({ op: 'sim-rows', boxes: table, out: spec });
+      const payload = CHANNELS * out.size[0] * out.size[1] * dtypeBytes(out.dtype);
+      if (written.length > 0) this.#rows.upload(written.map((k, r) => ({ k, bytes: rows.subarray(r * payload, (r + 1) * payload) })), payload, out, stream);
+      this.stats.launchMs += performance.now() - t1;
+      return { fallback };
+    } finally {
+      this.#slots.release(slot);
+    }
   }
 
   async decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<{ failed: number[] }> {
     return { failed: (await this.#rows.write(files, boxes, out, stream, which, 'any')).skipped };
   }
 
+  whenIdle(): Promise<void> {
+    return this.#slots.whenIdle();
+  }
+
   close(): void {
-    this.#rows.close();
+    if (this.#closed) return;
+    this.#closed = true;
+    const finish = () => {
+      this.#slots.close();
+      this.#rows.close();
+    };
+    if (this.#slots.held === 0) finish();
+    else void this.#slots.whenIdle().then(finish);
   }
 }
 
-interface Accepted {
-  readonly k: number;
-  readonly bytes: Uint8Array;
-  readonly width: number;
-  readonly height: number;
-  readonly box: CropBox;
-  readonly offset: number;
-}
+/** Fewer bytes than this cannot be a JPEG with a frame: not worth a library call. */
+const MIN_JPEG_BYTES = 128;
 
 class NvJpegDecoder extends GpuJpegDecoder {
   readonly kind: 'nvjpeg-hardware' | 'nvjpeg-gpu-hybrid';
@@ -133,27 +204,23 @@ class NvJpegDecoder extends GpuJpegDecoder {
   readonly #backend: CudaBackend;
   readonly #lib: NvJpeg;
   readonly #handle: bigint;
-  readonly #state: bigint;
-  readonly #jpegStream: bigint;
+  /** Per slot: its nvJPEG state and parsed-stream object (made here, used only by the slot's thread, destroyed here). */
+  readonly #states: { state: bigint; jpegStream: bigint }[] = [];
+  readonly #slots: JpegSlots;
   readonly #cpu: CpuJpegRows;
   /** Decoded into planar RGB (NVJPEG_OUTPUT_RGB) since interleaved RGB never worked here; else NVJPEG_OUTPUT_RGBI. */
   #planar = false;
   /** Some image decoded with the current output format. */
   #proven = false;
-  /** Batch size of the last nvjpegDecodeBatchedInitialize; −1 after a failed batch (the docs ask for a new one). */
-  #initialized = -1;
-  #scratch: DeviceBuffer | undefined;
-  #jobs: DeviceBuffer | undefined;
+  /** Per slot: decoded pixels and the kernel's job table. */
+  readonly #scratch: (DeviceBuffer | undefined)[];
+  readonly #jobs: (DeviceBuffer | undefined)[];
+  /** The slot of the last call (the `scratch` test hook). */
+  #last = 0;
   readonly #order: StreamScratch;
   #closed = false;
-  // Out-parameters, reused (a synchronous FFI call runs no JS until it returns).
-  readonly #components = new Int32Array(new ArrayBuffer(4));
-  readonly #subsampling = new Int32Array(new ArrayBuffer(4));
-  readonly #widths = new Int32Array(new ArrayBuffer(16));
-  readonly #heights = new Int32Array(new ArrayBuffer(16));
-  readonly #supported = new Int32Array(new ArrayBuffer(4));
 
-  private constructor(backend: CudaBackend, lib: NvJpeg, handle: bigint, hardware: boolean, interpolate: boolean) {
+  private constructor(backend: CudaBackend, lib: NvJpeg, handle: bigint, hardware: boolean, interpolate: boolean, slots: number) {
     super();
     this.chroma = interpolate ? 'interpolate' : 'replicate';
     this.#backend = backend;
@@ -161,17 +228,31 @@ class NvJpegDecoder extends GpuJpegDecoder {
     this.#handle = handle;
     this.kind = hardware ? 'nvjpeg-hardware' : 'nvjpeg-gpu-hybrid';
     const out = new BigUint64Array(new ArrayBuffer(8));
-    let status = lib.stateCreate(handle, out);
-    if (status !== 0) throw nvjpegFailed('nvjpegJpegStateCreate', status);
-    this.#state = out[0]!;
-    status = lib.streamCreate(handle, out);
-    if (status !== 0) throw nvjpegFailed('nvjpegJpegStreamCreate', status);
-    this.#jpegStream = out[0]!;
+    try {
+      for (let i = 0; i < slots; i++) {
+        let status = lib.stateCreate(handle, out);
+        if (status !== 0) throw nvjpegFailed('nvjpegJpegStateCreate', status);
+        const state = out[0]!;
+        status = lib.streamCreate(handle, out);
+        if (status !== 0) {
+          lib.stateDestroy(state);
+          throw nvjpegFailed('nvjpegJpegStreamCreate', status);
+        }
+        this.#states.push({ state, jpegStream: out[0]! });
+      }
+    } catch (error) {
+      this.#release();
+      throw error;
+    }
+    this.#scratch = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
+    this.#jobs = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
+    const context = backend.context.handle;
+    this.#slots = new JpegSlots(slots, slotThreads(), (i) => ({ op: 'nvjpeg-open', context, handle, hardware, ...this.#states[i]! }));
     this.#cpu = new CpuJpegRows(backend);
     this.#order = new StreamScratch(backend);
   }
 
-  static create(backend: CudaBackend, chroma: 'interpolate' | 'replicate'): NvJpegDecoder {
+  static create(backend: CudaBackend, chroma: 'interpolate' | 'replicate', slots: number): NvJpegDecoder {
     const lib = nvjpeg();
     backend.context.setCurrent();
     const out = new BigUint64Array(new ArrayBuffer(8));
@@ -197,140 +278,99 @@ class NvJpegDecoder extends GpuJpegDecoder {
       if (status !== 0 && flags !== 0) status = lib.createEx(NVJPEG_BACKEND_GPU_HYBRID, (flags = 0), out);
       if (status !== 0) throw nvjpegFailed('nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID)', status, `decode on the CPU (decode: 'cpu'); nvJPEG is ${lib.path}`);
     }
-    return new NvJpegDecoder(backend, lib, out[0]!, hardware, flags !== 0);
+    return new NvJpegDecoder(backend, lib, out[0]!, hardware, flags !== 0, slots);
   }
 
   async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
     this.#assertOpen();
     checkBoxCount(boxes, files.length);
     const scaleBias = checkOutput(out);
-    this.#backend.context.setCurrent();
-    this.#order.use(stream);
-    const fallback: number[] = [];
-    const accepted: Accepted[] = [];
-    let scratchBytes = 0;
-    const t0 = performance.now();
-    this.stats.calls++;
-    for (let k = 0; k < files.length; k++) {
-      const size = this.#probe(files[k]!);
-      if (size === undefined) {
-        fallback.push(k);
-        continue;
+    const slot = await this.#slots.acquire();
+    try {
+      this.#last = slot.index;
+      this.stats.calls++;
+      this.#backend.context.setCurrent();
+      // A new stream first waits for the old one: the slot's scratch is reused in stream order.
+      this.#order.use(stream);
+      const fallback: number[] = [];
+      // Not even the start of a JPEG: the CPU's, without a library call.
+      const candidates: number[] = [];
+      files.forEach((bytes, k) => {
+        if (bytes.byteLength < MIN_JPEG_BYTES || bytes[0] !== 0xff || bytes[1] !== 0xd8 || bytes[2] !== 0xff) fallback.push(k);
+        else candidates.push(k);
+      });
+      if (candidates.length === 0) return { fallback };
+      const data = new BigUint64Array(candidates.length);
+      const lengths = new BigUint64Array(candidates.length);
+      candidates.forEach((k, i) => {
+        // SAFETY: the files are the caller's to keep until an event after this call; the slot's thread reads them during its job.
+        data[i] = this.#lib.address(files[k]!);
+        lengths[i] = BigInt(files[k]!.byteLength);
+      });
+      const cuStream = this.#backend.stream(stream).handle;
+      let r = await this.#decodeOn(slot.index, slot, data, lengths, cuStream, stream);
+      if (!this.#proven && !this.#planar && r.need > 0 && !r.decoded.some(Boolean)) {
+        // Nothing decoded before, nothing now: this library may not write interleaved RGB with this
+        // backend. Planar RGB (what torchvision asks for) from now on.
+        this.#planar = true;
+        r = await this.#decodeOn(slot.index, slot, data, lengths, cuStream, stream);
       }
-      const box = boxFor(boxes, k, size.width, size.height);
-      accepted.push({ k, bytes: files[k]!, width: size.width, height: size.height, box, offset: scratchBytes });
-      scratchBytes += Math.ceil((size.width * size.height * CHANNELS) / 256) * 256;
-    }
-    const t1 = performance.now();
-    this.stats.probeMs += t1 - t0;
-    if (accepted.length === 0) return { fallback };
-    const scratch = (this.#scratch = this.#order.grow(this.#scratch, scratchBytes, stream));
-    const cuStream = this.#backend.stream(stream).handle;
-    const n = accepted.length;
-    const data = new BigUint64Array(new ArrayBuffer(n * 8));
-    const lengths = new BigUint64Array(new ArrayBuffer(n * 8));
-    for (let i = 0; i < n; i++) {
-      data[i] = this.#lib.address(accepted[i]!.bytes);
-      lengths[i] = BigInt(accepted[i]!.bytes.byteLength);
-    }
-    let decoded = this.#decodeBatch(data, lengths, this.#images(accepted, scratch.ptr), cuStream);
-    if (!this.#proven && !this.#planar && !decoded.some(Boolean)) {
-      // Nothing decoded before, nothing now: this library may not write interleaved RGB with this
-      // backend. Planar RGB (what torchvision asks for) from now on.
-      this.#planar = true;
-      this.#initialized = -1;
-      decoded = this.#decodeBatch(data, lengths, this.#images(accepted, scratch.ptr), cuStream);
-    }
-    if (decoded.some(Boolean)) this.#proven = true;
-    const t2 = performance.now();
-    this.stats.decodeMs += t2 - t1;
-    const good = accepted.filter((_, i) => decoded[i]);
-    for (let i = 0; i < n; i++) if (!decoded[i]) fallback.push(accepted[i]!.k);
-    fallback.sort((a, b) => a - b);
-    if (good.length === 0) return { fallback };
+      if (r.decoded.some(Boolean)) this.#proven = true;
+      this.stats.probeMs += r.probeMs;
+      this.stats.decodeMs += r.decodeMs;
+      const t2 = performance.now();
+      // `good`: the candidates (their indexes in the job) nvJPEG wrote; the others go to the CPU.
+      const good: number[] = [];
+      candidates.forEach((k, i) => {
+        if (r.decoded[i]) good.push(i);
+        else fallback.push(k);
+      });
+      fallback.sort((a, b) => a - b);
+      if (good.length === 0) return { fallback };
 
-    const table = new DataView(new ArrayBuffer(good.length * JOB_BYTES));
-    good.forEach((a, j) => writeJob(table, j, scratch.ptr + BigInt(a.offset), a.width, a.height, pixelLayout(a.width, a.height, this.#planar), a.box, a.k));
-    const jobs = (this.#jobs = this.#order.grow(this.#jobs, table.byteLength, stream));
-    // SAFETY: pageable source: the driver has staged it when the call returns.
-    this.#backend.copyToDevice(jobs, 0, new Uint8Array(table.buffer), stream);
-    const [oh, ow] = out.size;
-    const fn = this.#backend.context.module(CROP_RESIZE_PTX).getFunction(KERNELS[out.dtype]);
-    // SAFETY: scratch and jobs are reused only through this stream's order (or after a synchronize);
-    // `out` is the caller's, alive until an event after this launch.
-    fn.launch([Math.ceil((oh * ow) / 256), good.length, 1], [256, 1, 1], this.#backend.stream(stream), [
-      { ptr: jobs.ptr },
-      { ptr: out.ptr },
-      { u64: BigInt(out.rowBytes) },
-      { u32: oh },
-      { u32: ow },
-      { u32: out.layout === 'hwc' ? 1 : 0 },
-      ...Array.from(scaleBias, (v) => ({ f32: v })),
-    ]);
-    this.stats.launchMs += performance.now() - t2;
-    return { fallback };
+      this.#backend.context.setCurrent();
+      this.#order.use(stream);
+      const scratch = this.#scratch[slot.index]!;
+      const table = new DataView(new ArrayBuffer(good.length * JOB_BYTES));
+      good.forEach((i, j) => {
+        const k = candidates[i]!;
+        const width = r.widths[i]!;
+        const height = r.heights[i]!;
+        writeJob(table, j, scratch.ptr + BigInt(r.offsets[i]!), width, height, pixelLayout(width, height, this.#planar), boxFor(boxes, k, width, height), k);
+      });
+      const jobs = (this.#jobs[slot.index] = this.#order.grow(this.#jobs[slot.index], table.byteLength, stream));
+      // SAFETY: pageable source: the driver has staged it when the call returns.
+      this.#backend.copyToDevice(jobs, 0, new Uint8Array(table.buffer), stream);
+      const [oh, ow] = out.size;
+      const fn = this.#backend.context.module(CROP_RESIZE_PTX).getFunction(KERNELS[out.dtype]);
+      // SAFETY: a slot's scratch and jobs are reused only by its next call, queued after this launch
+      // on the stream (or after a synchronize); `out` is the caller's, alive until an event after this launch.
+      fn.launch([Math.ceil((oh * ow) / 256), good.length, 1], [256, 1, 1], this.#backend.stream(stream), [
+        { ptr: jobs.ptr },
+        { ptr: out.ptr },
+        { u64: BigInt(out.rowBytes) },
+        { u32: oh },
+        { u32: ow },
+        { u32: out.layout === 'hwc' ? 1 : 0 },
+        ...Array.from(scaleBias, (v) => ({ f32: v })),
+      ]);
+      this.stats.launchMs += performance.now() - t2;
+      return { fallback };
+    } finally {
+      this.#slots.release(slot);
+    }
   }
 
-  /** The nvjpegImage_t of each accepted file (4 channel pointers, 4 pitches): its place in the scratch buffer. */
-  #images(accepted: readonly Accepted[], base: bigint): BigUint64Array {
-    const images = new BigUint64Array(new ArrayBuffer(accepted.length * 64));
-    accepted.forEach((a, i) => {
-      const at = base + BigInt(a.offset);
-      if (this.#planar) {
-        const plane = a.width * a.height;
-        for (let c = 0; c < CHANNELS; c++) {
-          images[8 * i + c] = at + BigInt(c * plane);
-          images[8 * i + 4 + c] = BigInt(a.width);
-        }
-      } else {
-        images[8 * i] = at;
-        images[8 * i + 4] = BigInt(a.width * CHANNELS);
-      }
-    });
-    return images;
-  }
-
-  /** The decoded size when the GPU takes this file; undefined sends it to the CPU. */
-  #probe(bytes: Uint8Array): { width: number; height: number } | undefined {
-    if (bytes.byteLength < MIN_JPEG_BYTES || bytes[0] !== 0xff || bytes[1] !== 0xd8 || bytes[2] !== 0xff) return undefined;
-    const lib = this.#lib;
-    if (lib.getImageInfo(this.#handle, bytes, this.#components, this.#subsampling, this.#widths, this.#heights) !== 0) return undefined;
-    const components = this.#components[0]!;
-    const width = this.#widths[0]!;
-    const height = this.#heights[0]!;
-    // CMYK/YCCK (4 components) and odd subsamplings go to the CPU, as do images too large for it.
-    if ((components !== 1 && components !== 3) || this.#subsampling[0] === NVJPEG_CSS_UNKNOWN) return undefined;
-    if (!(width >= 1 && height >= 1) || width * height > MAX_PIXELS) return undefined;
-    if (this.kind === 'nvjpeg-hardware') {
-      // Progressive, arithmetic-coded or 4:1:1 streams are refused by the engine: CPU.
-      if (lib.streamParseHeader(this.#handle, bytes, this.#jpegStream) !== 0) return undefined;
-      if (lib.decodeBatchedSupported(this.#handle, this.#jpegStream, this.#supported) !== 0 || this.#supported[0] !== 0) return undefined;
+  /** The slot's probe and batched decode, its scratch grown (and the call repeated) when the batch needs more. */
+  async #decodeOn(index: number, slot: JpegSlot, data: BigUint64Array, lengths: BigUint64Array, cuStream: bigint, stream: StreamName): Promise<NvjpegDecoded> {
+    for (;;) {
+      const scratch = this.#scratch[index];
+      const r = await slot.run<NvjpegDecoded>({ op: 'nvjpeg-decode', data, lengths, scratch: scratch?.ptr ?? 0n, scratchBytes: scratch?.bytes ?? 0, stream: cuStream, planar: this.#planar });
+      if (r.need <= (scratch?.bytes ?? 0) || r.need === 0) return r;
+      this.#backend.context.setCurrent();
+      this.#order.use(stream);
+      this.#scratch[index] = this.#order.grow(scratch, r.need, stream);
     }
-    return { width, height };
-  }
-
-  /** Decodes the batch; when the batch call fails (a corrupt stream among them), retries image by image. */
-  #decodeBatch(data: BigUint64Array, lengths: BigUint64Array, images: BigUint64Array, cuStream: bigint): boolean[] {
-    const n = data.length;
-    if (this.#batch(n, data, lengths, images, cuStream) === 0) return new Array<boolean>(n).fill(true);
-    const ok: boolean[] = [];
-    for (let i = 0; i < n; i++) {
-      ok.push(this.#batch(1, data.subarray(i, i + 1), lengths.subarray(i, i + 1), images.subarray(8 * i, 8 * i + 8), cuStream) === 0);
-    }
-    return ok;
-  }
-
-  #batch(n: number, data: BigUint64Array, lengths: BigUint64Array, images: BigUint64Array, cuStream: bigint): number {
-    const lib = this.#lib;
-    if (this.#initialized !== n) {
-      const status = lib.decodeBatchedInitialize(this.#handle, this.#state, n, 1, this.#planar ? NVJPEG_OUTPUT_RGB : NVJPEG_OUTPUT_RGBI);
-      if (status !== 0 && this.#planar) throw nvjpegFailed('nvjpegDecodeBatchedInitialize', status);
-      if (status !== 0) return status;
-      this.#initialized = n;
-    }
-    const status = lib.decodeBatched(this.#handle, this.#state, data, lengths, images, cuStream);
-    if (status !== 0) this.#initialized = -1;
-    return status;
   }
 
   async decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<{ failed: number[] }> {
@@ -341,21 +381,40 @@ class NvJpegDecoder extends GpuJpegDecoder {
 
   /** Test hook: the last call's decoded pixels (each accepted file at the next 256-byte boundary, in order) and their layout. */
   get scratch(): { buffer: DeviceBuffer | undefined; planar: boolean } {
-    return { buffer: this.#scratch, planar: this.#planar };
+    return { buffer: this.#scratch[this.#last], planar: this.#planar };
+  }
+
+  whenIdle(): Promise<void> {
+    return this.#slots.whenIdle();
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    // Every slot's opening job done (its thread holds the state it was given) and no call in flight.
+    if (this.#slots.held === 0) this.#finish();
+    else void this.#slots.whenIdle().then(() => this.#finish());
+  }
+
+  #finish(): void {
+    this.#slots.close();
     this.#cpu.close();
     if (!this.#backend.closed) {
       this.#backend.context.setCurrent();
       this.#order.drain();
-      for (const b of [this.#scratch, this.#jobs]) if (b !== undefined) this.#backend.free(b);
+      for (const b of [...this.#scratch, ...this.#jobs]) if (b !== undefined) this.#backend.free(b);
     }
-    this.#scratch = this.#jobs = undefined;
+    this.#scratch.fill(undefined);
+    this.#jobs.fill(undefined);
+    this.#release();
+  }
+
+  /** The states, then the handle. */
+  #release(): void {
     const lib = this.#lib;
-    const failed = [lib.stateDestroy(this.#state), lib.streamDestroy(this.#jpegStream), lib.destroy(this.#handle)].find((s) => s !== 0);
+    const statuses = this.#states.flatMap((s) => [lib.stateDestroy(s.state), lib.streamDestroy(s.jpegStream)]);
+    this.#states.length = 0;
+    const failed = [...statuses, lib.destroy(this.#handle)].find((s) => s !== 0);
     if (failed !== undefined) process.emitWarning(`nvJPEG: releasing the decoder failed with ${statusName(failed)}`, 'StokerWarning');
   }
 

@@ -10,6 +10,7 @@ import { GpuJpegDecoder } from '../cuda/nvjpeg.js';
 import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../cuda/nvjpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';
+import { liveJpegThreads } from '../jpeg-slots.js';
 
 const POISON = 0xab;
 
@@ -150,5 +151,40 @@ describe('GpuJpegDecoder on sim', () => {
     await assert.rejects(decoder.decodeInto([file.bytes], () => ({ left: 0, top: 0, width: 30, height: 20, flip: false }), { ...out, rowBytes: 10 }), { code: 'ERR_INVALID_OPTION', message: /`out.rowBytes` must be an integer ≥ 2304/ });
     await assert.rejects(decoder.decodeInto([file.bytes], () => ({ left: 0, top: 0, width: 30, height: 20, flip: false }), { ...out, mean: [0.5] }), { code: 'ERR_INVALID_OPTION', message: /uint8 output/ });
     decoder.close();
+  });
+
+  it('calls in flight on every slot (worker threads) write the rows that one inline slot writes, call by call', async () => {
+    const backend = new SimBackend();
+    const files = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => baselineJpeg(60 + 7 * i, 40 + 5 * i, i)));
+    const box = (c: number) => (k: number, width: number, height: number): CropBox => ({ left: (c + k) % 7, top: (c * k) % 5, width: width - 8, height: height - 6, flip: (c + k) % 2 === 1 });
+    const run = async (decoder: GpuJpegDecoder, parallel: boolean) => {
+      const outs = [0, 1, 2, 3, 4].map(() => batchOut(backend, files.length, { dtype: 'float32', mean: [0.5, 0.4, 0.3], std: [0.2, 0.25, 0.3] }));
+      const call = (c: number) => decoder.decodeInto(files.map((f) => f.bytes), box(c), outs[c]!.out);
+      if (parallel) await Promise.all(outs.map((_, c) => call(c)));
+      else for (let c = 0; c < outs.length; c++) await call(c);
+      const rows = outs.map((o) => readBack(backend, o.buffer, o.buffer.bytes));
+      for (const o of outs) backend.free(o.buffer);
+      return rows;
+    };
+    const threads = liveJpegThreads();
+    const many = GpuJpegDecoder.open(backend, { slots: 3 });
+    assert.equal(liveJpegThreads(), threads + 3, 'one thread per slot');
+    const previous = process.env.STOKER_JPEG_WORKERS;
+    process.env.STOKER_JPEG_WORKERS = '0';
+    let one: GpuJpegDecoder;
+    try {
+      one = GpuJpegDecoder.open(backend, { slots: 1 });
+    } finally {
+      if (previous === undefined) delete process.env.STOKER_JPEG_WORKERS;
+      else process.env.STOKER_JPEG_WORKERS = previous;
+    }
+    assert.equal(liveJpegThreads(), threads + 3, 'STOKER_JPEG_WORKERS=0: no thread');
+    const got = await run(many, true);
+    const want = await run(one, false);
+    got.forEach((rows, c) => assert.deepEqual(rows, want[c], `call ${c}`));
+    many.close();
+    one.close();
+    assert.deepEqual(backend.live(), { device: 0, pinned: 0 });
+    assert.throws(() => GpuJpegDecoder.open(backend, { slots: 0 }), { code: 'ERR_INVALID_OPTION', message: /`slots` must be an integer from 1 to 8/ });
   });
 });

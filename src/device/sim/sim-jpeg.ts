@@ -9,12 +9,11 @@
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { addressAlign } from '../backend.js';
 import { StreamScratch } from '../stream-scratch.js';
-import { decodeImage, loadImageDecoder } from '../../dataset/formats/image-decode.js';
+import { type CpuRowFilter, cpuDecode } from '../jpeg-jobs.js';
 import { type CropBoxes, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, CHANNELS } from '../cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../cuda/nvjpeg-resample.js';
 
-/** Which files to take: every decodable one, or only those the GPU decoder would (baseline JPEG, 1 or 3 components). */
-export type CpuRowFilter = 'any' | 'gpu-jpeg';
+export type { CpuRowFilter };
 
 export class CpuJpegRows {
   readonly #backend: Backend;
@@ -41,7 +40,7 @@ export class CpuJpegRows {
     const payload = CHANNELS * out.size[0] * out.size[1] * dtypeBytes(out.dtype);
     const skipped: number[] = [];
     const rows: { k: number; bytes: Uint8Array }[] = [];
-    const decoded = await Promise.all(ks.map((k) => this.#decode(files[k]!, k, filter)));
+    const decoded = await Promise.all(ks.map((k) => cpuDecode(files[k]!, k, filter)));
     for (let i = 0; i < ks.length; i++) {
       const image = decoded[i];
       const k = ks[i]!;
@@ -53,24 +52,13 @@ export class CpuJpegRows {
       const box = boxFor(boxes, k, image.width, image.height);
       rows.push({ k, bytes: encodeRow(cropResize(image.rgb, image.width * 3, box, out.size[0], out.size[1]), out, scaleBias) });
     }
-    if (rows.length > 0) this.#upload(rows, payload, out, stream);
+    if (rows.length > 0) this.upload(rows, payload, out, stream);
     return { skipped };
   }
 
-  async #decode(bytes: Uint8Array, k: number, filter: CpuRowFilter): Promise<{ rgb: Uint8Array; width: number; height: number } | undefined> {
-    try {
-      const meta = await loadImageDecoder()(bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes).metadata();
-      if (filter === 'gpu-jpeg' && (meta.format !== 'jpeg' || meta.space === 'cmyk' || meta.isProgressive === true || (meta.channels !== 1 && meta.channels !== 3))) return undefined;
-      const height = meta.pageHeight ?? meta.height;
-      const width = meta.width;
-      const t = await decodeImage(bytes, { size: [height, width], fit: 'resize', layout: 'hwc', source: `file ${k}` });
-      return { rgb: t.data, width, height };
-    } catch {
-      return undefined;
-    }
-  }
-
-  #upload(rows: readonly { k: number; bytes: Uint8Array }[], payload: number, out: JpegBatchOutput, stream: StreamName): void {
+  /** Enqueue the upload of `rows` (each `payload` bytes) into rows k of `out` on `stream`. */
+  upload(rows: readonly { k: number; bytes: Uint8Array }[], payload: number, out: JpegBatchOutput, stream: StreamName): void {
+    if (this.#closed) throw new Error('this JPEG decoder is closed');
     const b = this.#backend;
     this.#order.use(stream);
     const scratch = (this.#scratch = this.#order.grow(this.#scratch, rows.length * payload, stream));

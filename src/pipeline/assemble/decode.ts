@@ -1,8 +1,7 @@
 // Internal: not exported from the package entry.
 // The decode route (`decode: 'gpu'`): a batch of an image source whose files the device decodes.
-// The host reads only the encoded files of the batch (asynchronous reads, up to
-// DECODE_READS_IN_FLIGHT at once: the libuv pool does them in parallel), straight into page-locked
-// memory, and the small fields (labels); the device's JPEG decoder
+// The host reads only the encoded files of the batch (reader threads, decode-reads.ts, blocking
+// reads in parallel), straight into page-locked memory, and the small fields (labels); the device's JPEG decoder
 // (device.jpeg: nvJPEG on CUDA, the CPU behind sim) writes the cropped, resized, flipped,
 // normalized rows straight into the batch's device memory, and the files it refuses (PNG, WebP,
 // CMYK, progressive, corrupt) are decoded on the CPU into the same rows. The rules:
@@ -10,12 +9,12 @@
 //   key, or the `fit` box), so a pick's GPU and CPU crops are the same box.
 // - A file neither decoder can read fails its batch (the loader's `errors` decides; the loader
 //   stays usable), its typed error naming the file, with the batch's memory handed back.
-// - Reading batch i + 1 overlaps decoding batch i (the run's read-ahead window launches both);
-//   decodes run one at a time, in launch order (one decoder, one call at a time).
+// - Reading batch i + 1 overlaps decoding batch i (the run's read-ahead window launches both), and
+//   the decodes themselves run off the main thread (the decoder's slots, jpeg-slots.ts: two at a
+//   time by default); batches ask for a slot in launch order.
+// - `close` returns only once no batch is in flight: no read writes and no decode runs after it.
 
-import { open, stat } from 'node:fs/promises';
 import { badFile, fileAccess } from '../../errors.js';
-import { Gate } from '../../dataset/formats/image-decoding.js';
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
 import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../device/jpeg-batch.js';
 import type { GpuJpegDecoder } from '../../device/cuda/nvjpeg.js';
@@ -30,6 +29,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { boxFor } from '../../transforms/crop-box.js';
 import type { EpochStats } from '../stats.js';
 import type { AssembleContext, BatchAssembler } from './assembler.js';
+import { FileReaders } from './decode-reads.js';
 
 const ZERO_SEED = { hi: 0, lo: 0 };
 
@@ -43,9 +43,12 @@ export class DecodeAssembler implements BatchAssembler {
   readonly #imageAt: number;
   /** The schema's other fields, in order: key, dtype, shape, elements per row. */
   readonly #others: readonly { key: string; dtype: Schema['fields'][number]['dtype']; shape: readonly number[]; rowSize: number }[];
-  readonly #reads = new Gate(DECODE_READS_IN_FLIGHT);
-  /** The last decode reserved: the next waits for it (launch order). */
+  readonly #readers: FileReaders;
+  /** Bytes a file of this source takes, the largest batch mean seen (first guess 192 KiB): sizes a batch's memory. */
+  #bytesPerFile = 192 * 1024;
+  /** The last batch's turn to ask for a decode slot: the next asks after it (launch order). */
   #turn: Promise<void> = Promise.resolve();
+  readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
 
   constructor(source: EncodedImages, jpeg: JpegDevice, decoder: GpuJpegDecoder, schema: Schema) {
@@ -59,6 +62,7 @@ export class DecodeAssembler implements BatchAssembler {
       size: source.size, layout: source.layout, dtype: source.output,
       ...(source.normalize !== undefined ? { mean: source.normalize.mean, std: source.normalize.std } : {}),
     };
+    this.#readers = new FileReaders();
     this.#others = schema.fields.flatMap((f, i) => (i === this.#imageAt ? [] : [{ key: keys[i]!, dtype: f.dtype, shape: f.shape, rowSize: f.rowSize }]));
   }
 
@@ -73,12 +77,20 @@ export class DecodeAssembler implements BatchAssembler {
 
   endEpoch(_stats: EpochStats): void {}
 
-  async assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
+  assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
+    const work = this.#assemble(ids, context, keys);
+    this.#inFlight.add(work);
+    const forget = () => this.#inFlight.delete(work);
+    work.then(forget, forget);
+    return work;
+  }
+
+  async #assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
     // Reserve this batch's decode turn now, so decodes run in launch order whatever order reads finish in.
     const previous = this.#turn;
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
-    // The next batch waits for this one and every one before it, even when this one fails early.
+    // The next batch asks for a slot after this one and every one before it, even when this one fails early.
     this.#turn = previous.then(() => mine);
     let batch: DeviceBatch;
     let failed: number[];
@@ -95,7 +107,10 @@ export class DecodeAssembler implements BatchAssembler {
         context.signal.throwIfAborted();
         for (let attempt = 0; ; attempt++) {
           try {
-            ({ batch, failed } = await this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others));
+            // Its synchronous part asks for the decode slot: then the next batch may ask for one.
+            const decoding = this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others);
+            release();
+            ({ batch, failed } = await decoding);
             owned = undefined;
             break;
           } catch (error) {
@@ -125,40 +140,44 @@ export class DecodeAssembler implements BatchAssembler {
 
   /**
    * The batch's files, read straight into one page-locked buffer (NOTE [files in page-locked
-   * memory], jpeg-batch.ts): every size first, then each file into its slice, at most
-   * READS_IN_FLIGHT reads (open descriptors) at a time over all batches in flight. On a failure the
-   * buffer is given back once no read can still write into it; the error names the file.
+   * memory], jpeg-batch.ts) by the reader threads, packed; when they need more than the guess, read
+   * again into a buffer of their size. On a failure the buffer is given back (the readers are done
+   * with it when `read` settles); the error names the file.
    */
   async #readFiles(ids: Uint32Array, signal: AbortSignal): Promise<{ files: Uint8Array[]; host: Uint8Array }> {
     const src = this.#source;
     const paths = Array.from(ids, (id) => src.path(id));
-    const sizes = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, async () => (await stat(p)).size)));
-    const offsets: number[] = [];
-    let total = 0;
-    for (const size of sizes) {
-      offsets.push(total);
-      total += size;
-    }
-    const host = this.#jpeg.fileMemory(total);
-    try {
-      const lengths = await settled(paths.map((p, k) => this.#gated(ids[k]!, signal, () => readInto(p, host, offsets[k]!, sizes[k]!))));
-      return { files: lengths.map((n, k) => host.subarray(offsets[k]!, offsets[k]! + n)), host };
-    } catch (error) {
-      this.#jpeg.releaseFiles(host);
-      throw error;
-    }
-  }
-
-  async #gated<T>(id: number, signal: AbortSignal, read: () => Promise<T>): Promise<T> {
-    await this.#reads.enter();
-    try {
+    let bytes = Math.ceil(ids.length * this.#bytesPerFile * 1.25);
+    for (;;) {
       signal.throwIfAborted();
-      return await read();
-    } catch (cause) {
-      if (signal.aborted) throw cause;
-      throw fileAccess(this.#source.where(id), 'read the image', cause);
-    } finally {
-      this.#reads.leave();
+      const host = this.#jpeg.fileMemory(bytes);
+      let r;
+      try {
+        r = await this.#readers.read(paths, host);
+      } catch (error) {
+        this.#jpeg.releaseFiles(host);
+        throw error;
+      }
+      if (r.ok === true) {
+        let total = 0;
+        const files = Array.from(ids, (_, k) => {
+          total += r.lengths[k]!;
+          return host.subarray(r.offsets[k]!, r.offsets[k]! + r.lengths[k]!);
+        });
+        this.#bytesPerFile = Math.max(this.#bytesPerFile, Math.ceil(total / Math.max(1, ids.length)));
+        if (signal.aborted) {
+          this.#jpeg.releaseFiles(host);
+          signal.throwIfAborted();
+        }
+        return { files, host };
+      }
+      this.#jpeg.releaseFiles(host);
+      if (r.ok === 'error') {
+        signal.throwIfAborted();
+        throw fileAccess(src.where(ids[r.k]!), 'read the image', r.error);
+      }
+      this.#bytesPerFile = Math.max(this.#bytesPerFile, Math.ceil(r.need / Math.max(1, ids.length)));
+      bytes = r.need;
     }
   }
 
@@ -202,39 +221,14 @@ export class DecodeAssembler implements BatchAssembler {
     return undefined;
   }
 
-  /** After the decodes in flight (the epoch was ended first: no new one starts), the decoder. */
+  /** After the batches in flight (the epoch was ended first: no new one starts): the decoder, the reader threads. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#turn;
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#decoder.whenIdle();
     this.#decoder.close();
-  }
-}
-
-/** Reads (open file descriptors) the decode route keeps in flight at most, over all batches. */
-export const DECODE_READS_IN_FLIGHT = 64;
-
-/** Every promise settled; then the values, or the first rejection. */
-async function settled<T>(promises: readonly Promise<T>[]): Promise<T[]> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
-  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
-}
-
-/** Read the file at `path` into `into[at, at + size)`; returns the bytes read (fewer when the file shrank). */
-async function readInto(path: string | Buffer, into: Uint8Array, at: number, size: number): Promise<number> {
-  const file = await open(path, 'r');
-  try {
-    let done = 0;
-    while (done < size) {
-      const { bytesRead } = await file.read(into, at + done, size - done, done);
-      if (bytesRead === 0) break;
-      done += bytesRead;
-    }
-    return done;
-  } finally {
-    await file.close();
+    this.#readers.close();
   }
 }
 
