@@ -177,7 +177,7 @@ export class Session {
       }
       this.#export?.sweep((m) => this.#channel.send(m));
       this.#channel.send({ op: 'end', epoch, batches: n });
-      if (t !== undefined) this.#config.log(`stoker serve: client ${this.id} epoch ${epoch}: ${t.report(n)}`);
+      if (t !== undefined) this.#config.log(`stoker serve: client ${this.id} epoch ${epoch}: ${t.report(n)}; ${this.#nextLayout} layouts sent so far`);
     } catch (e) {
       if (signal.aborted) return;
       this.#sendError(e);
