@@ -7,7 +7,7 @@
 // pass after a warm-up pass, and the parent's CPU ms per image (process.cpuUsage: every thread of
 // this process, reader workers included; the child's own time is not in it).
 //
-//   npm run bench -- decode-overhead [--files 1200] [--classes 20] [--output float32|bfloat16|uint8] [--batch 64]
+//   npm run bench -- decode-overhead [--files 1200] [--classes 20] [--take N (images per pass; default all)] [--output float32|bfloat16|uint8] [--batch 64]
 
 import { parseArgs } from 'node:util';
 import { DataLoader } from '../src/index.js';
@@ -20,7 +20,7 @@ import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
-const USAGE = 'npm run bench -- decode-overhead [--files 1200] [--classes 20] [--output float32|bfloat16|uint8] [--batch 64]';
+const USAGE = 'npm run bench -- decode-overhead [--files 1200] [--classes 20] [--take N] [--output float32|bfloat16|uint8] [--batch 64]';
 
 interface Row {
   readonly how: string;
@@ -41,7 +41,7 @@ async function timed(how: string, images: number, run: () => Promise<void>): Pro
 export async function main(args: readonly string[]): Promise<void> {
   let v: Record<string, string | boolean | undefined>;
   try {
-    ({ values: v } = parseArgs({ args: [...args], strict: true, options: { files: { type: 'string', default: '1200' }, classes: { type: 'string', default: '20' }, output: { type: 'string', default: 'float32' }, batch: { type: 'string', default: '64' } } }));
+    ({ values: v } = parseArgs({ args: [...args], strict: true, options: { take: { type: 'string' }, files: { type: 'string', default: '1200' }, classes: { type: 'string', default: '20' }, output: { type: 'string', default: 'float32' }, batch: { type: 'string', default: '64' } } }));
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nusage: ${USAGE}`);
   }
@@ -51,11 +51,16 @@ export async function main(args: readonly string[]): Promise<void> {
   const batch = Number(v.batch);
   const normalize = output === 'uint8' ? undefined : { mean: MEAN, std: STD };
   const source = imageFolderSource(dir, { size: 224, view: 'train', normalize, output, decode: 'processes', decodeProcesses: 1 });
-  const paths = Array.from({ length: source.length }, (_, i) => source.pathOf(i) as string);
+  const batchesPerPass = v.take === undefined ? Infinity : Math.ceil(Number(v.take) / batch);
+  const take = v.take === undefined ? source.length : Math.min(source.length, batchesPerPass * batch);
+  if (!(Number.isInteger(take) && take >= 1)) throw new UsageError(`bad --take\nusage: ${USAGE}`);
+  // Every file once, in a shuffled order, for the direct rows (the loader's rows shuffle too).
+  const order = Array.from({ length: source.length }, (_, i) => i).sort((a, b) => ((a * 2654435761) >>> 0) - ((b * 2654435761) >>> 0));
+  const paths = order.slice(0, take).map((i) => source.pathOf(i) as string);
   await source.close();
   const view = viewFrom('train');
   const options = (i: number): DecodeImageOptions => ({ size: [224, 224], source: paths[i]!, view: { view, sample: i, repeat: 0, epoch: 0, seed: { hi: 0, lo: 1 } }, normalize, output });
-  console.log(`bench decode-overhead: ${hardwareLine()}; ${dir} (${paths.length} files); RandomResizedCrop(224) + flip${normalize ? ' + normalize' : ''}, ${output}`);
+  console.log(`bench decode-overhead: ${hardwareLine()}; ${dir} (${paths.length} of ${source.length} files a pass); RandomResizedCrop(224) + flip${normalize ? ' + normalize' : ''}, ${output}`);
   const rows: Row[] = [];
   const { readFile } = await import('node:fs/promises');
   rows.push(await timed('decodeImage in this thread (file read included)', paths.length, async () => {
@@ -78,7 +83,8 @@ export async function main(args: readonly string[]): Promise<void> {
     let epoch = 0;
     try {
       rows.push(await timed(`DataLoader, ${workers} reader worker${workers === 1 ? '' : 's'} × 1 decode process`, paths.length, async () => {
-        for await (const b of loader.epoch(epoch++)) void b;
+        let k = 0;
+        for await (const b of loader.epoch(epoch++)) if (++k >= batchesPerPass && b !== undefined) break;
       }));
     } finally {
       await loader.close();

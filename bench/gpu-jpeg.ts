@@ -3,7 +3,7 @@
 // RandomResizedCrop(224) boxes (torchvision's get_params: scale (0.08, 1), ratio (3/4, 4/3), ten tries
 // then the central fallback; a seeded generator), random flip, ImageNet mean/std, bf16 CHW output into
 // one batch buffer. Per configuration (chroma upsampling, decoders alternating on two streams, batch
-// size): two warm-up batches, then every file once, twice (two timed passes, to show the spread); the
+// size, calls in flight on one decoder's slots): two warm-up batches, then every file once, twice (two timed passes, to show the spread); the
 // device is synchronized before each clock read; host ms per phase from the decoder's stats. One
 // JSON line per configuration.
 // `--dump`: also decodes the first 8 files with fixed boxes to uint8 HWC 224² and writes the rows and
@@ -63,23 +63,34 @@ interface Config {
   chroma: 'interpolate' | 'replicate';
   decoders: number;
   batch: number;
+  /** Calls in flight on one decoder with that many slots (each on its own thread and output buffer); default 1: one call at a time. */
+  inFlight?: number;
 }
 /** Every file once per pass; with 2 decoders, batches alternate between them (each on its own stream and output buffer). */
 async function measure(config: Config) {
   const streams = ['copy', 'consumer'] as const;
-  const decoders = Array.from({ length: config.decoders }, () => GpuJpegDecoder.open(backend, { chroma: config.chroma }));
-  const buffers = decoders.map(() => backend.alloc(config.batch * rowBytes));
+  const inFlight = config.inFlight ?? 1;
+  const decoders = Array.from({ length: config.decoders }, () => GpuJpegDecoder.open(backend, { chroma: config.chroma, slots: inFlight }));
+  const buffers = Array.from({ length: Math.max(decoders.length, inFlight) }, () => backend.alloc(config.batch * rowBytes));
   const outs = buffers.map((b) => ({ ptr: b.ptr, rowBytes, layout: 'chw' as const, dtype: 'bfloat16' as const, size: [224, 224] as [number, number], mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }));
   let fallbacks = 0;
   const pass = async (limit: number) => {
     sync();
     const cpu0 = process.cpuUsage();
     const start = performance.now();
+    const window: Promise<void>[] = [];
     for (let i = 0, b = 0; i < limit; i += config.batch, b++) {
+      if (inFlight > 1) {
+        // Up to `inFlight` calls at once on the one decoder; a buffer is reused once its last call returned.
+        if (window.length === inFlight) await window.shift();
+        window.push(decoders[0]!.decodeInto(files.slice(i, Math.min(i + config.batch, limit)), rrc, outs[b % inFlight]!, 'copy').then(({ fallback }) => void (fallbacks += fallback.length)));
+        continue;
+      }
       const d = b % decoders.length;
       const { fallback } = await decoders[d]!.decodeInto(files.slice(i, Math.min(i + config.batch, limit)), rrc, outs[d]!, streams[d]!);
       fallbacks += fallback.length;
     }
+    await Promise.all(window);
     sync();
     const s = (performance.now() - start) / 1000;
     const cpu = process.cpuUsage(cpu0);
@@ -99,6 +110,8 @@ async function measure(config: Config) {
 
 const configs: Config[] = [
   { chroma: 'interpolate', decoders: 1, batch },
+  { chroma: 'interpolate', decoders: 1, batch, inFlight: 2 },
+  { chroma: 'interpolate', decoders: 1, batch, inFlight: 3 },
   { chroma: 'replicate', decoders: 1, batch },
   { chroma: 'interpolate', decoders: 2, batch },
   { chroma: 'interpolate', decoders: 1, batch: batch / 2 },

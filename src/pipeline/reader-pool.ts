@@ -89,6 +89,10 @@ export class ReaderPool implements Fetcher {
   /** Workers start ref'd so that awaiting their start keeps the process alive. */
   #refd = true;
   #started = 0;
+  /** The most slots the ring may hold (the epoch's in-flight bound); more fetches wait for a slot. */
+  #limit = Number.POSITIVE_INFINITY;
+  /** Fetches waiting for a slot, in order (NOTE [A bounded ring]). */
+  readonly #waiting: (() => void)[] = [];
 
   private constructor(opts: ReaderPoolOptions) {
     this.#opts = opts;
@@ -127,12 +131,43 @@ export class ReaderPool implements Fetcher {
     return this.#started;
   }
 
+  /**
+   * NOTE [A bounded ring] The ring holds at most `ringLimit` slots (the epoch's in-flight bound). A
+   * cancelled read's slot comes back only once its worker lets go of the chunk, which on a loaded
+   * machine can be after the next epoch has started; a fetch that finds no free slot with the ring
+   * at its bound waits for one instead of allocating another, so abandoning epoch after epoch never
+   * grows staging memory.
+   */
+  set ringLimit(slots: number) {
+    this.#limit = Math.max(1, slots);
+  }
+
   fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight = 1, keys?: PickKeys): Promise<StagedBatch> {
-    // Only a keyed dataset's reads carry keys (NOTE [keyed reads]): the rest pay nothing for them.
-    const keyed = this.#opts.keyed === true ? keys : undefined;
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#closing) return Promise.reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
     signal.throwIfAborted();
+    if (this.#free.length > 0 || this.#slots.length < this.#limit) return this.#start(sampleIds, signal, inFlight, keys);
+    return new Promise<StagedBatch>((resolve, reject) => {
+      const go = () => {
+        signal.removeEventListener('abort', abort);
+        if (this.#failure) return reject(this.#failure);
+        if (this.#closing) return reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
+        this.#start(sampleIds, signal, inFlight, keys).then(resolve, reject);
+      };
+      const abort = () => {
+        const at = this.#waiting.indexOf(go);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        reject(signal.reason);
+      };
+      this.#waiting.push(go);
+      signal.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  #start(sampleIds: Uint32Array, signal: AbortSignal, inFlight: number, keys: PickKeys | undefined): Promise<StagedBatch> {
+    // Only a keyed dataset's reads carry keys (NOTE [keyed reads]): the rest pay nothing for them.
+    const keyed = this.#opts.keyed === true ? keys : undefined;
+    if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise<StagedBatch>((resolve, reject) => {
       const slot = this.#acquireSlot();
       const job: Job = { id: this.#nextJob++, slot, ids: sampleIds, open: 0, finished: false, resolve, reject };
@@ -184,6 +219,7 @@ export class ReaderPool implements Fetcher {
   async #close(): Promise<void> {
     this.#closing = true;
     const error = new LoaderError('ERR_LOADER_CLOSED', 'the loader closed while this batch was being read');
+    for (const go of this.#waiting.splice(0)) go();
     for (const job of this.#jobs.values()) this.#finish(job, error);
     await Promise.all(this.#members.map((m) => (m ? this.#stop(m) : undefined)));
   }
@@ -322,10 +358,12 @@ export class ReaderPool implements Fetcher {
   #release(slot: number): void {
     Atomics.store(this.#tokens, slot, 0);
     this.#free.push(slot);
+    this.#waiting.shift()?.();
   }
 
   #fail(failure: LoaderError): void {
     this.#failure = failure;
+    for (const go of this.#waiting.splice(0)) go();
     for (const job of this.#jobs.values()) this.#finish(job, failure);
   }
 

@@ -81,6 +81,8 @@ export class StreamingParts {
       let slots = ringSlotsFromRam(this.#sampleBytes, this.#rowsPerBatch, share, available, batches);
       if (cache !== undefined) slots = Math.min(slots, RING_SLOTS_WITH_CACHE);
       this.maxInFlight = Math.max(slots, 1);
+      // NOTE [A bounded ring] (reader-pool.ts): slots still held by an abandoned epoch's reads count.
+      this.readers.ringLimit = this.maxInFlight;
     }
     if (cache === undefined || available === undefined) return;
     // The staging ring shares the RAM share with the cache: its bytes come off the top.

@@ -69,7 +69,8 @@ export class FileReaders {
     const using = this.#threads.slice(0, Math.max(1, Math.min(this.#threads.length, Math.ceil(n / 8))));
     const done = await Promise.allSettled(using.map((t) => t.run(job)));
     const failed = done.find((d) => d.status === 'rejected');
-    if (failed !== undefined) return { ok: 'error', k: 0, error: (failed as PromiseRejectedResult).reason as Error };
+    // A thread died (not a file's fault): the batch fails with its error; the other threads are done with the memory.
+    if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
     const errors = done.flatMap((d) => (d as PromiseFulfilledResult<ReadDone>).value.errors).sort((a, b) => a.k - b.k);
     if (errors.length > 0) {
       const e = errors[0]!;

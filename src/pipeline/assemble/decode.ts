@@ -86,7 +86,7 @@ export class DecodeAssembler implements BatchAssembler {
   }
 
   async #assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
-    // Reserve this batch's decode turn now, so decodes run in launch order whatever order reads finish in.
+    // Reserve this batch's turn to ask for a decode slot now, so slots go in launch order whatever order reads finish in.
     const previous = this.#turn;
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
