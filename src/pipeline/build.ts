@@ -110,7 +110,8 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
-  let lengthTable = opts.pack !== undefined || opts.tokens !== undefined ? await loadLengths(opts, ds, names) : undefined;
+  const unbounded = unboundedCollate(ds, opts.collate);
+  let lengthTable = opts.pack !== undefined || opts.tokens !== undefined || unbounded !== undefined ? await loadLengths(opts, ds, names, unbounded) : undefined;
   const lengthsOf = () => (lengthTable ??= sampleLengths(opts, ds, length));
   const ragged = planRagged(ds, names, opts.collate, opts.pack, () => {
     try {
@@ -322,17 +323,34 @@ function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): U
  * only known by tokenizing), for packing or token budgets; undefined when the option gives them or
  * the source declares `lengths` (read synchronously later).
  */
-async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[]): Promise<Uint32Array | undefined> {
+async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[], asked?: string): Promise<Uint32Array | undefined> {
   if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
   const src = ds as { lengths?: unknown; ragged?: unknown; loadLengths?: (field?: string) => Promise<Uint32Array> };
   if (src.lengths !== undefined || typeof src.loadLengths !== 'function') return undefined;
   const ragged = Array.isArray(src.ragged) ? (src.ragged as string[]) : [];
-  const field = opts.pack?.field ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
+  const field = opts.pack?.field ?? asked ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
   try {
     return await src.loadLengths(field);
   } catch (cause) {
     throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
   }
+}
+
+/**
+ * The first collated field with no capacity from the option (`maxLength`, a fixed pad `to`) nor the
+ * source (`raggedMax`): its capacity is then the longest of the lengths, which a source that
+ * computes them (`loadLengths`) is asked for.
+ */
+function unboundedCollate(ds: AnyDataset, collate: Record<string, unknown> | undefined): string | undefined {
+  if (collate === undefined) return undefined;
+  const max = (ds as { raggedMax?: Record<string, unknown> }).raggedMax ?? {};
+  for (const [field, raw] of Object.entries(collate)) {
+    if (typeof raw === 'function' || typeof max[field] === 'number') continue;
+    const body = raw !== null && typeof raw === 'object' ? (Object.values(raw as object)[0] as Record<string, unknown> | undefined) : undefined;
+    if (body !== undefined && (typeof body.maxLength === 'number' || typeof body.to === 'number')) continue;
+    return field;
+  }
+  return undefined;
 }
 
 /** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */

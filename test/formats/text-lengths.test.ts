@@ -237,6 +237,23 @@ describe('pack over tokenized JSONL', { skip: noPython, timeout: TEST_MS }, () =
     }
   });
 
+  it("pads tokenized JSONL with no maxLength: the capacity is the longest document, from the length pass", async () => {
+    const path = written(300);
+    const ds = sources.jsonl(path, { text: 'text', tokenizer: { path: TOKENIZER } });
+    const lengths = await ds.loadLengths();
+    const loader = await DataLoader.create(ds, { batchSize: 16, collate: { text: 'pad' }, dropLast: false });
+    const seen: number[] = [];
+    for await (const b of loader.epoch(0)) {
+      const ids = [...b.sampleIds];
+      const got = (b.get('text_lengths') as Tensor).data as Int32Array;
+      ids.forEach((id, r) => assert.equal(got[r], lengths[id]));
+      assert.equal((b.get('text') as Tensor).shape[1], Math.max(...ids.map((id) => lengths[id]!)));
+      seen.push(...ids);
+    }
+    assert.deepEqual(seen.sort((a, b) => a - b), range(300));
+    await loader.close();
+  });
+
   it('batchTokens over tokenized JSONL: every document once, no batch over its budget', async () => {
     const path = written(400);
     const ds = sources.jsonl(path, { text: 'text', tokenizer: { path: TOKENIZER } });
