@@ -16,7 +16,7 @@ import { collatePieces, fillBitsOf, windowPieces } from './pieces.js';
 import type { EpochPlan, Packing } from './epoch-plan.js';
 import type { EpochStats } from './stats.js';
 import { batchPositions } from './batch-planner.js';
-import type { DType, Storage } from '../tensor/dtype.js';
+import { type DType, type Storage, inferDType } from '../tensor/dtype.js';
 
 /** How each visible field of a batch is delivered. */
 export interface RaggedDelivery {
@@ -186,16 +186,10 @@ export function collateHost(d: RaggedDelivery, visible: readonly string[], tenso
   return out;
 }
 
+/** A collate output's dtype: its array's, with 16-bit floats keeping the field's tag. */
 function dtypeOf(data: RaggedRow, like: DType): DType {
-  if (data instanceof Int32Array) return 'int32';
-  if (data instanceof Uint8Array) return 'uint8';
-  if (data instanceof Float32Array) return 'float32';
-  if (data instanceof Float64Array) return 'float64';
-  if (data instanceof Int8Array) return 'int8';
-  if (data instanceof Int16Array) return 'int16';
-  if (data instanceof Uint32Array) return 'uint32';
-  if (data instanceof Uint16Array) return like === 'float16' || like === 'bfloat16' ? like : 'uint16';
-  return like;
+  const d = inferDType(data) ?? like;
+  return d === 'uint16' && (like === 'float16' || like === 'bfloat16') ? like : d;
 }
 
 /**

@@ -20,7 +20,7 @@ import { type ArrowOptions, type ArrowSource, arrowSource, openArrow } from './a
 import { type ArrowIndex, buildIndex, decodeRecordBatch } from './arrow-index.js';
 import { PositionedFile } from './file.js';
 import { stampOf } from './tar-index.js';
-import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
+import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer, tokenize } from './tokenizer.js';
 
 /** How a ragged column is read: 'values' (a list's values, or a string's / binary's bytes), or tokenized text. */
@@ -105,14 +105,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
    * column's offsets, here (no values are copied).
    */
   async loadLengths(field?: string): Promise<Uint32Array> {
-    const name = lengthsField(this.path, this.ragged, field);
-    let p = this.#lengths.get(name);
-    if (p === undefined) {
-      p = this.#computeLengths(name);
-      this.#lengths.set(name, p);
-      p.catch(() => this.#lengths.delete(name));
-    }
-    return p;
+    return memoLengths(this.#lengths, lengthsField(this.path, this.ragged, field), (name) => this.#computeLengths(name));
   }
 
   async #computeLengths(name: string): Promise<Uint32Array> {

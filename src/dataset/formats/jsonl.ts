@@ -16,7 +16,7 @@ import { PositionedFile } from './file.js';
 import { type At, type FieldKind, fieldDtypes, kindOf, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { type JsonlIndex, type JsonlIndexMode, jsonlIndex } from './jsonl-index.js';
 import { stampOf } from './tar-index.js';
-import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
+import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface JsonlOptions {
@@ -108,14 +108,7 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
    * text-lengths.ts), an array field's first dimension (parsed here: no tokenizer involved).
    */
   async loadLengths(field?: string): Promise<Uint32Array> {
-    const name = lengthsField(this.path, this.ragged, field);
-    let p = this.#lengths.get(name);
-    if (p === undefined) {
-      p = this.#computeLengths(name);
-      this.#lengths.set(name, p);
-      p.catch(() => this.#lengths.delete(name));
-    }
-    return p;
+    return memoLengths(this.#lengths, lengthsField(this.path, this.ragged, field), (name) => this.#computeLengths(name));
   }
 
   async #computeLengths(name: string): Promise<Uint32Array> {

@@ -20,7 +20,7 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js
 import { PositionedFile } from './file.js';
 import { type FieldKind, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { stampOf } from './tar-index.js';
-import { type CountsLengths, lengthsField, textLengths } from './text-lengths.js';
+import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface ParquetOptions {
@@ -110,14 +110,7 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
    * text-lengths.ts), a list column's element count (decoded here, that column only).
    */
   async loadLengths(field?: string): Promise<Uint32Array> {
-    const name = lengthsField(this.path, this.ragged, field);
-    let p = this.#lengths.get(name);
-    if (p === undefined) {
-      p = this.#computeLengths(name);
-      this.#lengths.set(name, p);
-      p.catch(() => this.#lengths.delete(name));
-    }
-    return p;
+    return memoLengths(this.#lengths, lengthsField(this.path, this.ragged, field), (name) => this.#computeLengths(name));
   }
 
   async #computeLengths(name: string): Promise<Uint32Array> {

@@ -57,6 +57,20 @@ export function lengthsCacheDir(): string {
 }
 
 /** The field a `loadLengths(field)` call means: `field` when it is ragged, the one ragged field when left out. */
+/**
+ * One length pass per field and source copy: the pending or settled table of `name` from `memo`, or
+ * `compute(name)` started and remembered (forgotten again if it fails, so a later call retries).
+ */
+export function memoLengths(memo: Map<string, Promise<Uint32Array>>, name: string, compute: (name: string) => Promise<Uint32Array>): Promise<Uint32Array> {
+  let p = memo.get(name);
+  if (p === undefined) {
+    p = compute(name);
+    memo.set(name, p);
+    p.catch(() => memo.delete(name));
+  }
+  return p;
+}
+
 export function lengthsField(path: string, ragged: readonly string[], field: string | undefined): string {
   if (field === undefined) {
     if (ragged.length === 1) return ragged[0]!;
