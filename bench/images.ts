@@ -23,7 +23,8 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import sharp from 'sharp';
+import { Worker } from 'node:worker_threads';
+import { workerBoot } from '../src/pipeline/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
@@ -49,44 +50,22 @@ function cpuSeconds(): number {
   return ticks / 100;
 }
 
-/** One ImageNet-like JPEG: a smooth random colour field, texture and noise, 400×350 ± a little. */
-async function writeJpeg(path: string, seed: number): Promise<void> {
-  let s = seed * 2654435761 + 1;
-  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-  const w = 380 + Math.floor(rand() * 60);
-  const h = 330 + Math.floor(rand() * 50);
-  const small = Buffer.alloc(12 * 10 * 3);
-  for (let i = 0; i < small.length; i++) small[i] = Math.floor(rand() * 256);
-  const field = await sharp(small, { raw: { width: 12, height: 10, channels: 3 } }).resize(w, h, { kernel: 'cubic' }).raw().toBuffer();
-  const fx = 3 + (seed % 7);
-  const fy = 4 + (seed % 5);
-  for (let y = 0; y < h; y++) {
-    for (let x = 0; x < w; x++) {
-      const t = 30 * Math.sin(x / fx) * Math.cos(y / fy);
-      for (let c = 0; c < 3; c++) {
-        const i = (y * w + x) * 3 + c;
-        field[i] = Math.max(0, Math.min(255, field[i]! + t + (rand() - 0.5) * 60));
-      }
-    }
-  }
-  await sharp(field, { raw: { width: w, height: h, channels: 3 } }).jpeg({ quality: 92, chromaSubsampling: '4:2:0' }).toFile(path);
-}
-
-/** The generated folder (made once per (files, classes), in the temp dir). */
+/** The generated folder (made once per (files, classes), in the temp dir), written by one worker thread per core. */
 export async function fixture(files: number, classes: number): Promise<string> {
   const dir = join(tmpdir(), `stoker-bench-images-${files}-${classes}`);
   if (existsSync(join(dir, '.complete'))) return dir;
   const building = `${dir}.${process.pid}`;
   const t0 = performance.now();
   for (let c = 0; c < classes; c++) mkdirSync(join(building, `n${String(c).padStart(8, '0')}`), { recursive: true });
-  const jobs = Array.from({ length: files }, (_, i) => i);
-  const run = async () => {
-    for (let i = jobs.shift(); i !== undefined; i = jobs.shift()) await writeJpeg(join(building, `n${String(i % classes).padStart(8, '0')}`, `img_${String(i).padStart(7, '0')}.JPEG`), i);
-  };
-  await Promise.all(Array.from({ length: availableParallelism() }, run));
+  const threads = Math.max(1, Math.min(availableParallelism(), Math.ceil(files / 50)));
+  await Promise.all(Array.from({ length: threads }, (_, t) => new Promise<void>((resolve, reject) => {
+    const w = new Worker(workerBoot(new URL('./fixtures/imagenet-like.ts', import.meta.url)), { eval: true, workerData: { dir: building, files, classes, start: t, step: threads } });
+    w.once('error', reject);
+    w.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`the JPEG writer thread exited with ${code}`))));
+  })));
   writeFileSync(join(building, '.complete'), '');
   renameSync(building, dir);
-  console.error(`generated ${files} JPEGs in ${dir} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  console.error(`generated ${files} JPEGs in ${dir} (${((performance.now() - t0) / 1000).toFixed(1)} s, ${threads} threads)`);
   return dir;
 }
 
