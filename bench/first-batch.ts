@@ -7,7 +7,7 @@
 // rule: the phases printed (listing, create, first batch) add up to the total; the folder is listed
 // once per run, by the main thread (`walks` says how many walks the run made).
 //
-//   npm run bench -- first-batch [--files 1280000] [--classes 1000] [--jpegs 300] [--batch 256] [--runs 2]
+//   npm run bench -- first-batch [--files 1280000] [--classes 1000] [--jpegs 300] [--batch 256] [--runs 2] [--dist: import the compiled package, dist/]
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { fixture } from './images.js';
 import { UsageError, fmtFixed, hardwareLine, table } from './util.js';
 
-const USAGE = 'npm run bench -- first-batch [--files 1280000] [--classes 1000] [--jpegs 300] [--batch 256] [--runs 2]';
+const USAGE = 'npm run bench -- first-batch [--files 1280000] [--classes 1000] [--jpegs 300] [--batch 256] [--runs 2] [--dist]';
 
 /** The hard-linked folder: `files` names over `classes` class folders, each a link to one of `jpegs` real files (made once). */
 async function build(files: number, classes: number, jpegs: number): Promise<string> {
@@ -40,8 +40,8 @@ async function build(files: number, classes: number, jpegs: number): Promise<str
 }
 
 /** One measured run, in a fresh process (this file with --child). */
-function run(dir: string, cache: string, batch: number): Record<string, number> {
-  const r = spawnSync(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--child', dir, '--batch', String(batch)], {
+function run(dir: string, cache: string, batch: number, dist: boolean): Record<string, number> {
+  const r = spawnSync(process.execPath, [...process.execArgv, new URL(import.meta.url).pathname, '--child', dir, '--batch', String(batch), ...(dist ? ['--dist'] : [])], {
     encoding: 'utf8', timeout: 600_000, env: { ...process.env, XDG_CACHE_HOME: cache }, maxBuffer: 16 << 20,
   });
   if (r.status !== 0) throw new Error(`first-batch run failed: ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-5).join(' | ')}`);
@@ -53,9 +53,11 @@ function run(dir: string, cache: string, batch: number): Record<string, number> 
 /** The measured side (a fresh process): create the source and the loader, take one batch. */
 async function child(dir: string, batch: number): Promise<void> {
   const t0 = performance.now();
-  const { DataLoader } = await import('../src/index.js');
-  const { imageFolderSource } = await import('../src/dataset/formats/image-folder.js');
-  const { folderWalks } = await import('../src/dataset/formats/folder-listing.js');
+  // --dist: the compiled package (dist/, what users install: workers and decode processes start without tsx).
+  const root = process.argv.includes('--dist') ? '../dist' : '../src';
+  const { DataLoader } = (await import(`${root}/index.js`)) as typeof import('../src/index.js');
+  const { imageFolderSource } = (await import(`${root}/dataset/formats/image-folder.js`)) as typeof import('../src/dataset/formats/image-folder.js');
+  const { folderWalks } = (await import(`${root}/dataset/formats/folder-listing.js`)) as typeof import('../src/dataset/formats/folder-listing.js');
   const tImport = performance.now();
   const source = imageFolderSource(dir, { size: 224, view: 'train', normalize: { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }, output: 'bfloat16' });
   const tListed = performance.now();
@@ -79,20 +81,20 @@ async function child(dir: string, batch: number): Promise<void> {
 export async function main(args: readonly string[]): Promise<void> {
   let v: Record<string, string | boolean | undefined>;
   try {
-    ({ values: v } = parseArgs({ args: [...args], strict: true, options: { files: { type: 'string', default: '1280000' }, classes: { type: 'string', default: '1000' }, jpegs: { type: 'string', default: '300' }, batch: { type: 'string', default: '256' }, runs: { type: 'string', default: '2' } } }));
+    ({ values: v } = parseArgs({ args: [...args], strict: true, options: { files: { type: 'string', default: '1280000' }, classes: { type: 'string', default: '1000' }, jpegs: { type: 'string', default: '300' }, batch: { type: 'string', default: '256' }, runs: { type: 'string', default: '2' }, dist: { type: 'boolean', default: false } } }));
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nusage: ${USAGE}`);
   }
   const [files, classes, jpegs, batch, runs] = [v.files, v.classes, v.jpegs, v.batch, v.runs].map(Number) as [number, number, number, number, number];
   if (![files, classes, jpegs, batch, runs].every((n) => Number.isInteger(n) && n >= 1) || classes > files) throw new UsageError(`bad numbers\nusage: ${USAGE}`);
   const dir = await build(files, classes, jpegs);
-  console.log(`bench first-batch: ${hardwareLine()}; ${dir} (${files} files, ${classes} classes, hard links to ${jpegs} JPEGs); view 'train', bf16, batch ${batch}, loader defaults`);
+  console.log(`bench first-batch: ${hardwareLine()}; ${dir} (${files} files, ${classes} classes, hard links to ${jpegs} JPEGs); view 'train', bf16, batch ${batch}, loader defaults, ${v.dist === true ? 'the compiled package (dist/)' : 'TypeScript sources under tsx'}`);
   const rows: { kind: string; m: Record<string, number> }[] = [];
   for (let k = 0; k < runs; k++) {
     const cache = mkdtempSync(join(tmpdir(), 'stoker-first-batch-cache-'));
     try {
       for (const kind of ['cold', 'warm']) {
-        const r = { kind, m: run(dir, cache, batch) };
+        const r = { kind, m: run(dir, cache, batch, v.dist === true) };
         console.log(JSON.stringify({ kind, ...r.m }));
         rows.push(r);
       }
