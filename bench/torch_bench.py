@@ -7,10 +7,14 @@ on the GPU, index_select by a device randperm), (c) Stoker through stoker.torch 
 model-free run of each (just taking batches). CIFAR-shaped data: uint8 [N, 3, 32, 32], int64 labels;
 every loader hands the loop uint8 images on the GPU, the loop normalizes them there.
 
-Figures: images/s of the timed steps (after warm-up, synchronized), and the GPU's data wait as
-1 − images/s ÷ images/s of the same loop over one batch already on the GPU (the ceiling: a loader
-can only lose time against it). The last lines are the ratios to (b), measured in the same run.
-Usage: python3 bench/torch_bench.py [--samples 50000] [--steps 150] [--json out.json]. Needs CUDA, but for
+Repeatable: the loops run interleaved in --rounds rounds (ceiling → resident → each Stoker route of
+--routes), each --steps timed steps; the table gives per loop the median over rounds, the spread
+((max − min) ÷ median) and the median of its ratios to the resident loop *of the same round* (the
+GPU's clocks and the host's load moved single loops 20–30 % between runs). PyTorch's DataLoader runs
+once per --workers value (the best is reported). Figures: images/s of the timed steps (after warm-up,
+synchronized), and the GPU's data wait as 1 − images/s ÷ images/s of the same round's loop over one
+batch already on the GPU (the ceiling: a loader can only lose time against it).
+Usage: python3 bench/torch_bench.py [--rounds 3] [--steps 300] [--routes batch] [--json out.json]. Needs CUDA, but for
 `--device cpu`: the model-free run only, (b) in host memory against (c) over shared memory (no GPU).
 Model-free runs also report the client's own CPU time per batch (process time ÷ batches: what the
 consumer pays for taking a batch, the socket wait excluded). `--server-timing` makes the loader log
@@ -20,10 +24,17 @@ where its time per batch goes at each epoch's end (STOKER_SERVE_TIMING; on stder
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+
+# Stoker routes by name: extra stoker.torch.DataLoader options. "batch": the loader gathers each batch into
+# a slot (its own CUDA context) and hands the slot over (CUDA IPC / shared memory).
+ROUTES = {"batch": {}}
+_server_loader = None  # the Stoker loader whose process CPU the current timed() run reads
 
 
 def log(msg):
@@ -34,16 +45,19 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--samples", type=int, default=50_000)
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--steps", type=int, default=300, help="timed training steps of each loop in each round")
+    p.add_argument("--rounds", type=int, default=3, help="rounds; each runs every loop once, in turn")
+    p.add_argument("--routes", default="batch", help=f"Stoker routes to run, comma-separated: {', '.join(ROUTES)}")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--workers", default="2,4,8")
     p.add_argument("--json")
     p.add_argument("--no-model", action="store_true")
     p.add_argument("--device", default="cuda", help="cuda (everything) or cpu (model-free over shared memory only)")
     p.add_argument("--slots", type=int, default=4, help="batches the Stoker loader may run ahead (stoker.torch slots=)")
-    p.add_argument("--epochs", type=int, default=4, help="epochs of each model-free run")
+    p.add_argument("--epochs", type=int, default=2, help="epochs of each model-free run (in each round)")
     p.add_argument("--server-timing", action="store_true")
     a = p.parse_args()
+    global _server_loader
     import torch
     on_gpu = a.device.startswith("cuda")
     if on_gpu and not torch.cuda.is_available():
@@ -87,7 +101,7 @@ def main():
         loss.backward()
         opt.step()
 
-    def server_cpu():
+    def server_cpu(sl):
         """CPU seconds of the Stoker loader process so far (all its threads; Linux), or None."""
         try:
             f = open(f"/proc/{sl._proc.pid}/stat").read().rsplit(")", 1)[1].split()
@@ -100,6 +114,12 @@ def main():
     def timed(batches, with_model, steps, name=None):
         """images/s over `steps` steps after `warmup` ones; `batches` yields (x_uint8, y) on `dev`."""
         it = iter(batches)
+        try:
+            return run(it, with_model, steps, name)
+        finally:
+            it.close()  # an abandoned Stoker epoch is stopped now, not when it is collected
+
+    def run(it, with_model, steps, name):
         for _ in range(a.warmup):
             x, y = next(it)
             if with_model:
@@ -107,7 +127,7 @@ def main():
         sync()
         t = time.perf_counter()
         c = time.process_time()
-        s0 = server_cpu() if name == "stoker" else None
+        s0 = server_cpu(_server_loader) if _server_loader is not None else None
         for _ in range(steps):
             x, y = next(it)
             if with_model:
@@ -116,9 +136,9 @@ def main():
                 x.view(-1)[:64].sum()  # read it on the stream, as a step would
         sync()
         if name is not None:
-            cpu_per_batch[name] = (time.process_time() - c) / steps * 1e6
+            cpu_per_batch.setdefault(name, []).append((time.process_time() - c) / steps * 1e6)
         if s0 is not None:
-            server_per_batch[name] = (server_cpu() - s0) / steps * 1e6
+            server_per_batch.setdefault(name, []).append((server_cpu(_server_loader) - s0) / steps * 1e6)
         return steps * B / (time.perf_counter() - t)
 
     def forever(make_epoch):
@@ -131,8 +151,8 @@ def main():
     x0, y0 = images[:B].to(dev), labels[:B].to(dev)
     model_free_steps = a.epochs * (N // B)
     if model is not None:
-        results["ceiling"] = timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps)
-        log(f"ceiling {results['ceiling']:.0f} images/s")
+        # Warm-up, not counted: cuDNN's algorithm choice and the clocks settle here.
+        log(f"ceiling (warm-up) {timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps):.0f} images/s")
 
     # (b) resident on the GPU, index_select by a device randperm.
     gx, gy = images.to(dev), labels.to(dev)
@@ -162,57 +182,90 @@ def main():
                 yield x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
         return epoch
 
-    # (c) Stoker through the client.
+    # (c) Stoker through the client: one loader process per route (--routes), each kept open across rounds.
     env = dict(os.environ, STOKER_SERVE_TIMING="1") if a.server_timing else None
-    sl = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, slots=a.slots, env=env)
+    routes = [r for r in a.routes.split(",") if r]
+    for r in routes:
+        if r not in ROUTES:
+            p.error(f"--routes: unknown route {r!r}; known: {', '.join(ROUTES)}")
+    loaders = {r: st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, env=env,
+                                **dict(ROUTES[r], slots=a.slots)) for r in routes}
 
-    def stoker_epoch(e):
-        for b in sl:
-            yield b["image"], b["label"].to(torch.int64)
-
-    results["modelFree"] = {}
-    for name, fn in (("resident", resident), ("stoker", stoker_epoch)):
-        results["modelFree"][name] = timed(forever(fn), False, model_free_steps, name)
-        log(f"model-free {name}: {results['modelFree'][name]:.0f} samples/s, client CPU {cpu_per_batch[name]:.1f} µs a batch")
-    results["clientCpuUsPerBatch"] = cpu_per_batch
-    results["serverCpuUsPerBatch"] = server_per_batch
+    def stoker_epoch(sl):
+        def epoch(e):
+            for b in sl:
+                yield b["image"], b["label"].to(torch.int64)
+        return epoch
+    # Interleaved rounds: the GPU's clocks and the host's load drift between runs by 20–30 %, so every
+    # loop runs once a round, and each ratio is taken against the resident loop of its own round.
+    loops = [("resident", resident)] + [(f"stoker:{r}", stoker_epoch(loaders[r])) for r in routes]
+    per_round = {"modelFree": [], "train": []}
+    for rnd in range(a.rounds):
+        row = {}
+        for name, fn in loops:
+            _server_loader = loaders.get(name.split(":", 1)[1]) if name.startswith("stoker:") else None
+            row[name] = timed(forever(fn), False, model_free_steps, name)
+            log(f"round {rnd + 1} model-free {name}: {row[name]:.0f} samples/s, client CPU {cpu_per_batch[name][-1]:.1f} µs a batch")
+        per_round["modelFree"].append(row)
     if model is not None:
-        results["train"] = {}
         best = (0.0, None)
         for w in [int(x) for x in a.workers.split(",") if x]:
             ips = timed(forever(torch_loader(w)), True, a.steps)
             log(f"torch DataLoader num_workers={w}: {ips:.0f} images/s")
             if ips > best[0]:
                 best = (ips, w)
-        results["train"]["torch"] = {"imagesPerSec": best[0], "numWorkers": best[1]}
-        for name, fn in (("resident", resident), ("stoker", stoker_epoch)):
-            results["train"][name] = {"imagesPerSec": timed(forever(fn), True, a.steps)}
-        # The ceiling again, warm (cuDNN's algorithm choice and clocks settle during the first): the
-        # larger of the two, so no loader is credited with the cold start.
-        results["ceiling"] = max(results["ceiling"], timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps))
-        log(f"ceiling (max of cold and warm) {results['ceiling']:.0f} images/s")
+        results["torchDataLoader"] = {"imagesPerSec": best[0], "numWorkers": best[1]}
+        for rnd in range(a.rounds):
+            row = {"ceiling": timed(forever(lambda e: ((x0, y0) for _ in range(N // B))), True, a.steps)}
+            for name, fn in loops:
+                _server_loader = None
+                row[name] = timed(forever(fn), True, a.steps)
+            log(f"round {rnd + 1} train: " + ", ".join(f"{k} {v:.0f}" for k, v in row.items()))
+            per_round["train"].append(row)
+    _server_loader = None
+    for sl in loaders.values():
+        sl.close()
+
+    def summary(rows):
+        """Per loop: the median over rounds, the spread (max − min) ÷ median, and the median of the
+        ratios to the resident loop of the same round."""
+        out = {}
+        for name in rows[0]:
+            v = [r[name] for r in rows]
+            ratio = [r[name] / r["resident"] for r in rows]
+            out[name] = {"median": statistics.median(v), "spread": (max(v) - min(v)) / statistics.median(v),
+                         "rounds": v, "vsResident": statistics.median(ratio), "vsResidentRange": [min(ratio), max(ratio)]}
+        return out
+    results["modelFree"] = summary(per_round["modelFree"])
+    results["clientCpuUsPerBatch"] = {k: statistics.median(v) for k, v in cpu_per_batch.items()}
+    results["serverCpuUsPerBatch"] = {k: statistics.median(v) for k, v in server_per_batch.items()}
+    if model is not None:
+        results["train"] = summary(per_round["train"])
+        ceiling = results["train"]["ceiling"]["median"]
         for name, r in results["train"].items():
-            r["dataWait"] = max(0.0, 1 - r["imagesPerSec"] / results["ceiling"])
-    sl.close()
+            # Data wait: 1 − images/s ÷ the ceiling of the same round (median over rounds).
+            r["dataWait"] = max(0.0, statistics.median(
+                [1 - row[name] / row["ceiling"] for row in per_round["train"]]))
+        results["torchDataLoader"]["dataWait"] = max(0.0, 1 - results["torchDataLoader"]["imagesPerSec"] / ceiling)
 
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=2)
-    print(f"GPU {results['gpu']}, torch {results['torch']}, N={N}, batch {B}")
+    print(f"GPU {results['gpu']}, torch {results['torch']}, N={N}, batch {B}, {a.rounds} rounds, "
+          f"{a.steps} train steps / {model_free_steps} model-free batches a loop a round")
     if model is not None:
-        print(f"{'loader':<26}{'images/s':>12}{'data wait':>11}")
-        print(f"{'ceiling (one GPU batch)':<26}{results['ceiling']:>12.0f}{'':>11}")
+        print(f"{'train loop':<26}{'images/s':>12}{'spread':>9}{'data wait':>11}{'÷ resident':>12}  (medians over rounds; ratio range)")
         for name, r in results["train"].items():
-            label = f"torch nw={r['numWorkers']}" if name == "torch" else name
-            print(f"{label:<26}{r['imagesPerSec']:>12.0f}{100 * r['dataWait']:>10.2f}%")
-    for name, v in results["modelFree"].items():
-        server = f", loader process CPU {server_per_batch[name]:.1f} µs" if name in server_per_batch else ""
-        print(f"model-free {name:<15}{v:>12.0f} samples/s  (client CPU {cpu_per_batch[name]:.1f} µs a batch of {B}{server})")
-    if model is not None:
-        print(f"stoker / resident (train): {results['train']['stoker']['imagesPerSec'] / results['train']['resident']['imagesPerSec']:.3f}")
-        print(f"stoker / torch (train): {results['train']['stoker']['imagesPerSec'] / results['train']['torch']['imagesPerSec']:.3f}")
-    print(f"stoker / resident (model-free): {results['modelFree']['stoker'] / results['modelFree']['resident']:.3f}")
-
+            lo, hi = r["vsResidentRange"]
+            print(f"{name:<26}{r['median']:>12.0f}{100 * r['spread']:>8.1f}%{100 * r['dataWait']:>10.2f}%"
+                  f"{r['vsResident']:>12.3f}  [{lo:.3f}, {hi:.3f}]")
+        t = results["torchDataLoader"]
+        print(f"{'torch nw=' + str(t['numWorkers']):<26}{t['imagesPerSec']:>12.0f}{'(once)':>9}{100 * t['dataWait']:>10.2f}%")
+    print(f"{'model-free loop':<26}{'samples/s':>12}{'spread':>9}{'÷ resident':>12}{'client µs':>11}{'loader µs':>11}")
+    for name, r in results["modelFree"].items():
+        srv = results["serverCpuUsPerBatch"].get(name)
+        print(f"{name:<26}{r['median']:>12.0f}{100 * r['spread']:>8.1f}%{r['vsResident']:>12.3f}"
+              f"{results['clientCpuUsPerBatch'][name]:>11.1f}{'' if srv is None else f'{srv:>11.1f}'}")
 
 if __name__ == "__main__":
     main()
