@@ -15,7 +15,7 @@
 // images/s = all images / wall time until the last one ends.
 //
 //   npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240 (images per process per pass)]
-//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3]
+//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
 //     [--variants default,stgc,pool1,uv1,all]
 
 import { execFileSync, spawn } from 'node:child_process';
@@ -36,7 +36,7 @@ import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
-const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3] [--variants default,stgc,pool1,uv1,all]';
+const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)] [--variants default,stgc,pool1,uv1,all]';
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** Child flag variants for (d)/(e): flags in STOKER_DECODE_CHILD_FLAGS and the child's UV_THREADPOOL_SIZE. */
@@ -194,7 +194,7 @@ export async function main(args: readonly string[]): Promise<void> {
     ({ values: v } = parseArgs({ args: [...args], strict: true, options: {
       files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, per: { type: 'string', default: '240' },
       procs: { type: 'string', default: '1,4,8,15' }, output: { type: 'string', default: 'bfloat16' }, batch: { type: 'string', default: '64' },
-      rows: { type: 'string', default: 'a,b,c,d,e' }, python: { type: 'string', default: 'python3' }, variants: { type: 'string', default: 'default,stgc,pool1,uv1,all' },
+      rows: { type: 'string', default: 'a,b,c,d,e' }, python: { type: 'string', default: 'python3' }, readers: { type: 'string', default: '1' }, variants: { type: 'string', default: 'default,stgc,pool1,uv1,all' },
     } }));
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nusage: ${USAGE}`);
@@ -208,6 +208,8 @@ export async function main(args: readonly string[]): Promise<void> {
   if (!(Number.isInteger(per) && per >= 1) || !(Number.isInteger(batch) && batch >= 1)) throw new UsageError(`bad --per or --batch\nusage: ${USAGE}`);
   const rows = new Set(String(v.rows).split(','));
   const variants = String(v.variants).split(',');
+  const readers = String(v.readers).split(',').map(Number);
+  if (!readers.every((n) => Number.isInteger(n) && n >= 1)) throw new UsageError(`bad --readers ${String(v.readers)}: positive integers, comma-separated\nusage: ${USAGE}`);
   for (const name of variants) if (!(name in VARIANTS)) throw new UsageError(`bad --variants: ${name} (known: ${Object.keys(VARIANTS).join(', ')})\nusage: ${USAGE}`);
   const files = Number(v.files);
   const dir = await fixture(files, Number(v.classes));
@@ -276,11 +278,15 @@ export async function main(args: readonly string[]): Promise<void> {
       }
     }
     if (rows.has('e')) {
-      for (const n of procs) {
+      for (const readerCount of readers) for (const n of procs) {
+        const w = Math.min(readerCount, n);
+        const each = Math.ceil(n / w);
+        if (readerCount > 1 && w < readerCount) continue;
         await withChildEnv(variant, async () => {
           const normalize = output === 'uint8' ? undefined : { mean: MEAN, std: STD };
-          const src = imageFolderSource(dir, { size: 224, view: 'train', normalize, output, decode: 'processes', decodeProcesses: n });
-          const loader = await DataLoader.create(src, { batchSize: batch, shuffle: true, workers: 1 });
+          // decodeProcesses is per dataset copy: each reader worker holds one copy.
+          const src = imageFolderSource(dir, { size: 224, view: 'train', normalize, output, decode: 'processes', decodeProcesses: each });
+          const loader = await DataLoader.create(src, { batchSize: batch, shuffle: true, workers: w });
           const batches = Math.max(1, Math.ceil((n * per) / batch));
           const pass = async (epoch: number, count: number) => {
             let k = 0;
@@ -292,7 +298,7 @@ export async function main(args: readonly string[]): Promise<void> {
             const t0 = performance.now();
             await pass(1, batches);
             const s = (performance.now() - t0) / 1000;
-            print(scaled(row('e', `imageFolder decodeProcesses ${n}, 1 reader worker, batch ${batch}${label}`, n, batches * batch, s, cpuSince(c0)), one));
+            print(scaled(row('e', `imageFolder, ${w} reader worker${w === 1 ? '' : 's'} × decodeProcesses ${each}, batch ${batch}${label}`, w * each, batches * batch, s, cpuSince(c0)), one));
           } finally {
             await loader.close();
             await src.close();
