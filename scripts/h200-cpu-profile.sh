@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17: the per-stage CPU profile of the image route (bench decode-scaling) on the H200 host.
-# Same files (bench images' 4 000-JPEG fixture, generated first, ~85 s), RandomResizedCrop 224 +
+# Same files (bench images' 4 000-JPEG fixture, generated first unless /tmp has it), RandomResizedCrop 224 +
 # flip + normalize, bf16, 240 images per process, N = 1, 4, 8, 15: (a) decodeImage loop in one thread, (b) N independent
 # node loops, (c) N independent python PIL/torchvision recipe loops, (d) DecodePool of N fed
 # directly, (e) imageFolder decodeProcesses N through DataLoader; then (d)/(e) with the decode
