@@ -287,18 +287,24 @@ export async function main(args: readonly string[]): Promise<void> {
           // decodeProcesses is per dataset copy: each reader worker holds one copy.
           const src = imageFolderSource(dir, { size: 224, view: 'train', normalize, output, decode: 'processes', decodeProcesses: each });
           const loader = await DataLoader.create(src, { batchSize: batch, shuffle: true, workers: w });
-          const batches = Math.max(1, Math.ceil((n * per) / batch));
-          const pass = async (epoch: number, count: number) => {
+          const batches = Math.max(1, Math.ceil((w * each * per) / batch));
+          // The images delivered (an epoch shorter than the pass ends it early).
+          const pass = async (epoch: number, count: number): Promise<number> => {
             let k = 0;
-            for await (const b of loader.epoch(epoch)) if (++k >= count && b !== undefined) break;
+            let images = 0;
+            for await (const b of loader.epoch(epoch)) {
+              images += b.sampleIds.length;
+              if (++k >= count) break;
+            }
+            return images;
           };
           try {
             await pass(0, Math.max(1, Math.ceil((warm * n) / batch)));
             const c0 = cpuSnapshot();
             const t0 = performance.now();
-            await pass(1, batches);
+            const images = await pass(1, batches);
             const s = (performance.now() - t0) / 1000;
-            print(scaled(row('e', `imageFolder, ${w} reader worker${w === 1 ? '' : 's'} × decodeProcesses ${each}, batch ${batch}${label}`, w * each, batches * batch, s, cpuSince(c0)), one));
+            print(scaled(row('e', `imageFolder, ${w} reader worker${w === 1 ? '' : 's'} × decodeProcesses ${each}, batch ${batch}${label}`, w * each, images, s, cpuSince(c0)), one));
           } finally {
             await loader.close();
             await src.close();
