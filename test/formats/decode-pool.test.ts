@@ -5,14 +5,14 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
-import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
+import { CHILD_FLAGS_ENV, DecodePool, childFlags } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
 import { AUTO_PROCESSES_ABOVE, ImageDecoding, READER_THREADS_WITH_PROCESSES, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
@@ -464,5 +464,33 @@ describe("sources.imageFolder with decode: 'processes' through the loader", { ti
     assert.deepEqual(sorted(next.flatMap((b) => [...b.sampleIds])), range(24));
     await loader.close();
     await ds.close();
+  });
+});
+
+describe('decode child flags (STOKER_DECODE_CHILD_FLAGS)', { timeout: SUITE_MS }, () => {
+  it('parses space-separated flags and rejects a word that is not a flag, naming the variable and the fix', () => {
+    assert.deepEqual(childFlags(undefined), []);
+    assert.deepEqual(childFlags('  --single-threaded-gc   --v8-pool-size=1 '), ['--single-threaded-gc', '--v8-pool-size=1']);
+    assert.throws(() => childFlags('--single-threaded-gc gc'), (e: Error) => e instanceof TypeError && e.message.includes(CHILD_FLAGS_ENV) && e.message.includes('"gc"') && e.message.includes('start with "--"'));
+  });
+
+  it('a child started with the flags has them on its command line and gives the same bytes', async () => {
+    const saved = process.env[CHILD_FLAGS_ENV];
+    process.env[CHILD_FLAGS_ENV] = '--single-threaded-gc --v8-pool-size=1';
+    const pool = new DecodePool({ size: 1 });
+    try {
+      const [name, bytes] = images.entries().next().value as [string, Buffer];
+      const options = { size: [24, 24] as [number, number], source: name };
+      const want = await decodeImage(bytes, options);
+      const got = await within(HANG_MS, 'decode', pool.decode(bytes, options));
+      assert.ok(Buffer.from(got.data.buffer, got.data.byteOffset, got.data.length).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.length)), 'bytes differ');
+      assert.equal(pool.pids.length, 1);
+      const argv = readFileSync(`/proc/${pool.pids[0]}/cmdline`, 'utf8').split('\0');
+      assert.ok(argv.includes('--single-threaded-gc') && argv.includes('--v8-pool-size=1'), `child argv: ${argv.join(' ')}`);
+    } finally {
+      if (saved === undefined) delete process.env[CHILD_FLAGS_ENV];
+      else process.env[CHILD_FLAGS_ENV] = saved;
+      await pool.close();
+    }
   });
 });

@@ -286,9 +286,25 @@ function dropSlab(child: Child): void {
 const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
 
 /** Node flags for a child: none when running compiled JavaScript; the tsx loader when running from TypeScript sources. */
+/**
+ * Extra Node/V8 flags for every decode child, from STOKER_DECODE_CHILD_FLAGS (space-separated,
+ * each starting with `--`; e.g. `--single-threaded-gc --v8-pool-size=1`), read at each spawn: the
+ * knob `bench decode-scaling` measures the child's GC/platform threads with (issue 17).
+ */
+export const CHILD_FLAGS_ENV = 'STOKER_DECODE_CHILD_FLAGS';
+
+export function childFlags(value: string | undefined = process.env[CHILD_FLAGS_ENV]): string[] {
+  const flags = (value ?? '').split(/\s+/).filter((f) => f !== '');
+  for (const f of flags) {
+    if (!f.startsWith('--')) throw new TypeError(`${CHILD_FLAGS_ENV}=${JSON.stringify(value)}: ${JSON.stringify(f)} is not a flag; give Node/V8 flags that start with "--", separated by spaces (e.g. "--single-threaded-gc"), or unset it`);
+  }
+  return flags;
+}
+
 function childExecArgv(): string[] {
-  if (!import.meta.url.endsWith('.ts')) return [];
-  return ['--import', import.meta.resolve('tsx')];
+  const flags = childFlags();
+  if (!import.meta.url.endsWith('.ts')) return flags;
+  return [...flags, '--import', import.meta.resolve('tsx')];
 }
 
 const livePools = new Set<DecodePool>();
