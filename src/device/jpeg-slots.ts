@@ -33,9 +33,18 @@ export function liveJpegThreads(): number {
   return liveThreads;
 }
 
-/** Whether slots run on worker threads (default) or inline (STOKER_JPEG_WORKERS=0). */
-export function slotThreads(env: NodeJS.ProcessEnv = process.env): boolean {
-  return env.STOKER_JPEG_WORKERS !== '0';
+/**
+ * Whether slots run on worker threads or inline on the calling thread: STOKER_JPEG_WORKERS=1 or 0,
+ * else the decoder's default — inline for nvJPEG (measured on the H200, runs 10 and 11: inline
+ * 12.5–14.4 k images/s end to end against 9.4–10.4 k with 2 or 3 slots on threads: the hand-off to
+ * a slot's thread costs more than the overlap gives), threads for sim (its slots run sharp, which
+ * would block the main thread, and CI covers the thread code through it).
+ */
+export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = env.STOKER_JPEG_WORKERS;
+  if (v === '0') return false;
+  if (v === '1') return true;
+  return byDefault;
 }
 
 export class JpegSlots {

@@ -206,12 +206,15 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
       return rows;
     };
     const threads = liveJpegThreads();
-    const many = GpuJpegDecoder.open(backend, { slots: 3 });
-    assert.equal(liveJpegThreads(), threads + 3, 'one thread per slot');
     const previous = process.env.STOKER_JPEG_WORKERS;
-    process.env.STOKER_JPEG_WORKERS = '0';
+    let many: GpuJpegDecoder;
     let one: GpuJpegDecoder;
     try {
+      // On CUDA the slots run inline by default (jpeg-slots.ts slotThreads); 1 puts them on threads.
+      process.env.STOKER_JPEG_WORKERS = '1';
+      many = GpuJpegDecoder.open(backend, { slots: 3 });
+      assert.equal(liveJpegThreads(), threads + 3, 'one thread per slot');
+      process.env.STOKER_JPEG_WORKERS = '0';
       one = GpuJpegDecoder.open(backend, { slots: 1 });
     } finally {
       if (previous === undefined) delete process.env.STOKER_JPEG_WORKERS;

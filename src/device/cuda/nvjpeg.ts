@@ -136,7 +136,7 @@ class SimJpegDecoder extends GpuJpegDecoder {
   constructor(backend: SimBackend, slots: number) {
     super();
     this.#rows = new CpuJpegRows(backend);
-    this.#slots = new JpegSlots(slots, slotThreads());
+    this.#slots = new JpegSlots(slots, slotThreads(true));
   }
 
   async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
@@ -247,7 +247,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
     this.#scratch = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
     this.#jobs = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
     const context = backend.context.handle;
-    this.#slots = new JpegSlots(slots, slotThreads(), (i) => ({ op: 'nvjpeg-open', context, handle, hardware, ...this.#states[i]! }));
+    this.#slots = new JpegSlots(slots, slotThreads(false), (i) => ({ op: 'nvjpeg-open', context, handle, hardware, ...this.#states[i]! }));
     this.#cpu = new CpuJpegRows(backend);
     this.#order = new StreamScratch(backend);
   }

@@ -10,7 +10,7 @@ import { GpuJpegDecoder } from '../cuda/nvjpeg.js';
 import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../cuda/nvjpeg-plan.js';
 import { cropResize, encodeRow } from '../cuda/nvjpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';
-import { liveJpegThreads } from '../jpeg-slots.js';
+import { liveJpegThreads, slotThreads } from '../jpeg-slots.js';
 
 const POISON = 0xab;
 
@@ -42,6 +42,14 @@ describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
     for (let i = 0; i < w * h; i++) px.set([(i * 7) % 256, (i * 13) % 256, (i * 29) % 256], i * 3);
     return px;
   };
+
+  it('slotThreads: STOKER_JPEG_WORKERS 0 / 1 override the decoder\'s default (inline on CUDA, threads on sim)', () => {
+    for (const byDefault of [true, false]) {
+      assert.equal(slotThreads(byDefault, {}), byDefault);
+      assert.equal(slotThreads(byDefault, { STOKER_JPEG_WORKERS: '0' }), false);
+      assert.equal(slotThreads(byDefault, { STOKER_JPEG_WORKERS: '1' }), true);
+    }
+  });
 
   it('a box of the output size is copied unchanged, and flip mirrors it', () => {
     const px = ramp(9, 5);
