@@ -31,9 +31,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 
-# Stoker routes by name: extra stoker.torch.DataLoader options. "batch": the loader gathers each batch into
-# a slot (its own CUDA context) and hands the slot over (CUDA IPC / shared memory).
-ROUTES = {"batch": {}}
+# Stoker routes by name: extra stoker.torch.DataLoader options. "gather" (the default): the client gathers
+# each batch itself from the loader's resident columns, mapped once (NOTE [Client gather], src/serve/session.ts);
+# "batch": the loader gathers each batch into a slot (its own CUDA context) and hands the slot over.
+ROUTES = {"gather": {"gather": True}, "batch": {"gather": False}}
 _server_loader = None  # the Stoker loader whose process CPU the current timed() run reads
 
 
@@ -47,7 +48,7 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--steps", type=int, default=300, help="timed training steps of each loop in each round")
     p.add_argument("--rounds", type=int, default=3, help="rounds; each runs every loop once, in turn")
-    p.add_argument("--routes", default="batch", help=f"Stoker routes to run, comma-separated: {', '.join(ROUTES)}")
+    p.add_argument("--routes", default="gather,batch", help=f"Stoker routes to run, comma-separated: {', '.join(ROUTES)}")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--workers", default="2,4,8")
     p.add_argument("--json")

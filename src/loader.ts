@@ -24,6 +24,7 @@ import { type LoaderState, type OrderShape, seedString } from './distributed/res
 import type { EpochRun } from './pipeline/epoch-run.js';
 import type { Governor } from './pipeline/governor.js';
 import { ResidentRun } from './pipeline/resident-run.js';
+import { type ClientEpoch, type ClientGather, kClientGather } from './pipeline/client-gather.js';
 import type { EpochRoute, EpochStats } from './pipeline/stats.js';
 import { describeLoader } from './report/describe.js';
 import { StreamingRun } from './pipeline/streaming-run.js';
@@ -86,7 +87,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   /** Cuts an epoch's order into this rank's batches (fixed or token-budget). */
   readonly #planner: BatchPlanner;
   /** The latest epoch run's segment and how far its consumer got. */
-  #progress: { run: EpochRun; epoch: number; segment: Segment; next: number; done: boolean } | undefined;
+  /** The epoch being consumed; `run` is undefined for one a client gathers itself (pipeline/client-gather.ts). */
+  #progress: { run: EpochRun | undefined; epoch: number; segment: Segment; next: number; done: boolean } | undefined;
 
   private constructor(opts: ResolvedOptions, device: Device, built: Built) {
     this.#opts = opts;
@@ -185,20 +187,18 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
    */
   state(): LoaderState {
     const p = this.#progress;
-    let epoch: number;
-    let position: number;
-    if (p === undefined) {
-      epoch = this.#resume?.epoch ?? 0;
-      position = this.#resume?.position ?? 0;
-    } else {
-      const seg = p.segment;
-      position = p.done ? seg.total : seg.consumed(p.next);
-      epoch = p.epoch;
-      if (position >= seg.total || p.next >= seg.plan.batches) {
-        epoch++;
-        position = 0;
-      }
-    }
+    if (p === undefined) return this.#stateAt(this.#resume?.epoch ?? 0, this.#resume?.position ?? 0);
+    return this.#stateOf(p.epoch, p.segment, p.next, p.done);
+  }
+
+  /** The state once `next` batches of `segment` (epoch `epoch`) were taken, or all of them (`done`). */
+  #stateOf(epoch: number, seg: Segment, next: number, done: boolean): LoaderState {
+    const position = done ? seg.total : seg.consumed(next);
+    if (position >= seg.total || next >= seg.plan.batches) return this.#stateAt(epoch + 1, 0);
+    return this.#stateAt(epoch, position);
+  }
+
+  #stateAt(epoch: number, position: number): LoaderState {
     const o = this.#order;
     return {
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
@@ -417,7 +417,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     this.#retiring.push(parts.close());
   }
 
-  #start(epoch: number, signal?: AbortSignal): EpochRun {
+  /** The segment epoch `epoch` runs (from a resume's position on its first epoch); refuses a second epoch at once. */
+  #segmentFor(epoch: number): Segment {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
       throw new LoaderError(
@@ -439,7 +440,45 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     if (this.#resident === undefined) this.#promoteIfPooled();
     // The built-in samplers hand out a fresh array per epoch: no copy.
     const order = this.#customSampler ? validatedPicks(this.#sampler, epoch, this.#datasetLength) : (this.#sampler.indices(epoch) as Uint32Array);
-    const segment = this.#planner.segment(epoch, order, position);
+    return this.#planner.segment(epoch, order, position);
+  }
+
+  /**
+   * `stoker serve`'s client gather (pipeline/client-gather.ts): the resident columns and per-epoch
+   * plans, or undefined when this loader's batches are not just its rows.
+   */
+  [kClientGather](): ClientGather | undefined {
+    const store = this.#resident;
+    const d = this.#delivery;
+    if (store === undefined || d.transform !== undefined || d.ragged !== undefined || (this.#residentFailed?.size ?? 0) > 0) return undefined;
+    if (this.#planner.state.pack !== undefined) return undefined;
+    const names = d.names;
+    const columns = store.columns().map((c, i) => ({ ...c, name: names[i]! }));
+    return { columns, epoch: (epoch) => this.#clientEpoch(epoch) };
+  }
+
+  #clientEpoch(epoch: number): ClientEpoch {
+    if (!Number.isSafeInteger(epoch) || epoch < 0) throw invalidOption('epoch', 'an integer ≥ 0', epoch);
+    const segment = this.#segmentFor(epoch);
+    const progress = { run: undefined, epoch, segment, next: 0, done: false };
+    this.#progress = progress;
+    this.#nextLoopEpoch = Math.max(this.#nextLoopEpoch, epoch + 1);
+    const batches = segment.plan.batches;
+    return {
+      plan: segment.plan,
+      at: (taken: number) => {
+        if (!Number.isSafeInteger(taken) || taken < 0 || taken > batches) throw invalidOption('taken', `an integer in [0, ${batches}]`, taken);
+        if (this.#progress === progress) {
+          progress.next = taken;
+          progress.done = taken === batches;
+        }
+        return this.#stateOf(epoch, segment, taken, taken === batches);
+      },
+    };
+  }
+
+  #start(epoch: number, signal?: AbortSignal): EpochRun {
+    const segment = this.#segmentFor(epoch);
     const plan = segment.plan;
     const stop = () => run.end();
     const onEnd = (run: EpochRun) => {

@@ -59,9 +59,13 @@ describe('the Python client over CUDA IPC, its logic against canned frames and a
   });
 });
 
-describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 }, () => {
+// Both routes of the client: it gathers from the loader's columns (NOTE [Client gather], session.ts),
+// or the loader hands it leased batches; every scenario checks which one it took.
+for (const { gather, route } of [{ gather: true, route: 'the client gathers its batches' }, { gather: false, route: 'leased batches' }]) {
+describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST_MS * 2 }, () => {
   it('delivers every sample exactly once per epoch, each row as the source made it, and the child exits 0', async () => {
-    const { out } = await scenario('exactly_once', { n: 640, batch: 64, epochs: 2 });
+    const { out } = await scenario('exactly_once', { n: 640, batch: 64, epochs: 2, gather });
+    assert.equal(out.gathers, gather);
     assert.equal(out.len, 10);
     const epochs = out.epochs as number[][];
     assert.equal(epochs.length, 2);
@@ -72,7 +76,8 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
   });
 
   it('without ids=True no ids cross: every row still checks out (recovered from its content), exactly once, a short last batch too, batch.ids says how to get them, state_dict() answers after close', async () => {
-    const { out } = await scenario('lean', { n: 650, batch: 64, epochs: 2, dropLast: false });
+    const { out } = await scenario('lean', { n: 650, batch: 64, epochs: 2, dropLast: false, gather });
+    assert.equal(out.gathers, gather);
     const epochs = out.epochs as number[][];
     assert.equal(epochs.length, 2);
     for (const ids of epochs) assert.deepEqual(sorted(ids), range(650));
@@ -86,13 +91,14 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
   });
 
   it('a state_dict saved mid-epoch resumes at exactly the next batch: the resumed run equals the uninterrupted one', async () => {
-    const { out } = await scenario('resume', { n: 640, batch: 64, stopAfter: 3 });
+    const { out } = await scenario('resume', { n: 640, batch: 64, stopAfter: 3, gather });
+    assert.equal(out.gathers, gather);
     assert.deepEqual(out.resumed, out.full);
     assert.equal((out.state as { stoker: { position: number } }).stoker.position, 3 * 64);
   });
 
   it('a BatchError crosses as stoker.torch.BatchError naming epoch, batch and sample ids, and the next epoch still runs', async () => {
-    const { out } = await scenario('batch_error', { n: 640, batch: 64 });
+    const { out } = await scenario('batch_error', { n: 640, batch: 64, gather });
     assert.deepEqual(out.delivered, [0]);
     const err = out.error as { type: string; epoch: number; batch: number; ids: number[]; code: string; message: string };
     assert.equal(err.type, 'BatchError');
@@ -105,25 +111,29 @@ describe('the Python client over shared memory', { skip, timeout: TEST_MS * 2 },
   });
 
   it('an option the loader refuses at open crosses as a StokerError with its code and message', async () => {
-    const { out } = await scenario('bad_option', { n: 640 });
+    const { out } = await scenario('bad_option', { n: 640, gather });
     assert.equal(out.type, 'StokerError');
     assert.equal(out.code, 'ERR_INVALID_OPTION');
     assert.match(String(out.message), /batchSize/);
   });
 
   it('a killed loader process raises LoaderDied in Python instead of hanging', async () => {
-    const { out } = await scenario('loader_dies', { n: 640, batch: 64 });
-    assert.equal(out.raised, 'LoaderDied');
+    // Gathering, the client holds a chunk of batches of its own (8 of 10 here): it must notice the
+    // death, once observable, before it reads the loader's columns again — within this epoch.
+    const { out } = await scenario('loader_dies', { n: 640, batch: 64, gather, wait: gather });
+    assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
     assert.match(String(out.message), /exit code -9/);
+    if (gather) assert.equal(out.gathers, true);
   });
 
   it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
-    const { out } = await scenario('close', { n: 640, batch: 64 });
+    const { out } = await scenario('close', { n: 640, batch: 64, gather });
     assert.equal(out.exit, 0);
     assert.equal(out.refused, true);
     assert.deepEqual(shmLeft(out.pid as number), []);
   });
 });
+}
 
 describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS * 2 }, () => {
   let dir: string;
@@ -158,11 +168,22 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
   });
 
   it('a consumer killed while holding batches has them freed, the server says so, and the next client gets a whole epoch', async () => {
-    const died = await scenario('consumer_dies', { socket, take: 2 });
+    const died = await scenario('consumer_dies', { socket, take: 2, gather: false });
     assert.equal(died.out.took, 2);
-    const full = await scenario('consumer_full', { socket });
+    const full = await scenario('consumer_full', { socket, gather: false });
     assert.deepEqual(sorted(full.out.ids), range(640));
     assert.match(stderr, /client 0 disconnected( \(read ECONNRESET\))? holding [12] batch(es)?; freed them/);
+  });
+
+  it('a gathering consumer killed mid-epoch leaves nothing behind (no shared-memory file), and the next gathering client gets a whole epoch', async () => {
+    const before = stderr.length;
+    const died = await scenario('consumer_dies', { socket, take: 2, gather: true });
+    assert.equal(died.out.took, 2);
+    const full = await scenario('consumer_full', { socket, gather: true });
+    assert.equal(full.out.gathers, true);
+    assert.deepEqual(sorted(full.out.ids), range(640));
+    assert.match(stderr.slice(before), /client \d+ disconnected/);
+    assert.deepEqual(shmLeft(server.pid), []);
   });
 
   it('a consumer that holds every slot and says nothing past --idle-timeout is dropped (LoaderDied in Python), and the server keeps serving', async () => {

@@ -5,17 +5,23 @@
         for batch in loader:            # one epoch per loop, like torch's DataLoader
             images, labels = batch["image"], batch["label"]
 
-The rules: a batch's tensors view memory the loader recycles once the batch is released, which
-happens when the next batch is asked for (or at `batch.release()` / the end of a `with batch:`);
-`batch.retain()` keeps it until `release()`; clone what must outlive that. On CUDA the tensors are
+The rules: when the loader holds the whole dataset as it is (resident, no transform), the client
+gathers each batch itself from the loader's columns, mapped once (CUDA IPC or shared memory): the
+batch's tensors are then the client's own, made on the current stream, like an `index_select` of
+data already on the GPU (`gather=False` turns this off). Otherwise a batch's tensors view memory the
+loader recycles once the batch is released, which happens when the next batch is asked for (or at
+`batch.release()` / the end of a `with batch:`); `batch.retain()` keeps it until `release()`; clone
+what must outlive that. On CUDA the tensors are
 ordered on the current stream (it waits on the batch's ready event) and the release is recorded on
 the current stream, so the loader never overwrites memory a queued kernel still reads.
 """
 
+import base64
 import collections
 import json
 import mmap
 import os
+import select
 import shutil
 import socket
 import struct
@@ -150,11 +156,14 @@ class DataLoader:
     timeout: seconds to wait for any one message before raising (None: wait as long as the loader lives).
     ids: give each batch its sample ids and picks (`batch.ids`, `batch.picks`); off by default, since
         they are 4 bytes a row more per batch on the socket that most training loops never read.
+    gather: let the client gather batches itself from the loader's resident columns when the loader's
+        batches are just its rows (default True; the loader decides: see `loader.gathers`). Nothing then
+        crosses the socket per batch and batches are not leased.
     Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
     """
 
     def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
-                 command=None, connect=None, slots=4, timeout=None, env=None, ids=False, **options):
+                 command=None, connect=None, slots=4, timeout=None, env=None, ids=False, gather=True, **options):
         self._proc = None
         self._sock = None
         self._stderr_tail = collections.deque(maxlen=40)
@@ -173,6 +182,10 @@ class DataLoader:
         self._timeout = timeout
         self._source = source
         self._ids = bool(ids)
+        self._gather = bool(gather)
+        self._store = None
+        self._store_map = None
+        self._chunk = 1
         opts = {_camel(k): v for k, v in options.items()}
         if batch_size is not None:
             opts["batchSize"] = batch_size
@@ -322,7 +335,7 @@ class DataLoader:
                 self._views.clear()
                 self._send({"op": "slab-open", "slab": m["slab"]})
             elif op == "mem":
-                self._need_cuda().open_mem(m["id"], m["handle"], m["bytes"])
+                self._need_cuda(m.get("device")).open_mem(m["id"], m["handle"], m["bytes"])
             elif op == "forget":
                 gone = [k for k, v in self._layouts.items() if any(f.get("mem") == m["id"] for f in v["fields"])]
                 for k in gone:
@@ -354,10 +367,11 @@ class DataLoader:
         self._views[(layout_id, slot)] = tensors
         return tensors
 
-    def _need_cuda(self):
+    def _need_cuda(self, device=None):
         if self._cuda is None:
             from ._cuda import CudaIpc
-            self._cuda = CudaIpc(self.device)
+            # A client gather's columns are announced before `opened` tells the device: `mem` names it.
+            self._cuda = CudaIpc(device or self.device)
         return self._cuda
 
     def _raise(self, m):
@@ -382,7 +396,12 @@ class DataLoader:
         options = dict(self._options)
         if self._resume is not None:
             options["resume"] = self._resume
-        message = {"op": "open", "options": options, "ids": self._ids}
+        message = {"op": "open", "options": options, "ids": self._ids, "gather": self._gather}
+        # A new loader frees the old one's memory: nothing of ours may map it by then.
+        self._store = None
+        self._store_map = None
+        if self._cuda is not None:
+            self._cuda.close_memory()
         if self._source is not None:
             message["source"] = self._source
         self._pending.clear()
@@ -401,6 +420,44 @@ class DataLoader:
         self._next_epoch = m["state"]["epoch"]
         self._resume = None
         self.device = torch.device(m["device"]) if m["device"] != "cpu" else torch.device("cpu")
+        if m.get("gather"):
+            self._map_store(m["gather"])
+
+    def _map_store(self, g):
+        """The loader's resident columns, viewed once (NOTE [Client gather], src/serve/session.ts)."""
+        rows = g["rows"]
+        store = {}
+        if "path" in g:
+            fd = os.open(g["path"], os.O_RDONLY)
+            try:
+                self._store_map = mmap.mmap(fd, g["fileBytes"], prot=mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            self._send({"op": "store-open"})
+        row_bytes = 0
+        for f in g["fields"]:
+            shape = [rows] + list(f["shape"])
+            if "mem" in f:
+                store[f["name"]] = self._cuda.tensor(f["mem"], f["offset"], f["dtype"], shape)
+            else:
+                dtype = _DTYPES.get(f["dtype"])
+                if dtype is None:
+                    raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
+                                      "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
+                count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # a read-only mapping: torch warns that it is not writable
+                    store[f["name"]] = torch.frombuffer(self._store_map, dtype=dtype, count=count, offset=f["offset"]).view(shape)
+            row_bytes += f["bytes"] // max(1, rows)
+        self._store = store
+        # Batches are gathered a few at a time (one index_select per field for up to 8 batches, at most
+        # 32 MiB): the launches, not the bytes, are what a small batch costs.
+        self._chunk = max(1, min(8, (32 << 20) // max(1, row_bytes * self._info["batchSize"])))
+
+    @property
+    def gathers(self):
+        """True when this client gathers batches itself from the loader's columns (see `gather=`)."""
+        return self._store is not None
 
     # ---- iteration -----------------------------------------------------------------------------
 
@@ -435,8 +492,58 @@ class DataLoader:
             self._active.close()
         epoch = self._next_epoch
         self._next_epoch = epoch + 1
-        self._active = self._epoch(epoch)
+        self._active = self._gather_epoch(epoch) if self._store is not None else self._epoch(epoch)
         return self._active
+
+    def _alive(self):
+        """Raise LoaderDied once the loader is gone: before each gather reads its memory."""
+        if self._proc is not None:
+            if self._proc.poll() is not None:
+                raise self._died("it exited")
+            return
+        readable, _, _ = select.select([self._sock], [], [], 0)
+        if readable:
+            try:
+                peek = self._sock.recv(1, socket.MSG_PEEK)
+            except OSError as e:
+                raise self._died(f"reading from it failed ({e})") from None
+            if not peek:
+                raise self._died("the socket closed")
+
+    def _gather_epoch(self, epoch):
+        """An epoch gathered here: one plan from the loader, then index_select on the current stream."""
+        self._alive()
+        try:
+            m = self._call({"op": "epoch", "epoch": epoch}, "plan")
+            ep, batches, size, rows = m["epoch"], m["batches"], m["batchSize"], m["rows"]
+            raw = base64.b64decode(m["samples"])
+            picks_raw = base64.b64decode(m["picks"]) if "picks" in m else None
+            if "bounds" in m:
+                bounds = torch.frombuffer(bytearray(base64.b64decode(m["bounds"])), dtype=torch.int32).tolist()
+                start, end = (lambda b: bounds[b]), (lambda b: bounds[b + 1])
+            else:
+                start, end = (lambda b: b * size), (lambda b: min((b + 1) * size, rows))
+            # Sample ids are below 2**31 (a dataset's length), so u32 reads as i32.
+            idx = torch.frombuffer(bytearray(raw), dtype=torch.int32) if rows else torch.zeros(0, dtype=torch.int32)
+            idx = idx.to(self.device, dtype=torch.int64)
+            store, chunk, keep_ids = self._store, self._chunk, self._ids
+            b = 0
+            while b < batches:
+                self._alive()
+                last = min(batches, b + chunk)
+                s0 = start(b)
+                sel = idx[s0:end(last - 1)]
+                got = {name: col.index_select(0, sel) for name, col in store.items()}
+                for i in range(b, last):
+                    s, e = start(i), end(i)
+                    tensors = {name: g[s - s0:e - s0] for name, g in got.items()}
+                    ids = raw[4 * s:4 * e] if keep_ids else None
+                    picks = picks_raw[4 * s:4 * e] if picks_raw is not None else None
+                    self._consumed = (ep, i + 1)
+                    yield Batch(self, None, ep, i, e - s, ids, picks, tensors)
+                b = last
+        finally:
+            self._active = None
 
     def _epoch(self, epoch):
         self._send({"op": "epoch", "epoch": epoch})
@@ -499,7 +606,7 @@ class DataLoader:
             b._auto_release()
 
     def _release(self, batch):
-        if self._closed or self._sock is None:
+        if batch._seq is None or self._closed or self._sock is None:
             return
         self._unacked.append(batch._seq)
         if len(self._unacked) >= self._ack_at:
@@ -525,7 +632,9 @@ class DataLoader:
         if self._consumed is not None and self._state_seq != self._consumed:
             if self._closed or self._sock is None:
                 raise StokerError("state_dict(): this loader is closed, and it had taken batches since the last state it knew", "ERR_LOADER_CLOSED")
-            m = self._call({"op": "state", "seq": self._consumed}, "state")
+            c = self._consumed
+            ask = {"op": "state", "epoch": c[0], "taken": c[1]} if type(c) is tuple else {"op": "state", "seq": c}
+            m = self._call(ask, "state")
             self._state, self._state_seq = m["state"], self._consumed
         return {"stoker": dict(self._state)}
 
@@ -579,6 +688,8 @@ class DataLoader:
         self._views.clear()
         self._layouts.clear()
         self._slabs.clear()
+        self._store = None
+        self._store_map = None
         if self._sock is not None:
             self._sock.close()
         if self._proc is not None:

@@ -58,6 +58,11 @@ export class CpuDevice implements Device {
           }),
         );
       },
+      columns: () =>
+        columns.map((c) => ({
+          dtype: c.dtype, shape: c.shape.slice(1), rows: c.shape[0]!, bytes: c.byteLength,
+          data: new Uint8Array(c.data.buffer, c.data.byteOffset, c.data.byteLength),
+        })),
       dispose() {},
     };
   }

@@ -6,6 +6,7 @@
 
 import type { Allocate, StagedBatch } from '../dataset/source-reader.js';
 import type { Tensor } from '../tensor/tensor.js';
+import type { DType } from '../tensor/dtype.js';
 import type { DeviceBuffer } from './backend.js';
 import type { AnyTensor } from './device-tensor.js';
 import type { UploadField } from './assembly.js';
@@ -37,7 +38,25 @@ export interface ResidentStore {
   prepare(samples: Uint32Array): void;
   /** Rows `ids[start] … ids[end − 1]` of every column, as one gather per column. */
   gather(ids: Uint32Array, start: number, end: number): DeviceBatch;
+  /**
+   * The columns themselves, for a consumer in another process that gathers its own batches
+   * (`stoker serve`'s client gather): host bytes on the CPU, a device address on an accelerator.
+   * Valid until `dispose`; nothing may write to them.
+   */
+  columns(): readonly ResidentColumn[];
   dispose(): void;
+}
+
+/** One field of a resident store: `rows` rows of `shape` (per row), contiguous in row order. */
+export interface ResidentColumn {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly rows: number;
+  readonly bytes: number;
+  /** The device address of row 0 (accelerators). */
+  readonly ptr?: bigint;
+  /** The bytes (the CPU). */
+  readonly data?: Uint8Array;
 }
 
 export interface Device {

@@ -29,7 +29,7 @@ export function residentColumns(a: Assembly, columns: readonly Tensor[]): Reside
     for (const b of held) backend.free(b);
     throw error;
   }
-  return residentStore(a, held, columns.map((c) => ({ dtype: c.dtype, shape: c.shape.slice(1), rowBytes: c.rowSize * elementSize(c.dtype) })));
+  return residentStore(a, held, columns.map((c) => ({ dtype: c.dtype, shape: c.shape.slice(1), rowBytes: c.rowSize * elementSize(c.dtype) })), columns[0]?.shape[0] ?? 0);
 }
 
 /**
@@ -72,10 +72,10 @@ export function promotePool(a: Assembly, pool: VramPool, length: number, fields:
   for (const f of followUps) f();
   for (const b of pool.release()) memory.freeAfterCopies(b);
   memory.retire();
-  return residentStore(a, held, fields);
+  return residentStore(a, held, fields, length);
 }
 
-function residentStore(a: Assembly, held: DeviceBuffer[], columns: readonly UploadField[]): ResidentStore {
+function residentStore(a: Assembly, held: DeviceBuffer[], columns: readonly UploadField[], rows: number): ResidentStore {
   const memory = a.memory;
   const backend = memory.backend;
   // Two id buffers, one per alternate epoch: the upload of an epoch's ids must not overwrite a
@@ -132,6 +132,9 @@ function residentStore(a: Assembly, held: DeviceBuffer[], columns: readonly Uplo
       // after them and their memory's next use after the consumer's, with no event per batch.
       backend.gatherColumns(spans, ids!, start, rows, 'consumer');
       return a.batch(parts, undefined);
+    },
+    columns() {
+      return columns.map((c, i) => ({ dtype: c.dtype, shape: c.shape, rows, bytes: rows * c.rowBytes, ptr: held[i]!.ptr }));
     },
     dispose(): void {
       memory.copiesAfterConsumer();

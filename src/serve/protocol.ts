@@ -10,18 +10,29 @@
 // Client → server (JSON lines unless marked)
 //   {op:'open', source?, options?, ids?}  create (or re-create) the loader; options as DataLoader.create's
 //                                      (JSON-safe ones, `resume` included) over the CLI's defaults;
-//                                      `ids: true` appends each batch's sample ids (and picks) to its frame
+//                                      `ids: true` appends each batch's sample ids (and picks) to its frame;
+//                                      `gather: true` offers to gather batches itself (NOTE [Client gather],
+//                                      session.ts): `opened.gather` says whether the loader took the offer
 //   {op:'epoch', epoch}                stream that epoch's batches
 //   R <event|-> <seq> [<seq> ...]\n    (a text line) those batches may be recycled; on CUDA after the
 //                                      client's IPC event `event`, recorded once after all of them
 //   {op:'release', seq, event?}        the same for one batch (protocol 1's form, still accepted)
 //   {op:'event', id, handle}           a client IPC event (hex cudaIpcEventHandle), sent once per id
 //   {op:'slab-open', slab}             the client mapped the shared-memory file of `slab` (it is unlinked)
+//   {op:'store-open'}                  the client mapped the columns' file of `opened.gather` (it is unlinked)
+//   {op:'state', epoch, taken}         (client gather) loader.state() once the client took `taken` batches of `epoch`
 //   {op:'state', seq?}                 loader.state() right after batch `seq` was taken (the client's
 //                                      consumed point; kept for the last slots + 2 batches), or now
 //   {op:'stop'} {op:'close'}
 // Server → client
-//   {op:'opened', protocol, names, length, numBatches, batchSize, device, world, state, slots}
+//   {op:'opened', protocol, names, length, numBatches, batchSize, device, world, state, slots, gather?}
+//                                      gather: {rows, fields:[{name, dtype, shape (a row's), mem|-, offset, bytes}],
+//                                      path?, fileBytes?} — the resident columns to gather from (CUDA: in IPC
+//                                      allocations `mem`; CPU: at `offset` of the file `path`)
+//   {op:'plan', epoch, batches, batchSize, rows, samples, bounds?, picks?}   (client gather) the answer to
+//                                      `epoch`: this rank's sample ids in order (base64 of u32 little-endian),
+//                                      batch b is rows [b × batchSize, min((b + 1) × batchSize, rows)), or
+//                                      [bounds[b], bounds[b + 1]) with `bounds`; `picks` with ids and augment > 1
 //   {op:'slab', slab, path, bytes, slotBytes}  a shared-memory file to map (CPU)
 //   {op:'mem', id, handle, bytes, device} / {op:'forget', id}   a CUDA allocation to open once / to close
 //   {op:'ready', id, handle}           a server IPC event, sent once per id

@@ -10,6 +10,16 @@
 // comes back with the client's release. CUDA: the batch itself is held (`retain()`) until the
 // client's release, whose interprocess event the loader's stream waits on first, so the loader's
 // own release event (and the reuse of the memory) comes after the client's last kernel on it.
+//
+// NOTE [Client gather]
+// A resident loader whose batches are just its rows (pipeline/client-gather.ts) need not hand over
+// batches at all: when the client offers (`open` with `gather: true`), the session exports the
+// resident columns once — CUDA IPC memory on the GPU, one shared-memory file on the CPU (its fields
+// in `opened.gather`) — and answers each `epoch` with its plan (this rank's sample ids in order and
+// the batch bounds). The client gathers every batch itself, on its own stream; nothing is sent per
+// batch and nothing is leased (its batches are its own memory), so there is no slot to wait for and
+// none to free when it dies. `state` with `{epoch, taken}` asks the loader's state once the client
+// took that many batches of the epoch. The columns stay valid until the loader closes.
 
 import type { Socket } from 'node:net';
 import { DataLoader } from '../loader.js';
@@ -21,6 +31,8 @@ import { BatchError, LoaderError, describeCause, invalidOption } from '../errors
 import { CudaExport } from './cuda-export.js';
 import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
+import { StoreFile } from './store-file.js';
+import { type ClientEpoch, type ClientGather, kClientGather } from '../pipeline/client-gather.js';
 import { openServeSource } from './source.js';
 
 export interface SessionConfig {
@@ -54,6 +66,10 @@ export class Session {
   #owned: unknown;
   #ring: ShmRing | undefined;
   #export: CudaExport | undefined;
+  /** NOTE [Client gather]: the loader's plans, the epoch the client gathers now, the CPU columns' file. */
+  #gather: ClientGather | undefined;
+  #gatherEpoch: ClientEpoch | undefined;
+  #storeFile: StoreFile | undefined;
   readonly #held = new Map<number, Held>();
   /** loader.state() right after each of the last batches sent, by seq (NOTE [Lean frames], protocol.ts). */
   readonly #states = new Map<number, unknown>();
@@ -90,15 +106,17 @@ export class Session {
     if (m.op === 'release') return this.#release([m.seq as number], m.event as number | undefined);
     if (m.op === 'event') return this.#guard(() => this.#export?.openClientEvent(m.id as number, m.handle as string));
     if (m.op === 'slab-open') return this.#ring?.unlink(m.slab as number);
+    if (m.op === 'store-open') return this.#storeFile?.unlink();
     this.#queue = this.#queue.then(() => this.#request(m)).catch((e: unknown) => this.#sendError(e, m.op));
   }
 
   async #request(m: Message): Promise<void> {
     switch (m.op) {
       case 'open':
-        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>, m.ids === true);
+        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>, m.ids === true, m.gather === true);
       case 'epoch': {
         const loader = this.#needLoader();
+        if (this.#gather !== undefined) return this.#plan(m.epoch);
         await this.#stop();
         const abort = new AbortController();
         this.#run = { abort, finished: this.#pump(loader, m.epoch as number, abort.signal) };
@@ -106,6 +124,7 @@ export class Session {
       }
       case 'state': {
         const loader = this.#needLoader();
+        if (m.taken !== undefined) return this.#channel.send({ op: 'state', state: this.#gatherState(m.epoch, m.taken), epoch: m.epoch, taken: m.taken });
         if (m.seq === undefined || m.seq === null) return this.#channel.send({ op: 'state', state: loader.state() });
         const state = this.#states.get(m.seq as number);
         if (state === undefined) {
@@ -134,7 +153,7 @@ export class Session {
     }
   }
 
-  async #open(source: unknown, options: Record<string, unknown>, ids: boolean): Promise<void> {
+  async #open(source: unknown, options: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
     await this.#teardown();
     this.#ids = ids;
     const opts = { ...this.#config.options, ...options };
@@ -152,10 +171,53 @@ export class Session {
     this.#owned = opened.owned ? opened.dataset : undefined;
     if (loader.device.startsWith('cuda')) this.#export = new CudaExport(loader.cudaStream!, loader.device);
     else this.#ring = new ShmRing(this.#config.slots);
+    const exported = gather ? this.#exportColumns(loader) : undefined;
     this.#channel.send({
       op: 'opened', protocol: PROTOCOL_VERSION, names: loader.names, length: loader.length, numBatches: loader.numBatches,
       batchSize: loader.batchSize, device: loader.device, world: loader.world, state: loader.state(), slots: this.#config.slots,
+      ...(exported === undefined ? {} : { gather: exported }),
     });
+  }
+
+  /** NOTE [Client gather]: the resident columns, exported once; undefined when the loader's batches are more than its rows. */
+  #exportColumns(loader: DataLoader<AnyTensor>): Record<string, unknown> | undefined {
+    const g = loader[kClientGather]();
+    if (g === undefined || g.columns.length === 0) return undefined;
+    const rows = g.columns[0]!.rows;
+    this.#gather = g;
+    if (this.#export !== undefined) {
+      const send = (m: Message) => this.#channel.send(m);
+      const fields = g.columns.map((c) => {
+        const { mem, offset } = this.#export!.place(c.ptr!, send);
+        return { name: c.name, dtype: c.dtype, shape: c.shape, mem, offset, bytes: c.bytes };
+      });
+      return { rows, fields };
+    }
+    const file = new StoreFile(g.columns.map((c) => c.data!), this.id);
+    this.#storeFile = file;
+    const fields = g.columns.map((c, i) => ({ name: c.name, dtype: c.dtype, shape: c.shape, offset: file.offsets[i]!, bytes: c.bytes }));
+    return { rows, fields, path: file.path, fileBytes: file.bytes };
+  }
+
+  /** NOTE [Client gather]: start epoch `epoch` and send its plan. */
+  #plan(epoch: unknown): void {
+    const e = this.#gather!.epoch(epoch as number);
+    this.#gatherEpoch = e;
+    const p = e.plan;
+    const b64 = (a: Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+    this.#channel.send({
+      op: 'plan', epoch: p.epoch, batches: p.batches, batchSize: p.batchSize, rows: p.samples.length, samples: b64(p.samples),
+      ...(p.bounds === undefined ? {} : { bounds: b64(p.bounds) }),
+      ...(this.#ids && p.picks !== p.samples ? { picks: b64(p.picks) } : {}),
+    });
+  }
+
+  #gatherState(epoch: unknown, taken: unknown): unknown {
+    const e = this.#gatherEpoch;
+    if (e === undefined || e.plan.epoch !== epoch) {
+      throw new ProtocolError(`stoker serve: no plan of epoch ${JSON.stringify(epoch)} is being gathered (${e === undefined ? 'none is' : `epoch ${e.plan.epoch} is`}); ask for the state of the epoch the client gathers`);
+    }
+    return e.at(taken as number);
   }
 
   async #pump(loader: DataLoader<AnyTensor>, epoch: number, signal: AbortSignal): Promise<void> {
@@ -350,6 +412,10 @@ export class Session {
     this.#layouts.clear();
     this.#ring?.close();
     this.#ring = undefined;
+    this.#storeFile?.unlink();
+    this.#storeFile = undefined;
+    this.#gather = undefined;
+    this.#gatherEpoch = undefined;
     // The interprocess events live in the loader's CUDA context: destroy them while it exists (a
     // destroy after the loader closed failed, the close request answered an error the client never
     // read, and both sides waited forever). An event still waited on is freed once the wait is done.
