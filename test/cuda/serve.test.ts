@@ -13,9 +13,12 @@ const PYTHON = process.env.STOKER_PYTHON ?? 'python3';
 const skip = cudaAvailable() ? torchMissing(PYTHON, true) : 'no CUDA driver or device here';
 const cuda = { device: 'cuda', n: 50_000, batch: 256 };
 
-describe('the Python client over CUDA IPC', { skip, timeout: TEST_MS }, () => {
+// Both routes: the client gathers from the loader's columns in IPC memory, or takes leased batches.
+for (const gather of [true, false]) {
+describe(`the Python client over CUDA IPC, ${gather ? 'the client gathers its batches' : 'leased batches'}`, { skip, timeout: TEST_MS }, () => {
   it('delivers every sample exactly once per epoch, every row as the source made it, and leaves no device memory behind', async () => {
-    const { out, stderr } = await scenario('exactly_once', { ...cuda, epochs: 2 }, PYTHON);
+    const { out, stderr } = await scenario('exactly_once', { ...cuda, epochs: 2, gather }, PYTHON);
+    assert.equal(out.gathers, gather);
     const epochs = out.epochs as number[][];
     assert.equal(epochs.length, 2);
     for (const ids of epochs) {
@@ -29,7 +32,7 @@ describe('the Python client over CUDA IPC', { skip, timeout: TEST_MS }, () => {
   });
 
   it('without ids=True (the lean frame): every row, recovered from its content on the GPU, exactly once, a short last batch too; state_dict() after close', async () => {
-    const { out, stderr } = await scenario('lean', { device: 'cuda', n: 2500, batch: 256, epochs: 2, dropLast: false }, PYTHON);
+    const { out, stderr } = await scenario('lean', { device: 'cuda', n: 2500, batch: 256, epochs: 2, dropLast: false, gather }, PYTHON);
     const epochs = out.epochs as number[][];
     assert.equal(epochs.length, 2);
     for (const ids of epochs) assert.deepEqual([...ids].sort((a, b) => a - b), Array.from({ length: 2500 }, (_, i) => i));
@@ -40,16 +43,17 @@ describe('the Python client over CUDA IPC', { skip, timeout: TEST_MS }, () => {
   });
 
   it('a state_dict saved mid-epoch resumes at exactly the next batch', async () => {
-    const { out } = await scenario('resume', { device: 'cuda', n: 6400, batch: 256, stopAfter: 7 }, PYTHON);
+    const { out } = await scenario('resume', { device: 'cuda', n: 6400, batch: 256, stopAfter: 7, gather }, PYTHON);
     assert.deepEqual(out.resumed, out.full);
   });
 
   it('a BatchError crosses with epoch, batch and ids; a killed loader raises LoaderDied; close() exits 0', async () => {
-    const e = await scenario('batch_error', { device: 'cuda', n: 640, batch: 64 }, PYTHON);
+    const e = await scenario('batch_error', { device: 'cuda', n: 640, batch: 64, gather }, PYTHON);
     assert.equal((e.out.error as { batch: number }).batch, 1);
-    const d = await scenario('loader_dies', { device: 'cuda', n: 6400, batch: 256 }, PYTHON);
+    const d = await scenario('loader_dies', { device: 'cuda', n: 6400, batch: 256, gather, wait: gather }, PYTHON);
     assert.equal(d.out.raised, 'LoaderDied');
-    const c = await scenario('close', { device: 'cuda', n: 6400, batch: 256 }, PYTHON);
+    const c = await scenario('close', { device: 'cuda', n: 6400, batch: 256, gather }, PYTHON);
     assert.equal(c.out.exit, 0);
   });
 });
+}
