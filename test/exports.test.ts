@@ -12,5 +12,5 @@ it('exports exactly the public surface', () => {
 });
 
 it('exposes the built-in sources: in-memory arrays, worker-openable modules and the file formats', () => {
-  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays', 'arrow', 'concat', 'imageFolder', 'jsonl', 'mix', 'module', 'npy', 'parquet', 'safetensors', 'tarShards', 'tokens']);
+  assert.deepEqual(Object.keys(stoker.sources).sort(), ['arrays', 'arrow', 'concat', 'imageFolder', 'imageFolderAsync', 'jsonl', 'mix', 'module', 'npy', 'parquet', 'safetensors', 'tarShards', 'tokens']);
 });

@@ -7,7 +7,7 @@ import type { AnyDataset } from './dataset.js';
 import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
 import { type ArrowRaggedOptions, type ArrowRaggedSource, arrowRaggedSource } from './formats/arrow-ragged.js';
 import type { FileColumnsSource } from './formats/columns-file.js';
-import { type ImageFolder, type ImageFolderOptions, imageFolderSource } from './formats/image-folder.js';
+import { type ImageFolder, type ImageFolderOptions, imageFolderSource, imageFolderSourceAsync } from './formats/image-folder.js';
 import { type NpyOptions, npySource } from './formats/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
 import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
@@ -93,6 +93,14 @@ export const sources = {
    */
   imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
     return imageFolderSource(dir, options);
+  },
+  /**
+   * `imageFolder`, the folder listed by worker threads while this thread awaits: the same dataset
+   * (same listing, cache and errors), sooner when a large folder is walked cold — `await
+   * sources.imageFolderAsync('train', { size: 224 })` (NOTE [parallel walk] in folder-listing.ts).
+   */
+  imageFolderAsync(dir: string, options: ImageFolderOptions): Promise<ImageFolder> {
+    return imageFolderSourceAsync(dir, options);
   },
   /**
    * WebDataset-style tar shards (a glob with `{000..099}` ranges or `*`, or a list): entries sharing

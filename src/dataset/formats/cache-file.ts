@@ -7,6 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { isPrivateDir } from './tar-index.js';
 
@@ -48,6 +49,49 @@ export function writeCacheFile(place: string, magic: string, head: unknown, alig
     } catch {
       // nothing was written
     }
+    return false;
+  }
+}
+
+/**
+ * `writeCacheFile` on libuv's threads: the parts are written as they are (one writev, no joined
+ * copy), so the thread that made them is free while the file is written. Resolves false when it
+ * cannot; never rejects.
+ */
+export async function writeCacheFileAsync(place: string, magic: string, head: unknown, align: number, body: readonly ArrayBufferView[]): Promise<boolean> {
+  const headBytes = Buffer.from(`${magic}${JSON.stringify(head)}\n`);
+  const pad = Buffer.alloc((align - (headBytes.length % align)) % align);
+  const tmp = `${place}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  try {
+    await mkdir(dirname(place), { recursive: true, mode: 0o700 });
+    if (!isPrivateDir(dirname(place))) return false;
+    const file = await open(tmp, 'wx', 0o600);
+    try {
+      const parts = [headBytes, pad, ...body.map((a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength))];
+      const total = parts.reduce((n, p) => n + p.byteLength, 0);
+      let written = 0;
+      // writev may write less than asked: go on from where it stopped.
+      while (written < total) {
+        let skip = written;
+        const rest: Uint8Array[] = [];
+        for (const p of parts) {
+          if (skip >= p.byteLength) skip -= p.byteLength;
+          else {
+            rest.push(skip === 0 ? p : p.subarray(skip));
+            skip = 0;
+          }
+        }
+        const { bytesWritten } = await file.writev(rest);
+        if (bytesWritten <= 0) throw new Error('short write');
+        written += bytesWritten;
+      }
+    } finally {
+      await file.close();
+    }
+    await rename(tmp, place);
+    return true;
+  } catch {
+    await unlink(tmp).catch(() => undefined);
     return false;
   }
 }
