@@ -43,6 +43,7 @@ import { type CropBox, type View, boxFor } from '../../transforms/crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 import { resampleBilinear } from './image-resample.js';
+import { decodeJpegBox, vipsDirectAvailable } from './vips-direct.js';
 
 type Sharp = typeof sharpModule;
 
@@ -219,10 +220,14 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
   try {
     // NOTE [JPEG header]: a plain 8-bit JPEG's size and bands come from its frame header, without a
     // second libvips open for metadata (~0.35 ms of a ~4 ms decode).
-    const meta = (format === 'jpeg' ? jpegHeader(bytes) : undefined) ?? (await open().metadata());
+    const header = format === 'jpeg' ? jpegHeader(bytes) : undefined;
+    const meta = header ?? (await open().metadata());
     const srcW = meta.width;
     const srcH = meta.pageHeight ?? meta.height;
     if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
+    // NOTE [direct libvips]: a plain JPEG's view, straight through libvips' C API; undefined sends it on to sharp.
+    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(bytes, header.channels, options.view, srcW, srcH, width, height, channels, source) : undefined;
+    if (direct !== undefined) return finish(direct, height, width, channels, options);
     const cmyk = meta.space === 'cmyk';
     const converted = cmyk || (meta.hasAlpha && channels !== 4);
     let pipeline: ReturnType<Sharp>;
@@ -260,7 +265,11 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
   if (info.width !== width || info.height !== height || info.channels !== channels || data.length !== width * height * channels) {
     throw badFile(source, 0, `cannot decode the image (${format}): the decoder gave ${info.height}×${info.width}×${info.channels} bytes where ${height}×${width}×${channels} were asked for`);
   }
-  const hwc = new Uint8Array(data.buffer, data.byteOffset, data.length);
+  return finish(new Uint8Array(data.buffer, data.byteOffset, data.length), height, width, channels, options);
+}
+
+/** Interleaved pixels of the output size to the tensor asked for (layout, dtype, normalize). */
+function finish(hwc: Uint8Array, height: number, width: number, channels: number, options: DecodeImageOptions): Tensor {
   const output = outputOf(options);
   const shape = options.layout === 'hwc' ? [height, width, channels] : [channels, height, width];
   if (output !== 'uint8') return new Tensor(toFloats(hwc, height * width, channels, options.layout === 'hwc', output, options.normalize), shape, output);
@@ -310,6 +319,41 @@ async function cutView(
   }
   if (box.flip) p = p.flop();
   return p.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+}
+
+/**
+ * The direct route of a view (NOTE [direct libvips]): libvips decodes the box's region of the JPEG
+ * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least the output on both sides
+ * (libjpeg's scaled IDCT, as libvips' shrink-on-load) — and image-resample.ts resizes the box
+ * (fractional after a shrink) to the output: Pillow's BILINEAR of the decoded box, exactly when
+ * s = 1, for enlarged and reduced boxes alike. A grey JPEG is resized as one band and spread to
+ * RGB after (PIL's convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma after the resize,
+ * as in the sharp path. Undefined when libvips cannot decode it here.
+ */
+function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string): Uint8Array | undefined {
+  if (!vipsDirectAvailable()) return undefined;
+  const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
+  checkBox(box, srcW, srcH, source);
+  let shrink = 1;
+  for (const s of [8, 4, 2]) {
+    if (box.width >= s * width && box.height >= s * height) {
+      shrink = s;
+      break;
+    }
+  }
+  const decoded = decodeJpegBox(bytes, box, shrink, components);
+  if (decoded === undefined) return undefined;
+  let px: Uint8Array;
+  try {
+    px = resampleBilinear(decoded.data, decoded.width, decoded.height, components, { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 }, width, height, box.flip);
+  } finally {
+    decoded.release();
+  }
+  if (components === channels) return px;
+  if (channels === 1) return lumaPil(px, 3, width * height);
+  const rgb = new Uint8Array(width * height * 3);
+  for (let p = 0, o = 0; p < px.length; p++, o += 3) rgb[o] = rgb[o + 1] = rgb[o + 2] = px[p]!;
+  return rgb;
 }
 
 /**
