@@ -43,7 +43,7 @@ import { type CropBox, type View, boxFor } from '../../transforms/crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 import { resampleBilinear } from './image-resample.js';
-import { decodeJpegBox, vipsDirectAvailable } from './vips-direct.js';
+import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
 
 type Sharp = typeof sharpModule;
 
@@ -341,6 +341,13 @@ function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: n
       break;
     }
   }
+  // A box reduced without a shrink: libvips' linear reduction (as the sharp path; JS's Pillow loop costs
+  // 2× it there). After a shrink libvips' reduction of the cut strays (mean 7 levels on a 4:4:4 1000×1500
+  // JPEG), so the fractional box goes to the JS loop (mean 1).
+  if (shrink === 1 && box.width >= width && box.height >= height) {
+    const px = decodeJpegReduced(bytes, box, 1, components, width, height, box.flip);
+    if (px !== undefined) return spread(px, components, width, height, channels);
+  }
   const decoded = decodeJpegBox(bytes, box, shrink, components);
   if (decoded === undefined) return undefined;
   let px: Uint8Array;
@@ -349,6 +356,11 @@ function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: n
   } finally {
     decoded.release();
   }
+  return spread(px, components, width, height, channels);
+}
+
+/** Pixels of `components` bands to the bands asked for: a grey JPEG spread to RGB, RGB to PIL's luma. */
+function spread(px: Uint8Array, components: number, width: number, height: number, channels: number): Uint8Array {
   if (components === channels) return px;
   if (channels === 1) return lumaPil(px, 3, width * height);
   const rgb = new Uint8Array(width * height * 3);
@@ -417,16 +429,52 @@ export function toFloats(hwc: Uint8Array, pixels: number, channels: number, inte
       table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
     }
   }
+  // One copy of the loops per array type (V8 keeps each monomorphic), and RGB planes in one sequential
+  // pass over the pixels: 224² × 3 to bf16 planes 0.24 ms instead of 0.40 (2-core development machine).
+  if (out instanceof Float32Array) castLoop(hwc, pixels, channels, interleaved, out, table as Float32Array);
+  else castLoop16(hwc, pixels, channels, interleaved, out, table as Uint16Array);
+  return out;
+}
+
+function castLoop(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, out: Float32Array, table: Float32Array): void {
   if (interleaved) {
     for (let i = 0; i < pixels * channels; i++) out[i] = table[(i % channels) * 256 + hwc[i]!]!;
-    return out;
+    return;
+  }
+  if (channels === 3) {
+    for (let p = 0, s = 0, g = pixels, b = 2 * pixels; p < pixels; p++, s += 3) {
+      out[p] = table[hwc[s]!]!;
+      out[g + p] = table[256 + hwc[s + 1]!]!;
+      out[b + p] = table[512 + hwc[s + 2]!]!;
+    }
+    return;
   }
   for (let c = 0; c < channels; c++) {
     const base = c * pixels;
     const t = c * 256;
     for (let p = 0, s = c; p < pixels; p++, s += channels) out[base + p] = table[t + hwc[s]!]!;
   }
-  return out;
+}
+
+function castLoop16(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, out: Uint16Array, table: Uint16Array): void {
+  if (interleaved) {
+    for (let i = 0; i < pixels * channels; i++) out[i] = table[(i % channels) * 256 + hwc[i]!]!;
+    return;
+  }
+  if (channels === 3) {
+    // One sequential pass over the pixels, three plane writes each.
+    for (let p = 0, s = 0, g = pixels, b = 2 * pixels; p < pixels; p++, s += 3) {
+      out[p] = table[hwc[s]!]!;
+      out[g + p] = table[256 + hwc[s + 1]!]!;
+      out[b + p] = table[512 + hwc[s + 2]!]!;
+    }
+    return;
+  }
+  for (let c = 0; c < channels; c++) {
+    const base = c * pixels;
+    const t = c * 256;
+    for (let p = 0, s = c; p < pixels; p++, s += channels) out[base + p] = table[t + hwc[s]!]!;
+  }
 }
 
 /**

@@ -26,6 +26,8 @@ import { createRequire } from 'node:module';
 interface Vips {
   readonly jpegloadBuffer: (buf: Uint8Array, len: number, out: unknown[], ...opts: unknown[]) => number;
   readonly extractArea: (img: unknown, out: unknown[], left: number, top: number, width: number, height: number, ...opts: unknown[]) => number;
+  readonly reduce: (img: unknown, out: unknown[], hshrink: number, vshrink: number, ...opts: unknown[]) => number;
+  readonly flip: (img: unknown, out: unknown[], direction: number, ...opts: unknown[]) => number;
   readonly writeToMemory: ((img: unknown, size: number[]) => unknown) & { async: (img: unknown, size: number[], cb: (err: unknown, res: unknown) => void) => void };
   readonly width: (img: unknown) => number;
   readonly height: (img: unknown) => number;
@@ -40,6 +42,8 @@ const VIPS_ACCESS_SEQUENTIAL = 1;
 /** sharp's failOn 'warning' (VIPS_FAIL_ON_WARNING): a truncated or damaged JPEG is an error, as in the sharp path. */
 const VIPS_FAIL_ON_WARNING = 3;
 const VIPS_FORMAT_UCHAR = 0;
+const VIPS_KERNEL_LINEAR = 1;
+const VIPS_DIRECTION_HORIZONTAL = 0;
 
 let vips: Vips | null | undefined;
 let enabled = process.env.STOKER_VIPS_DIRECT !== 'off';
@@ -89,6 +93,8 @@ function load(): Vips | null {
     vips = {
       jpegloadBuffer: f('int vips_jpegload_buffer(void *buf, size_t len, _Out_ void **out, ...)') as Vips['jpegloadBuffer'],
       extractArea: f('int vips_extract_area(void *in, _Out_ void **out, int left, int top, int width, int height, ...)') as Vips['extractArea'],
+      reduce: f('int vips_reduce(void *in, _Out_ void **out, double hshrink, double vshrink, ...)') as Vips['reduce'],
+      flip: f('int vips_flip(void *in, _Out_ void **out, int direction, ...)') as Vips['flip'],
       writeToMemory: f('void *vips_image_write_to_memory(void *in, _Out_ size_t *size)') as Vips['writeToMemory'],
       width: f('int vips_image_get_width(void *img)') as Vips['width'],
       height: f('int vips_image_get_height(void *img)') as Vips['height'],
@@ -169,5 +175,62 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
   } finally {
     if (cut !== null) v.unref(cut);
     v.unref(full);
+  }
+}
+
+/**
+ * Decode the box of a JPEG at 1/`shrink` scale and reduce it to `outW` × `outH` with libvips' linear
+ * kernel (Pillow's triangle widened by the reduction: the box must be at least the output on both
+ * sides after the shrink), mirrored when `flip`: interleaved pixels in JS memory, or undefined.
+ * The box is cut at whole pixels of the shrunk image (its edges move by less than one of them).
+ */
+export function decodeJpegReduced(bytes: Uint8Array, box: { left: number; top: number; width: number; height: number }, shrink: number, bands: number, outW: number, outH: number, flip: boolean): Uint8Array | undefined {
+  if (!enabled) return undefined;
+  const v = load();
+  if (v === null) return undefined;
+  const img: unknown[] = [null];
+  // SAFETY: as in decodeJpegBox, `bytes` outlives every image made from it (all unreffed below).
+  if (v.jpegloadBuffer(bytes, bytes.length, img, 'str', 'access', 'int', VIPS_ACCESS_SEQUENTIAL, 'str', 'fail_on', 'int', VIPS_FAIL_ON_WARNING, 'str', 'shrink', 'int', shrink, 'str', null) !== 0) return undefined;
+  const made: unknown[] = [img[0]];
+  const step = (ok: boolean, out: unknown[]) => {
+    if (ok) made.push(out[0]);
+    return ok;
+  };
+  try {
+    const full = made[0];
+    const w = v.width(full);
+    const h = v.height(full);
+    if (v.bands(full) !== bands || v.format(full) !== VIPS_FORMAT_UCHAR) return undefined;
+    const cl = Math.min(w - 1, Math.round(box.left / shrink));
+    const ct = Math.min(h - 1, Math.round(box.top / shrink));
+    const cw = Math.min(w - cl, Math.round(box.width / shrink));
+    const ch = Math.min(h - ct, Math.round(box.height / shrink));
+    if (cw < outW || ch < outH) return undefined;
+    const cut: unknown[] = [null];
+    if (!step(v.extractArea(full, cut, cl, ct, cw, ch, 'str', null) === 0, cut)) return undefined;
+    let last = cut[0];
+    if (cw !== outW || ch !== outH) {
+      const red: unknown[] = [null];
+      if (!step(v.reduce(last, red, cw / outW, ch / outH, 'str', 'kernel', 'int', VIPS_KERNEL_LINEAR, 'str', null) === 0, red)) return undefined;
+      last = red[0];
+    }
+    if (flip) {
+      const fl: unknown[] = [null];
+      if (!step(v.flip(last, fl, VIPS_DIRECTION_HORIZONTAL, 'str', null) === 0, fl)) return undefined;
+      last = fl[0];
+    }
+    if (v.width(last) !== outW || v.height(last) !== outH) return undefined;
+    const size = [0];
+    const ptr = v.writeToMemory(last, size);
+    if (ptr === null) return undefined;
+    try {
+      if (size[0] !== outW * outH * bands) return undefined;
+      // SAFETY: libvips' buffer is copied out before it is freed.
+      return new Uint8Array(v.view(ptr, size[0])).slice();
+    } finally {
+      v.free(ptr);
+    }
+  } finally {
+    for (let k = made.length - 1; k >= 0; k--) v.unref(made[k]);
   }
 }
