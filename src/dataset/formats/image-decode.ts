@@ -290,7 +290,9 @@ function finish(hwc: Uint8Array, height: number, width: number, channels: number
  * - otherwise (the box is enlarged on a side, the common case for RandomResizedCrop on ImageNet-
  *   sized images): libvips decodes and cuts the box, and image-resample.ts resizes it — Pillow's
  *   BILINEAR byte for byte, 2–3× cheaper here than libvips' enlargement (NOTE [why not libvips' resize]).
- * Then the mirror, when `flip`.
+ * Then the mirror, when `flip`. A plain JPEG takes the direct route first (`directView`, NOTE [direct
+ * libvips]): the same split, except that a box at least twice the output is decoded shrunk and its
+ * fractional box resized by image-resample.ts.
  */
 async function cutView(
   pipeline: ReturnType<Sharp>, box: CropBox, srcW: number, srcH: number, width: number, height: number, jpeg: boolean, resampleHere: boolean,
@@ -324,9 +326,10 @@ async function cutView(
 /**
  * The direct route of a view (NOTE [direct libvips]): libvips decodes the box's region of the JPEG
  * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least the output on both sides
- * (libjpeg's scaled IDCT, as libvips' shrink-on-load) — and image-resample.ts resizes the box
- * (fractional after a shrink) to the output: Pillow's BILINEAR of the decoded box, exactly when
- * s = 1, for enlarged and reduced boxes alike. A grey JPEG is resized as one band and spread to
+ * (libjpeg's scaled IDCT, as libvips' shrink-on-load). A box reduced without a shrink is reduced by
+ * libvips' linear kernel, in the same call (as in the sharp path); any other box (enlarged on a side,
+ * or fractional after a shrink) is resized by image-resample.ts: Pillow's BILINEAR of the decoded
+ * box, byte for byte when s = 1. A grey JPEG is resized as one band and spread to
  * RGB after (PIL's convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma after the resize,
  * as in the sharp path. Undefined when libvips cannot decode it here.
  */
