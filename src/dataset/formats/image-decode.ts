@@ -226,7 +226,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     const srcH = meta.pageHeight ?? meta.height;
     if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
     // NOTE [direct libvips]: a plain JPEG's view, straight through libvips' C API; undefined sends it on to sharp.
-    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(bytes, header.channels, options.view, srcW, srcH, width, height, channels, source) : undefined;
+    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source) : undefined;
     if (direct !== undefined) return finish(direct, height, width, channels, options);
     const cmyk = meta.space === 'cmyk';
     const converted = cmyk || (meta.hasAlpha && channels !== 4);
