@@ -23,9 +23,10 @@
 //   time; a reader thread in decode: 'threads' decodes one image at a time instead of several on
 //   libuv's pool (the sharp path got at most 2.4× there, NOTE in image-decode.ts's header).
 // Measured after the route (bench decode-scaling --rows a2, same 240 ImageNet-like files, rounds
-// alternating, 2 shared cores): the whole recipe (RandomResizedCrop 224 + flip + normalize, bf16)
-// 3.85 → 3.74 CPU ms per image; its stages: decode of an enlarged box 1.6 ms + JS resample 0.8 ms,
-// a reduced box decoded and reduced by libvips 3.1 ms, the cast 0.24–0.37 ms. PIL on the same files:
+// alternating, 2 shared and loaded cores): the whole recipe (RandomResizedCrop 224 + flip + normalize,
+// bf16) 3.55–4.09 → 2.92–3.37 CPU ms per image, 1.13–1.41× the images/s; its stages: decode of an
+// enlarged box 1.7 ms + JS resample 0.9 ms, a reduced box decoded and reduced by libvips 3.1 ms, the
+// cast 0.24–0.37 ms. PIL on the same files:
 // decode 1.15 ms, resize 0.55 ms: the decode and the resample are what is left of the gap.
 
 import { readFileSync } from 'node:fs';
