@@ -2,6 +2,9 @@
 // files and the ImageNet training view (RandomResizedCrop 224 + flip + normalize), per process
 // count N (default 1, 4, 8, 15):
 //   (a) decodeImage in this thread, one process (file read included);
+//   (a2) (a) with the sharp path only (STOKER_VIPS_DIRECT off) and with the direct libvips route
+//       (NOTE [direct libvips]), in alternating rounds of the same files, plus the stages of the
+//       direct route (decode of the box, resample, cast + normalize) timed apart;
 //   (b) N independent Node processes, each running (a)'s loop on its own files: the ceiling;
 //   (c) N independent python processes running torchvision's recipe on PIL (bench/pil_recipe_loop.py,
 //       the dataset of bench/torchvision_images.py): the reference per core;
@@ -15,7 +18,7 @@
 // images/s = all images / wall time until the last one ends.
 //
 //   npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240 (images per process per pass)]
-//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
+//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
 //     [--variants default,stgc,pool1,uv1,all]
 
 import { execFileSync, spawn } from 'node:child_process';
@@ -30,13 +33,17 @@ import { DataLoader } from '../src/index.js';
 import { CHILD_FLAGS_ENV, DecodePool } from '../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
-import { viewFrom } from '../src/transforms/crop-box.js';
+import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
+import { decodeJpegBox, decodeJpegReduced, setVipsDirect } from '../src/dataset/formats/vips-direct.js';
+import { jpegHeader, toFloats } from '../src/dataset/formats/image-decode.js';
+import { resampleBilinear } from '../src/dataset/formats/image-resample.js';
+import { PickKey } from '../src/sampler/pick-key.js';
 import { fixture } from './images.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
-const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)] [--variants default,stgc,pool1,uv1,all]';
+const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)] [--variants default,stgc,pool1,uv1,all]';
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** Child flag variants for (d)/(e): flags in STOKER_DECODE_CHILD_FLAGS and the child's UV_THREADPOOL_SIZE. */
@@ -233,6 +240,63 @@ export async function main(args: readonly string[]): Promise<void> {
     const [s, cpuMs] = await loop(cfg, 0, per);
     one = row('a', 'decodeImage loop in this thread', 1, per, s, cpuMs);
     print(one);
+  }
+  if (rows.has('a2')) {
+    const cfg: LoopConfig = { paths: slice(0), output, warm };
+    const bytes = await Promise.all(cfg.paths.map((p) => readFile(p)));
+    // In-memory bytes (no file read), rounds alternating old / new, 4 rounds each.
+    const round = async (direct: boolean): Promise<[number, number]> => {
+      setVipsDirect(direct);
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      for (let i = 0; i < bytes.length; i++) await decodeImage(bytes[i]!, decodeOptions(cfg, i));
+      const c = process.cpuUsage(c0);
+      return [(performance.now() - t0) / 1000, (c.user + c.system) / 1000];
+    };
+    await round(false);
+    await round(true);
+    const sum: { old: [number, number]; new: [number, number] } = { old: [0, 0], new: [0, 0] };
+    for (let r = 0; r < 4; r++) {
+      for (const direct of r % 2 === 0 ? [false, true] : [true, false]) {
+        const [s, ms] = await round(direct);
+        const k = direct ? sum.new : sum.old;
+        k[0] += s;
+        k[1] += ms;
+      }
+    }
+    setVipsDirect(true);
+    const oldRow = row('a2', 'decodeImage, sharp path only (bytes in memory)', 1, 4 * per, sum.old[0]!, sum.old[1]!);
+    const newRow = row('a2', 'decodeImage, direct libvips route (bytes in memory)', 1, 4 * per, sum.new[0]!, sum.new[1]!);
+    print(oldRow);
+    print({ ...newRow, scaling: newRow.imagesPerS / oldRow.imagesPerS });
+    // The stages of the direct route, wall ms per image over one pass each.
+    const view = viewFrom('train');
+    const stage = { reduced: 0, reducedMs: 0, decode: 0, resample: 0, cast: 0 };
+    for (let i = 0; i < bytes.length; i++) {
+      const h = jpegHeader(bytes[i]!)!;
+      const box = boxFor(view, new PickKey(i, 0, 0, { hi: 0, lo: 1 }), h.width, h.height);
+      let shrink = 1;
+      for (const f of [8, 4, 2]) if (box.width >= f * 224 && box.height >= f * 224) { shrink = f; break; }
+      let px: Uint8Array;
+      const t0 = performance.now();
+      if (shrink === 1 && box.width >= 224 && box.height >= 224) {
+        px = decodeJpegReduced(bytes[i]!, box, 1, h.channels, 224, 224, box.flip)!;
+        stage.reduced++;
+        stage.reducedMs += performance.now() - t0;
+      } else {
+        const d = decodeJpegBox(bytes[i]!, box, shrink, h.channels)!;
+        const t1 = performance.now();
+        px = resampleBilinear(d.data, d.width, d.height, d.bands, { x0: d.x0, y0: d.y0, x1: d.x1, y1: d.y1 }, 224, 224, box.flip);
+        d.release();
+        stage.decode += t1 - t0;
+        stage.resample += performance.now() - t1;
+      }
+      const t2 = performance.now();
+      if (output !== 'uint8') toFloats(px, 224 * 224, 3, false, output, { mean: MEAN, std: STD });
+      stage.cast += performance.now() - t2;
+    }
+    const other = per - stage.reduced;
+    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / Math.max(1, stage.reduced)).toFixed(3)}; ${other} others: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + JS resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
   }
   const scaled = (r: Row, ref: Row | undefined): Row => (ref === undefined ? r : { ...r, scaling: r.imagesPerS / (r.n * ref.imagesPerS) });
   if (rows.has('b')) {

@@ -99,6 +99,124 @@ function horizontal3(src: Uint8Array, rowFirst: number, rows: number, rowBytes: 
   }
 }
 
+/**
+ * An axis whose outputs read at most three taps (every enlarged axis, and reductions up to 1.5×) as
+ * three fixed taps each — two where every output reads at most two (an enlarged axis: the triangle
+ * of support 1 reaches two pixels) — the first tap moved back where they would run past the end, the
+ * weights padded with zeros. The sums are the same integers (adding k · 0 changes nothing), so the
+ * bytes are too. Measured (2 cores): 150×180 → 224² 1.21 ms with the general loops, 0.80 with three
+ * fixed taps, 0.67 with two.
+ */
+interface Taps3 {
+  readonly first: Int32Array;
+  readonly k0: Int32Array;
+  readonly k1: Int32Array;
+  readonly k2: Int32Array;
+}
+
+function taps3(c: Coeffs, inSize: number, taps = 3): Taps3 | undefined {
+  const n = c.start.length;
+  if (inSize < taps) return undefined;
+  const first = new Int32Array(n);
+  const k0 = new Int32Array(n);
+  const k1 = new Int32Array(n);
+  const k2 = new Int32Array(n);
+  const w = [0, 0, 0];
+  for (let i = 0; i < n; i++) {
+    const count = c.count[i]!;
+    if (count > taps) return undefined;
+    let f = c.start[i]!;
+    const shift = Math.max(0, f + taps - inSize);
+    f -= shift;
+    w[0] = w[1] = w[2] = 0;
+    for (let t = 0; t < count; t++) w[t + shift] = c.k[i * c.ksize + t]!;
+    first[i] = f;
+    k0[i] = w[0]!;
+    k1[i] = w[1]!;
+    k2[i] = w[2]!;
+  }
+  return { first, k0, k1, k2 };
+}
+
+/** horizontal3 with three fixed taps (see Taps3). */
+function horizontal3Taps3(src: Uint8Array, rowFirst: number, rows: number, rowBytes: number, mid: Uint8Array, outW: number, t: Taps3, flip: boolean): void {
+  const { first, k0, k1, k2 } = t;
+  const midRow = outW * 3;
+  for (let y = 0; y < rows; y++) {
+    const srow = (y + rowFirst) * rowBytes;
+    const mrow = y * midRow;
+    for (let xx = 0; xx < outW; xx++) {
+      const s = srow + first[xx]! * 3;
+      const a = k0[xx]!;
+      const b = k1[xx]!;
+      const c = k2[xx]!;
+      const r = (HALF + src[s]! * a + src[s + 3]! * b + src[s + 6]! * c) >> PRECISION_BITS;
+      const g = (HALF + src[s + 1]! * a + src[s + 4]! * b + src[s + 7]! * c) >> PRECISION_BITS;
+      const bl = (HALF + src[s + 2]! * a + src[s + 5]! * b + src[s + 8]! * c) >> PRECISION_BITS;
+      const o = mrow + (flip ? outW - 1 - xx : xx) * 3;
+      mid[o] = r < 0 ? 0 : r > 255 ? 255 : r;
+      mid[o + 1] = g < 0 ? 0 : g > 255 ? 255 : g;
+      mid[o + 2] = bl < 0 ? 0 : bl > 255 ? 255 : bl;
+    }
+  }
+}
+
+/** horizontal3Taps3 with two fixed taps (every enlarged axis: the triangle of support 1 reaches two pixels). */
+function horizontal3Taps2(src: Uint8Array, rowFirst: number, rows: number, rowBytes: number, mid: Uint8Array, outW: number, t: Taps3, flip: boolean): void {
+  const { first, k0, k1 } = t;
+  const midRow = outW * 3;
+  for (let y = 0; y < rows; y++) {
+    const srow = (y + rowFirst) * rowBytes;
+    const mrow = y * midRow;
+    for (let xx = 0; xx < outW; xx++) {
+      const s = srow + first[xx]! * 3;
+      const a = k0[xx]!;
+      const b = k1[xx]!;
+      const r = (HALF + src[s]! * a + src[s + 3]! * b) >> PRECISION_BITS;
+      const g = (HALF + src[s + 1]! * a + src[s + 4]! * b) >> PRECISION_BITS;
+      const bl = (HALF + src[s + 2]! * a + src[s + 5]! * b) >> PRECISION_BITS;
+      const o = mrow + (flip ? outW - 1 - xx : xx) * 3;
+      mid[o] = r < 0 ? 0 : r > 255 ? 255 : r;
+      mid[o + 1] = g < 0 ? 0 : g > 255 ? 255 : g;
+      mid[o + 2] = bl < 0 ? 0 : bl > 255 ? 255 : bl;
+    }
+  }
+}
+
+/** vertical3Taps with two fixed taps. */
+function vertical2Taps(mid: Uint8Array, midRow: number, out: Uint8Array, outH: number, t: Taps3, rowFirst: number): void {
+  const { first, k0, k1 } = t;
+  for (let yy = 0; yy < outH; yy++) {
+    const m0 = (first[yy]! - rowFirst) * midRow;
+    const m1 = m0 + midRow;
+    const a = k0[yy]!;
+    const b = k1[yy]!;
+    const orow = yy * midRow;
+    for (let i = 0; i < midRow; i++) {
+      const v = (HALF + mid[m0 + i]! * a + mid[m1 + i]! * b) >> PRECISION_BITS;
+      out[orow + i] = v < 0 ? 0 : v > 255 ? 255 : v;
+    }
+  }
+}
+
+/** The vertical pass with three fixed taps (see Taps3), rows relative to the first row the pass reads. */
+function vertical3Taps(mid: Uint8Array, midRow: number, out: Uint8Array, outH: number, t: Taps3, rowFirst: number): void {
+  const { first, k0, k1, k2 } = t;
+  for (let yy = 0; yy < outH; yy++) {
+    const m0 = (first[yy]! - rowFirst) * midRow;
+    const m1 = m0 + midRow;
+    const m2 = m1 + midRow;
+    const a = k0[yy]!;
+    const b = k1[yy]!;
+    const c = k2[yy]!;
+    const orow = yy * midRow;
+    for (let i = 0; i < midRow; i++) {
+      const v = (HALF + mid[m0 + i]! * a + mid[m1 + i]! * b + mid[m2 + i]! * c) >> PRECISION_BITS;
+      out[orow + i] = v < 0 ? 0 : v > 255 ? 255 : v;
+    }
+  }
+}
+
 /** A box in source pixels; fractional edges are allowed (Pillow's `box`), x1 > x0, y1 > y0, inside the image. */
 export interface ResampleBox {
   readonly x0: number;
@@ -114,16 +232,23 @@ export interface ResampleBox {
 export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
   const h = coeffs(srcW, box.x0, box.x1, outW);
   const v = coeffs(srcH, box.y0, box.y1, outH);
-  // Only the source rows the vertical pass reads (Pillow's ybox).
-  const rowFirst = v.start[0]!;
-  const rowEnd = v.start[outH - 1]! + v.count[outH - 1]!;
+  const h2 = channels === 3 ? taps3(h, srcW, 2) : undefined;
+  const h3 = channels === 3 && h2 === undefined ? taps3(h, srcW) : undefined;
+  const v2 = taps3(v, srcH, 2);
+  const v3 = v2 ?? taps3(v, srcH);
+  const vTaps = v2 !== undefined ? 2 : 3;
+  // Only the source rows the vertical pass reads (Pillow's ybox; with three fixed taps, the rows they reach).
+  const rowFirst = v3 !== undefined ? Math.min(v.start[0]!, v3.first[0]!) : v.start[0]!;
+  const rowEnd = v3 !== undefined ? Math.max(v.start[outH - 1]! + v.count[outH - 1]!, v3.first[outH - 1]! + vTaps) : v.start[outH - 1]! + v.count[outH - 1]!;
   const rows = rowEnd - rowFirst;
   const mid = new Uint8Array(rows * outW * channels);
   const hk = h.k;
   const hks = h.ksize;
   const rowBytes = srcW * channels;
   const midRow = outW * channels;
-  if (channels === 3) horizontal3(src, rowFirst, rows, rowBytes, mid, outW, h, flip);
+  if (h2 !== undefined) horizontal3Taps2(src, rowFirst, rows, rowBytes, mid, outW, h2, flip);
+  else if (h3 !== undefined) horizontal3Taps3(src, rowFirst, rows, rowBytes, mid, outW, h3, flip);
+  else if (channels === 3) horizontal3(src, rowFirst, rows, rowBytes, mid, outW, h, flip);
   else {
     for (let y = 0; y < rows; y++) {
       const srow = (y + rowFirst) * rowBytes;
@@ -144,6 +269,14 @@ export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, ch
   // Vertical: one output row at a time, its taps' rows accumulated whole (sequential reads; the sums
   // stay below 2^31: 255 · ~2^22 + 2^21).
   const out = new Uint8Array(outH * midRow);
+  if (v2 !== undefined) {
+    vertical2Taps(mid, midRow, out, outH, v2, rowFirst);
+    return out;
+  }
+  if (v3 !== undefined) {
+    vertical3Taps(mid, midRow, out, outH, v3, rowFirst);
+    return out;
+  }
   const acc = new Int32Array(midRow);
   const vk = v.k;
   const vks = v.ksize;

@@ -1,0 +1,142 @@
+// The direct libvips route of a JPEG view (NOTE [direct libvips] in vips-direct.ts) against the sharp
+// path it replaces, in one process (setVipsDirect switches between them): the same bytes for boxes
+// enlarged on a side (grey and RGB, any channels, flipped or not), within the documented tolerance for
+// boxes shrunk on load, the same typed errors for damaged files, the sharp path for what it does not
+// cover (CMYK), and the same bytes from a decode child process as from this thread.
+
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import sharp, { type JpegOptions } from 'sharp';
+import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
+import { type DecodeImageOptions, decodeImage, loadImageDecoder } from '../../src/dataset/formats/image-decode.js';
+import { setVipsDirect, vipsDirectAvailable } from '../../src/dataset/formats/vips-direct.js';
+import { type ViewOption, viewFrom } from '../../src/transforms/crop-box.js';
+
+/** A photo-like JPEG: a smooth random colour field with texture and noise (as image-view-resize.test.ts). */
+async function photo(w: number, h: number, seed: number, options: JpegOptions = {}): Promise<Buffer> {
+  let s = seed * 2654435761 + 1;
+  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+  const small = Buffer.alloc(12 * 10 * 3);
+  for (let i = 0; i < small.length; i++) small[i] = Math.floor(rand() * 256);
+  const field = await sharp(small, { raw: { width: 12, height: 10, channels: 3 } }).resize(w, h, { kernel: 'cubic' }).raw().toBuffer();
+  for (let i = 0; i < field.length; i++) field[i] = Math.max(0, Math.min(255, field[i]! + 30 * Math.sin(i / 17) + (rand() - 0.5) * 40));
+  return sharp(field, { raw: { width: w, height: h, channels: 3 } }).jpeg({ quality: 90, ...options }).toBuffer();
+}
+
+function options(view: ViewOption, sample: number, extra: Partial<DecodeImageOptions> = {}): DecodeImageOptions {
+  return { size: [224, 224], source: 'test.jpg', view: { view: viewFrom(view), sample, repeat: 0, epoch: 0, seed: { hi: 0, lo: 3 } }, ...extra };
+}
+
+/** decodeImage through the sharp path only, then through the direct route. */
+async function both(bytes: Uint8Array, o: DecodeImageOptions): Promise<[Uint8Array, Uint8Array]> {
+  setVipsDirect(false);
+  try {
+    const old = (await decodeImage(bytes, o)).data as Uint8Array;
+    setVipsDirect(true);
+    return [old, (await decodeImage(bytes, o)).data as Uint8Array];
+  } finally {
+    setVipsDirect(true);
+  }
+}
+
+function stats(a: Uint8Array, b: Uint8Array): { max: number; mean: number } {
+  assert.equal(a.length, b.length);
+  let max = 0;
+  let sum = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i]! - b[i]!);
+    sum += d;
+    max = Math.max(max, d);
+  }
+  return { max, mean: sum / a.length };
+}
+
+async function errorOf(p: Promise<unknown>): Promise<{ code: unknown; message: string }> {
+  try {
+    await p;
+  } catch (e) {
+    return { code: (e as { code?: unknown }).code, message: (e as Error).message };
+  }
+  assert.fail('the decode did not fail');
+}
+
+describe('direct libvips route of JPEG views', () => {
+  after(() => setVipsDirect(true));
+
+  it('loads on linux, from the libvips that sharp loaded', { skip: process.platform !== 'linux' && 'the route is linux-only' }, () => {
+    loadImageDecoder();
+    assert.equal(vipsDirectAvailable(), true);
+  });
+
+  it('gives the bytes of the sharp path for boxes enlarged on a side, and stays within tolerance of it for the others', async () => {
+    const jpeg = await photo(500, 375, 1);
+    let enlarged = 0;
+    let reduced = 0;
+    for (let sample = 0; sample < 40; sample++) {
+      for (const extra of [{}, { channels: 1 as const }, { layout: 'hwc' as const, output: 'bfloat16' as const, normalize: { mean: [0.5], std: [0.25] } }]) {
+        const [old, now] = await both(jpeg, options('train', sample, extra));
+        const d = stats(new Uint8Array(old.buffer, old.byteOffset, old.byteLength), new Uint8Array(now.buffer, now.byteOffset, now.byteLength));
+        if (d.max === 0) enlarged++;
+        else {
+          reduced++;
+          assert.ok(extra.output === undefined ? d.max <= 3 && d.mean <= 0.5 : true, `sample ${sample} ${JSON.stringify(extra)}: ${JSON.stringify(d)}`);
+        }
+      }
+    }
+    assert.ok(enlarged > 0, 'some boxes gave the same bytes');
+  });
+
+  it('a grey JPEG decodes to the sharp path\'s bytes as 1 and as 3 channels', async () => {
+    const grey = await sharp(await photo(320, 240, 2)).greyscale().jpeg().toBuffer();
+    for (const channels of [1, 3] as const) {
+      for (let sample = 0; sample < 12; sample++) {
+        const [old, now] = await both(grey, options({ randomResizedCrop: { scale: [0.08, 0.3] }, flip: true }, sample, { channels }));
+        assert.deepEqual(now, old, `channels ${channels} sample ${sample}`);
+      }
+    }
+  });
+
+  it('a box at least twice the output (shrunk on load) stays within the documented tolerance of the sharp path', async () => {
+    const jpeg = await photo(1200, 900, 3, { progressive: true });
+    for (let sample = 0; sample < 3; sample++) {
+      const [old, now] = await both(jpeg, options('eval', sample));
+      const d = stats(old, now);
+      assert.ok(d.max <= 16 && d.mean <= 2.5, JSON.stringify(d));
+    }
+  });
+
+  it('a damaged JPEG fails with the typed error of the sharp path', async () => {
+    const jpeg = await photo(300, 200, 4);
+    const damaged = [jpeg.subarray(0, Math.floor(jpeg.length / 2)), Buffer.concat([jpeg.subarray(0, 400), Buffer.alloc(2000, 0x55)])];
+    for (const bytes of damaged) {
+      setVipsDirect(false);
+      const old = await errorOf(decodeImage(bytes, options('train', 1)));
+      setVipsDirect(true);
+      const now = await errorOf(decodeImage(bytes, options('train', 1)));
+      assert.equal(old.code, 'ERR_BAD_FILE');
+      assert.deepEqual(now, old);
+    }
+  });
+
+  it('a CMYK JPEG goes through the sharp path (the same bytes either way)', async () => {
+    const cmyk = await sharp(await photo(200, 160, 5)).toColourspace('cmyk').jpeg().toBuffer();
+    const [old, now] = await both(cmyk, options('train', 2));
+    assert.deepEqual(now, old);
+  });
+
+  it('a decode child process gives the bytes of this thread', { timeout: 60_000 }, async () => {
+    const jpeg = await photo(500, 375, 6);
+    const pool = new DecodePool({ size: 1 });
+    try {
+      for (let sample = 0; sample < 6; sample++) {
+        const o = options('train', sample, { output: 'float32', normalize: { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] } });
+        const here = await decodeImage(jpeg, o);
+        const there = await pool.decode(jpeg, o);
+        assert.deepEqual(there.shape, here.shape);
+        assert.deepEqual(there.data, here.data, `sample ${sample}`);
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+});
