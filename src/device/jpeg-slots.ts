@@ -110,7 +110,8 @@ export class JpegSlots {
     const granted = slot !== undefined ? Promise.resolve(slot) : new Promise<JpegSlot>((r) => (resolve = r));
     const give = (s: JpegSlot) => {
       slot = s;
-      state = 'granted';
+      // Taken while it waited: the call that took it has the slot now (and releases it).
+      if (state === 'waiting') state = 'granted';
       resolve!(s);
     };
     if (slot === undefined) {
