@@ -180,6 +180,45 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
     }
   });
 
+  it('the same rows, in the same order, with read-ahead 1, unbounded and the legacy turn chain; STOKER_DECODE_TIMING logs each phase at epoch end', async () => {
+    const { root } = await jpegFolder(13);
+    const opts = { device: 'sim', batchSize: 3, seed: 7, shuffle: true, dropLast: false } as const;
+    const rowsWith = async (env: Record<string, string>) => {
+      const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+      Object.assign(process.env, env);
+      try {
+        const loader = await DataLoader.create(sources.imageFolder(root, { size: SIZE, view: 'train', decode: 'gpu' }), opts);
+        try {
+          return await epochRows(loader, 0);
+        } finally {
+          await loader.close();
+        }
+      } finally {
+        for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+      }
+    };
+    const lines: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      if (String(chunk).startsWith('stoker decode timing:')) lines.push(String(chunk));
+      return (write as (...a: unknown[]) => boolean)(chunk, ...rest);
+    }) as typeof process.stderr.write;
+    let base;
+    try {
+      base = await rowsWith({ STOKER_DECODE_TIMING: '1' });
+    } finally {
+      process.stderr.write = write;
+    }
+    assert.equal(new Set(base.labels.map((_, i) => i)).size, 13);
+    assert.equal(lines.length, 1);
+    for (const phase of ['ahead 4]', '5 batches', 'reads', 'slot', 'decode', 'cpu fallback', 'total']) assert.ok(lines[0]!.includes(phase), `${phase} in ${lines[0]}`);
+    for (const env of [{ STOKER_DECODE_AHEAD: '1' }, { STOKER_DECODE_AHEAD: '0' }, { STOKER_DECODE_LEGACY: '1' }] as Record<string, string>[]) {
+      const got = await rowsWith(env);
+      assert.deepEqual(got.labels, base.labels, JSON.stringify(env));
+      assert.deepEqual(got.rows, base.rows, JSON.stringify(env));
+    }
+  });
+
   it('resumes mid-epoch with exactly the rest of the epoch', async () => {
     const { root } = await jpegFolder(13);
     const opts = { device: 'sim', batchSize: 3, seed: 5, shuffle: true, dropLast: false } as const;

@@ -13,7 +13,7 @@ import type { Assembly } from './assembly.js';
 import type { Backend } from './backend.js';
 import type { DeviceBatch } from './device.js';
 import { type CropBoxes, type JpegOutputDtype, dtypeBytes } from './cuda/nvjpeg-plan.js';
-import { GpuJpegDecoder } from './cuda/nvjpeg.js';
+import { type DecodeCallTiming, GpuJpegDecoder, type SlotTicket } from './cuda/nvjpeg.js';
 import { SimBackend } from './sim/sim-backend.js';
 
 /** The image field a decoded batch holds: 3 channels of `size`, in `layout` and `dtype`, normalized when mean/std are given. */
@@ -23,6 +23,20 @@ export interface JpegImageSpec {
   readonly dtype: JpegOutputDtype;
   readonly mean?: readonly number[];
   readonly std?: readonly number[];
+}
+
+/** A batch's wall time (ms) by phase (STOKER_DECODE_TIMING): the decoder's, plus the host's work around it. */
+export interface JpegBatchTiming extends DecodeCallTiming {
+  /** Before the decoder: retire, the batch's device buffers, the small fields' copies. */
+  prepMs: number;
+  /** The CPU decode of the files the GPU refused. */
+  cpuMs: number;
+}
+
+/** Optional parts of a `decodeBatch` call: the batch's place in the decoder's slot order (`decoder.reserve()`), its timing. */
+export interface JpegBatchCall {
+  readonly ticket?: SlotTicket;
+  readonly timing?: JpegBatchTiming;
 }
 
 export interface JpegDevice {
@@ -43,7 +57,7 @@ export interface JpegDevice {
    * `failed`: the files neither the GPU nor the CPU could decode (their rows hold garbage; the caller
    * frees the batch and fails it).
    */
-  decodeBatch(decoder: GpuJpegDecoder, files: readonly Uint8Array[], host: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[]): Promise<{ batch: DeviceBatch; failed: number[] }>;
+  decodeBatch(decoder: GpuJpegDecoder, files: readonly Uint8Array[], host: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall): Promise<{ batch: DeviceBatch; failed: number[] }>;
 }
 
 /**
@@ -61,7 +75,7 @@ export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
     open: () => GpuJpegDecoder.open(backend),
     fileMemory: (bytes) => a.memory.host.acquire('uint8', Math.max(1, Math.ceil(bytes / PIN_CLASS)) * PIN_CLASS),
     releaseFiles: (memory) => a.memory.host.recycle('uint8', memory),
-    decodeBatch: (decoder, files, host, boxes, image, imageAt, others) => decodeBatch(a, decoder, files, host, boxes, image, imageAt, others),
+    decodeBatch: (decoder, files, host, boxes, image, imageAt, others, call) => decodeBatch(a, decoder, files, host, boxes, image, imageAt, others, call),
   };
 }
 
@@ -74,8 +88,10 @@ export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
 const PIN_CLASS = 4 * 2 ** 20;
 
 async function decodeBatch(
-  a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], pinned: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[],
+  a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], pinned: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall,
 ): Promise<{ batch: DeviceBatch; failed: number[] }> {
+  const timing = call?.timing;
+  const t0 = timing !== undefined ? performance.now() : 0;
   const memory = a.memory;
   const backend = memory.backend;
   memory.retire();
@@ -96,8 +112,11 @@ async function decodeBatch(
       a.countH2d(t.byteLength);
     });
     const out = { ptr: imageBuffer.ptr, rowBytes, layout: image.layout, dtype: image.dtype, size: image.size, mean: image.mean, std: image.std };
-    const { fallback } = await decoder.decodeInto(files, boxes, out, 'copy');
+    if (timing !== undefined) timing.prepMs += performance.now() - t0;
+    const { fallback } = await decoder.decodeInto(files, boxes, out, 'copy', call);
+    const t1 = timing !== undefined ? performance.now() : 0;
     failed = fallback.length > 0 ? (await decoder.decodeOnCpu(files, fallback, boxes, out, 'copy')).failed : [];
+    if (timing !== undefined) timing.cpuMs += performance.now() - t1;
   } catch (error) {
     // Queued copies or decodes may still write these buffers: back only once the copy stream passes them.
     const done = backend.record('copy');

@@ -5,6 +5,8 @@
 // - A batch holds one slot from its decode to its rows (acquire … release); slots are handed out
 //   in the order they were asked for (a FIFO: `acquire` queues synchronously), one batch per slot,
 //   so each slot's state (and its device scratch, owned by the decoder) serves one batch at a time.
+//   A caller may take its place in that order early (`reserve`: a ticket, queued synchronously) and
+//   claim the slot later (`take`), or give the place up (`cancel`, which passes a granted slot on).
 // - A slot whose thread died fails its jobs with the thread's error; the others go on.
 // - The decoder owns what the slots use (nvJPEG states, device scratch) and releases it itself once
 //   no slot is held (`whenIdle`); `close` then ends the threads. STOKER_JPEG_WORKERS=0 runs the same
@@ -47,6 +49,16 @@ export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process
   return byDefault;
 }
 
+/**
+ * A place in a decoder's slot order, taken early (see `reserve`): `take` claims the slot (once; the
+ * decode call then releases it), `cancel` gives the place back when the batch never decodes (a no-op
+ * once taken). Exactly one of the two settles every ticket.
+ */
+export interface SlotTicket {
+  take(): Promise<JpegSlot>;
+  cancel(): void;
+}
+
 export class JpegSlots {
   readonly #slots: (WorkerSlot | InlineSlot)[];
   readonly #free: (WorkerSlot | InlineSlot)[];
@@ -83,6 +95,49 @@ export class JpegSlots {
     const slot = this.#free.shift();
     if (slot !== undefined) return Promise.resolve(slot);
     return new Promise<JpegSlot>((resolve) => this.#waiting.push(resolve));
+  }
+
+  /**
+   * A place in the slot order now (queued before this returns, counted in `held` until it is taken
+   * and released, or cancelled): the slot is claimed later with `take`.
+   */
+  reserve(): SlotTicket {
+    if (this.#closed) throw new Error('this GPU JPEG decoder is closed');
+    this.#held++;
+    let state: 'waiting' | 'granted' | 'taken' | 'cancelled' = 'granted';
+    let slot: JpegSlot | undefined = this.#free.shift();
+    let resolve: ((slot: JpegSlot) => void) | undefined;
+    const granted = slot !== undefined ? Promise.resolve(slot) : new Promise<JpegSlot>((r) => (resolve = r));
+    const give = (s: JpegSlot) => {
+      slot = s;
+      // Taken while it waited: the call that took it has the slot now (and releases it).
+      if (state === 'waiting') state = 'granted';
+      resolve!(s);
+    };
+    if (slot === undefined) {
+      state = 'waiting';
+      this.#waiting.push(give);
+    }
+    return {
+      take: () => {
+        if (state === 'taken' || state === 'cancelled') return Promise.reject(new Error(`internal: a decode-slot ticket ${state} twice`));
+        state = 'taken';
+        return granted;
+      },
+      cancel: () => {
+        if (state === 'taken' || state === 'cancelled') return;
+        if (state === 'granted') {
+          state = 'cancelled';
+          this.release(slot!);
+          return;
+        }
+        state = 'cancelled';
+        const at = this.#waiting.indexOf(give);
+        if (at >= 0) this.#waiting.splice(at, 1);
+        this.#held--;
+        if (this.#held === 0) for (const done of this.#idle.splice(0)) done();
+      },
+    };
   }
 
   release(slot: JpegSlot): void {

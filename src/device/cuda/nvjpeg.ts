@@ -17,6 +17,8 @@
 //   nvjpegDecodeBatched on CUDA, sharp and the resampler on sim — while the main thread goes on
 //   (reads the next batch, hands out the last). Each slot has its own nvJPEG state and device
 //   scratch; stream order makes a slot's scratch safe to reuse. Calls beyond `slots` wait, in order.
+//   A caller may take its place in that order before the call (`reserve`, then pass the ticket in
+//   `call.ticket`; cancel it if the call never comes), so that order is the order of its batches.
 // - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
 
 import { LoaderError, invalidOption } from '../../errors.js';
@@ -25,12 +27,13 @@ import { SimBackend } from '../sim/sim-backend.js';
 import { StreamScratch } from '../stream-scratch.js';
 import { CpuJpegRows } from '../sim/sim-jpeg.js';
 import type { NvjpegDecoded, SimDecoded } from '../jpeg-jobs.js';
-import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, slotThreads } from '../jpeg-slots.js';
+import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, type SlotTicket, slotThreads } from '../jpeg-slots.js';
 import { CudaBackend } from './cuda-backend.js';
 import { type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, pixelLayout, writeJob, CHANNELS } from './nvjpeg-plan.js';
 import { NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_HARDWARE, type NvJpeg, nvjpeg, nvjpegFailed, statusName } from './nvjpeg-lib.js';
 
 export type { CropBox, CropBoxes, JpegBatchOutput } from './nvjpeg-plan.js';
+export type { SlotTicket } from '../jpeg-slots.js';
 
 const CROP_RESIZE_PTX = new URL('../../../kernels/crop-resize.ptx', import.meta.url);
 const KERNELS = { uint8: 'stoker_crop_resize_u8', float32: 'stoker_crop_resize_f32', float16: 'stoker_crop_resize_f16', bfloat16: 'stoker_crop_resize_bf16' } as const;
@@ -63,6 +66,26 @@ export interface DecodeStats {
   calls: number;
 }
 
+/** One call's wall time (ms) by phase, added to when given (STOKER_DECODE_TIMING, decode.ts). */
+export interface DecodeCallTiming {
+  /** Waiting for the decode slot. */
+  slotMs: number;
+  /** The slot's header probes and nvjpegDecodeBatched (on sim: the CPU decode and the resampler). */
+  probeMs: number;
+  decodeMs: number;
+  /** The slot's job round trip beyond probe and decode: the hand-off to a slot's thread and back (≈ 0 inline). */
+  handoffMs: number;
+  /** The crop kernel's table and launch (on sim: the rows' upload). */
+  launchMs: number;
+}
+
+/** Optional parts of a `decodeInto` call. */
+export interface DecodeCall {
+  /** The caller's place in the slot order, from `reserve` (claimed by the call, even when it throws). */
+  readonly ticket?: SlotTicket;
+  readonly timing?: DecodeCallTiming;
+}
+
 export abstract class GpuJpegDecoder {
   /** 'nvjpeg-hardware', 'nvjpeg-gpu-hybrid' or 'sim' (the CPU decoder behind the sim device). */
   abstract readonly kind: string;
@@ -84,7 +107,14 @@ export abstract class GpuJpegDecoder {
   }
 
   /** Decode `files`, crop each by its box and write row k of `out`; see the header for the rules. */
-  abstract decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName): Promise<DecodeResult>;
+  abstract decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName, call?: DecodeCall): Promise<DecodeResult>;
+
+  /**
+   * A place in the slot order, taken now (decode calls with it go in the order of their tickets,
+   * calls without one in the order they are made, after the tickets already out): pass it to
+   * `decodeInto` as `call.ticket`, or `cancel` it when that call never comes.
+   */
+  abstract reserve(): SlotTicket;
 
   /** Write rows `which` of `out` from the CPU decoder (any format sharp reads); `failed` are the files it could not decode. */
   abstract decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName): Promise<{ failed: number[] }>;
@@ -139,18 +169,27 @@ class SimJpegDecoder extends GpuJpegDecoder {
     this.#slots = new JpegSlots(slots, slotThreads(true));
   }
 
-  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
-    if (this.#closed) throw new Error('this GPU JPEG decoder is closed');
-    checkBoxCount(boxes, files.length);
-    checkOutput(out);
-    const slot = await this.#slots.acquire();
+  reserve(): SlotTicket {
+    return this.#slots.reserve();
+  }
+
+  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy', call?: DecodeCall): Promise<DecodeResult> {
+    const timing = call?.timing;
+    const tw = performance.now();
+    // The slot first, then the checks: a ticket's slot is this call's to release once claimed.
+    const slot = await (call?.ticket?.take() ?? this.#slots.acquire());
     try {
+      if (this.#closed) throw new Error('this GPU JPEG decoder is closed');
+      checkBoxCount(boxes, files.length);
+      checkOutput(out);
       const t0 = performance.now();
+      if (timing !== undefined) timing.slotMs += t0 - tw;
       this.stats.calls++;
       // What nvJPEG's hardware engine takes is decoded on the slot's thread; the rest is the caller's CPU fallback, as on a GPU.
       const { widths, heights } = await slot.run<SimDecoded>({ op: 'sim-decode', ...sharedFiles(files), filter: 'gpu-jpeg' });
       const t1 = performance.now();
       this.stats.decodeMs += t1 - t0;
+      if (timing !== undefined) timing.decodeMs += t1 - t0;
       const fallback: number[] = [];
       const table = new Int32Array(5 * files.length);
       const written: number[] = [];
@@ -169,6 +208,7 @@ class SimJpegDecoder extends GpuJpegDecoder {
       const payload = CHANNELS * out.size[0] * out.size[1] * dtypeBytes(out.dtype);
       if (written.length > 0) this.#rows.upload(written.map((k, r) => ({ k, bytes: rows.subarray(r * payload, (r + 1) * payload) })), payload, out, stream);
       this.stats.launchMs += performance.now() - t1;
+      if (timing !== undefined) timing.launchMs += performance.now() - t1;
       return { fallback };
     } finally {
       this.#slots.release(slot);
@@ -281,12 +321,20 @@ class NvJpegDecoder extends GpuJpegDecoder {
     return new NvJpegDecoder(backend, lib, out[0]!, hardware, flags !== 0, slots);
   }
 
-  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<DecodeResult> {
-    this.#assertOpen();
-    checkBoxCount(boxes, files.length);
-    const scaleBias = checkOutput(out);
-    const slot = await this.#slots.acquire();
+  reserve(): SlotTicket {
+    return this.#slots.reserve();
+  }
+
+  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy', call?: DecodeCall): Promise<DecodeResult> {
+    const timing = call?.timing;
+    const tw = performance.now();
+    // The slot first, then the checks: a ticket's slot is this call's to release once claimed.
+    const slot = await (call?.ticket?.take() ?? this.#slots.acquire());
     try {
+      this.#assertOpen();
+      checkBoxCount(boxes, files.length);
+      const scaleBias = checkOutput(out);
+      if (timing !== undefined) timing.slotMs += performance.now() - tw;
       this.#last = slot.index;
       this.stats.calls++;
       this.#backend.context.setCurrent();
@@ -308,6 +356,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
         lengths[i] = BigInt(files[k]!.byteLength);
       });
       const cuStream = this.#backend.stream(stream).handle;
+      const tj = performance.now();
       let r = await this.#decodeOn(slot.index, slot, data, lengths, cuStream, stream);
       if (!this.#proven && !this.#planar && r.need > 0 && !r.decoded.some(Boolean)) {
         // Nothing decoded before, nothing now: this library may not write interleaved RGB with this
@@ -319,6 +368,11 @@ class NvJpegDecoder extends GpuJpegDecoder {
       this.stats.probeMs += r.probeMs;
       this.stats.decodeMs += r.decodeMs;
       const t2 = performance.now();
+      if (timing !== undefined) {
+        timing.probeMs += r.probeMs;
+        timing.decodeMs += r.decodeMs;
+        timing.handoffMs += Math.max(0, t2 - tj - r.probeMs - r.decodeMs);
+      }
       // `good`: the candidates (their indexes in the job) nvJPEG wrote; the others go to the CPU.
       const good: number[] = [];
       candidates.forEach((k, i) => {
@@ -355,6 +409,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
         ...Array.from(scaleBias, (v) => ({ f32: v })),
       ]);
       this.stats.launchMs += performance.now() - t2;
+      if (timing !== undefined) timing.launchMs += performance.now() - t2;
       return { fallback };
     } finally {
       this.#slots.release(slot);

@@ -9,15 +9,19 @@
 //   key, or the `fit` box), so a pick's GPU and CPU crops are the same box.
 // - A file neither decoder can read fails its batch (the loader's `errors` decides; the loader
 //   stays usable), its typed error naming the file, with the batch's memory handed back.
-// - Reading batch i + 1 overlaps decoding batch i (the run's read-ahead window launches both), and
-//   the decodes themselves run off the main thread (the decoder's slots, jpeg-slots.ts: two at a
-//   time by default); batches ask for a slot in launch order.
+// - Reading batches i + 1 … overlaps decoding batch i (the run's read-ahead window launches them);
+//   at most STOKER_DECODE_AHEAD batches (default 4) read or hold their files at once, taking their
+//   places in launch order, so that their page-locked buffers are reused rather than made per batch.
+// - Slots go in launch order: a batch takes its place in the decoder's slot order when it gets its
+//   read-ahead place (a ticket, jpeg-slots.ts), then waits for exactly its files and that slot —
+//   not for the previous batch's read (NOTE [slot order]).
 // - `close` returns only once no batch is in flight: no read writes and no decode runs after it.
+// - STOKER_DECODE_TIMING=1 logs where a batch's time goes at each epoch's end (decode-timing.ts).
 
 import { badFile, fileAccess } from '../../errors.js';
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
 import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../device/jpeg-batch.js';
-import type { GpuJpegDecoder } from '../../device/cuda/nvjpeg.js';
+import type { GpuJpegDecoder, SlotTicket } from '../../device/cuda/nvjpeg.js';
 import type { CropBox } from '../../device/cuda/nvjpeg-plan.js';
 import type { EncodedImages } from '../../dataset/formats/encoded-images.js';
 import { decodeImage } from '../../dataset/formats/image-decode.js';
@@ -30,8 +34,22 @@ import { boxFor } from '../../transforms/crop-box.js';
 import type { EpochStats } from '../stats.js';
 import type { AssembleContext, BatchAssembler } from './assembler.js';
 import { FileReaders } from './decode-reads.js';
+import { AheadGate, type BatchFigures, type DecodeRouteKnobs, DecodeTiming, decodeRouteKnobs, newFigures } from './decode-timing.js';
 
 const ZERO_SEED = { hi: 0, lo: 0 };
+
+/** The first guess of a file's size (bytes), until a batch was read. */
+const FIRST_GUESS = 192 * 1024;
+
+/**
+ * NOTE [slot order] A batch takes its place in the decoder's slot order (`decoder.reserve()`) as it
+ * gets its read-ahead place, which the gate hands out in launch order; it then awaits its own files
+ * and, with them read, its slot (`decodeInto` claims the ticket). So slots go in launch order, a
+ * batch never waits for an earlier batch's read or host work beyond that order, and a batch that
+ * fails before its decode cancels its ticket (the slot passes to the next). Before (run 12, still
+ * STOKER_DECODE_LEGACY=1) each batch awaited the previous batch's turn — its read and its call into
+ * the decoder — and only then queued for a slot.
+ */
 
 export class DecodeAssembler implements BatchAssembler {
   readonly route = 'decode';
@@ -44,9 +62,13 @@ export class DecodeAssembler implements BatchAssembler {
   /** The schema's other fields, in order: key, dtype, shape, elements per row. */
   readonly #others: readonly { key: string; dtype: Schema['fields'][number]['dtype']; shape: readonly number[]; rowSize: number }[];
   readonly #readers: FileReaders;
-  /** Bytes a file of this source takes, the largest batch mean seen (first guess 192 KiB): sizes a batch's memory. */
-  #bytesPerFile = 192 * 1024;
-  /** The last batch's turn to ask for a decode slot: the next asks after it (launch order). */
+  /** Bytes a file of this source takes, the largest batch mean seen (FIRST_GUESS until a batch was read): sizes a batch's memory. */
+  #bytesPerFile = FIRST_GUESS;
+  #measured = false;
+  readonly #knobs: DecodeRouteKnobs;
+  readonly #ahead: AheadGate;
+  readonly #timing: DecodeTiming | undefined;
+  /** STOKER_DECODE_LEGACY: the last batch's turn to ask for a decode slot (the next asks after it). */
   #turn: Promise<void> = Promise.resolve();
   readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
@@ -63,6 +85,9 @@ export class DecodeAssembler implements BatchAssembler {
       ...(source.normalize !== undefined ? { mean: source.normalize.mean, std: source.normalize.std } : {}),
     };
     this.#readers = new FileReaders();
+    this.#knobs = decodeRouteKnobs();
+    this.#ahead = new AheadGate(this.#knobs.ahead);
+    this.#timing = this.#knobs.timing ? new DecodeTiming() : undefined;
     this.#others = schema.fields.flatMap((f, i) => (i === this.#imageAt ? [] : [{ key: keys[i]!, dtype: f.dtype, shape: f.shape, rowSize: f.rowSize }]));
   }
 
@@ -73,9 +98,12 @@ export class DecodeAssembler implements BatchAssembler {
 
   beginEpoch(stats: EpochStats): void {
     stats.vramPool = 'none';
+    this.#timing?.begin();
   }
 
-  endEpoch(_stats: EpochStats): void {}
+  endEpoch(stats: EpochStats): void {
+    if (this.#timing !== undefined) process.stderr.write(`${this.#timing.report(stats.epoch, stats.waitMs, this.#knobs)}\n`);
+  }
 
   assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
     const work = this.#assemble(ids, context, keys);
@@ -86,47 +114,89 @@ export class DecodeAssembler implements BatchAssembler {
   }
 
   async #assemble(ids: Uint32Array, context: AssembleContext, keys?: PickKeys): Promise<DeviceBatch> {
-    // Reserve this batch's turn to ask for a decode slot now, so slots go in launch order whatever order reads finish in.
-    const previous = this.#turn;
-    let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
-    // The next batch asks for a slot after this one and every one before it, even when this one fails early.
-    this.#turn = previous.then(() => mine);
+    const figures = this.#timing !== undefined ? newFigures() : undefined;
+    const t0 = performance.now();
+    try {
+      return await this.#ordered(ids, context, keys, figures);
+    } finally {
+      if (figures !== undefined) {
+        figures.totalMs = performance.now() - t0;
+        this.#timing!.add(figures);
+      }
+    }
+  }
+
+  /** Its read-ahead place and slot ticket (NOTE [slot order]), its files, its decode; everything given back on the way out. */
+  async #ordered(ids: Uint32Array, context: AssembleContext, keys: PickKeys | undefined, figures: BatchFigures | undefined): Promise<DeviceBatch> {
+    const legacy = this.#knobs.legacy;
+    let previous: Promise<void> | undefined;
+    let release = () => {};
+    if (legacy) {
+      // Reserve this batch's turn to ask for a decode slot now, so slots go in launch order whatever order reads finish in.
+      previous = this.#turn;
+      const mine = new Promise<void>((resolve) => (release = resolve));
+      // The next batch asks for a slot after this one and every one before it, even when this one fails early.
+      this.#turn = previous.then(() => mine);
+    }
+    let ticket: SlotTicket | undefined;
+    let placeError: unknown;
+    const tw = figures !== undefined ? performance.now() : 0;
+    const waiting = this.#ahead.enter(() => {
+      if (legacy) return;
+      try {
+        ticket = this.#decoder.reserve();
+      } catch (error) {
+        placeError = error;
+      }
+    });
+    try {
+      if (waiting !== undefined) await waiting;
+      if (figures !== undefined) figures.aheadMs += performance.now() - tw;
+      if (placeError !== undefined) throw placeError;
+      return await this.#decode(ids, context, keys, previous, release, ticket, figures);
+    } finally {
+      ticket?.cancel();
+      release();
+      this.#ahead.leave();
+    }
+  }
+
+  async #decode(ids: Uint32Array, context: AssembleContext, keys: PickKeys | undefined, previous: Promise<void> | undefined, release: () => void, ticket: SlotTicket | undefined, figures: BatchFigures | undefined): Promise<DeviceBatch> {
     let batch: DeviceBatch;
     let failed: number[];
-    let files: Uint8Array[];
+    const read = await this.#readFiles(ids, context.signal, figures);
+    const files = read.files;
+    // Until decodeBatch succeeds, the page-locked files are this batch's to give back.
+    let owned: Uint8Array | undefined = read.host;
     try {
-      const read = await this.#readFiles(ids, context.signal);
-      files = read.files;
-      // Until decodeBatch succeeds, the page-locked files are this batch's to give back.
-      let owned: Uint8Array | undefined = read.host;
-      try {
-        const others = this.#readOthers(ids);
-        const boxes = (k: number, width: number, height: number) => this.#box(ids[k]!, k, keys, width, height);
+      const others = this.#readOthers(ids);
+      const boxes = (k: number, width: number, height: number) => this.#box(ids[k]!, k, keys, width, height);
+      if (previous !== undefined) {
+        const tt = performance.now();
         await previous;
-        context.signal.throwIfAborted();
-        for (let attempt = 0; ; attempt++) {
-          try {
-            // Its synchronous part asks for the decode slot: then the next batch may ask for one.
-            const decoding = this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others);
-            release();
-            ({ batch, failed } = await decoding);
+        if (figures !== undefined) figures.turnMs += performance.now() - tt;
+      }
+      context.signal.throwIfAborted();
+      const call = { ...(ticket !== undefined ? { ticket } : {}), ...(figures !== undefined ? { timing: figures } : {}) };
+      for (let attempt = 0; ; attempt++) {
+        try {
+          // Its synchronous part asks for the decode slot (or claims the ticket): then the next batch may ask for one.
+          const decoding = this.#jpeg.decodeBatch(this.#decoder, files, read.host, boxes, this.#image, this.#imageAt, others, call);
+          release();
+          ({ batch, failed } = await decoding);
+          owned = undefined;
+          break;
+        } catch (error) {
+          // Once decodeBatch queued work it gives the files back itself: no retry then.
+          if (error instanceof FilesGivenBack) {
             owned = undefined;
-            break;
-          } catch (error) {
-            // Once decodeBatch queued work it gives the files back itself: no retry then.
-            if (error instanceof FilesGivenBack) {
-              owned = undefined;
-              throw error.cause;
-            }
-            await context.backOff(error, attempt);
+            throw error.cause;
           }
+          await context.backOff(error, attempt);
         }
-      } finally {
-        if (owned !== undefined) this.#jpeg.releaseFiles(owned);
       }
     } finally {
-      release();
+      if (owned !== undefined) this.#jpeg.releaseFiles(owned);
     }
     if (failed.length > 0) {
       // Rows of the batch are garbage: free it in stream order (the consumer waits for its copies first).
@@ -144,19 +214,27 @@ export class DecodeAssembler implements BatchAssembler {
    * again into a buffer of their size. On a failure the buffer is given back (the readers are done
    * with it when `read` settles); the error names the file.
    */
-  async #readFiles(ids: Uint32Array, signal: AbortSignal): Promise<{ files: Uint8Array[]; host: Uint8Array }> {
+  async #readFiles(ids: Uint32Array, signal: AbortSignal, figures: BatchFigures | undefined): Promise<{ files: Uint8Array[]; host: Uint8Array }> {
     const src = this.#source;
     const paths = Array.from(ids, (id) => src.path(id));
     let bytes = Math.ceil(ids.length * this.#bytesPerFile * 1.25);
     for (;;) {
       signal.throwIfAborted();
+      const tm = figures !== undefined ? performance.now() : 0;
       const host = this.#jpeg.fileMemory(bytes);
+      const tr = figures !== undefined ? performance.now() : 0;
+      if (figures !== undefined) {
+        figures.filesMemoryMs += tr - tm;
+        if (tr - tm > 1) figures.slowFileMemory++;
+      }
       let r;
       try {
         r = await this.#readers.read(paths, host);
       } catch (error) {
         this.#jpeg.releaseFiles(host);
         throw error;
+      } finally {
+        if (figures !== undefined) figures.readMs += performance.now() - tr;
       }
       if (r.ok === true) {
         let total = 0;
@@ -164,7 +242,10 @@ export class DecodeAssembler implements BatchAssembler {
           total += r.lengths[k]!;
           return host.subarray(r.offsets[k]!, r.offsets[k]! + r.lengths[k]!);
         });
-        this.#bytesPerFile = Math.max(this.#bytesPerFile, Math.ceil(total / Math.max(1, ids.length)));
+        const mean = Math.ceil(total / Math.max(1, ids.length));
+        // The guess stands only until a batch was measured (legacy: for good, since it is a floor).
+        this.#bytesPerFile = this.#measured || this.#knobs.legacy ? Math.max(this.#bytesPerFile, mean) : mean;
+        this.#measured = true;
         if (signal.aborted) {
           this.#jpeg.releaseFiles(host);
           signal.throwIfAborted();
