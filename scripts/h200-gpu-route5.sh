@@ -10,7 +10,7 @@ S=${OUT:-/tmp}
 nproc
 images() { env STOKER_DECODE_TIMING=1 "$@" timeout 45 node --import tsx bench/run.ts images --files 4000 --classes 100 --decode gpu --device cuda --output bfloat16 --batch 256 --epochs 5 --no-torch 2>&1; }
 run() { local name=$1; shift; echo "== $name"; images "$@" | tee -a $S/route5-$name.txt | grep -E '^\{|generated|stoker decode timing: epoch [34]' | sed -E 's/"impl":"[^"]*",//'; }
-for round in 1 2; do
+for round in $(seq 1 ${ROUNDS:-2}); do
   echo "### round $round"
   run legacy STOKER_DECODE_LEGACY=1
   run new
