@@ -9,6 +9,6 @@ source .gpu/env.sh
 S=${OUT:-/tmp}
 export PYTHONUNBUFFERED=1
 nproc; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
-timeout 60 node --import tsx --test --test-concurrency=1 test/cuda/serve.test.ts > $S/serve-cuda-tests.txt 2>&1; echo "cuda serve tests rc=$?"; grep -E "^# (tests|pass|fail)" $S/serve-cuda-tests.txt
+timeout 150 node --import tsx --test --test-concurrency=1 test/cuda/serve.test.ts > $S/serve-cuda-tests.txt 2>&1; echo "cuda serve tests rc=$?"; grep -E "^# (tests|pass|fail)" $S/serve-cuda-tests.txt
 ROUTES=${ROUTES:-$(python3 -c 'import sys; sys.path.insert(0, "bench"); import torch_bench as t; print(",".join(t.ROUTES))')}
 timeout 170 python3 bench/torch_bench.py --rounds 3 --steps 300 --workers 4,8 --routes "$ROUTES" --server-timing --json $S/torch.json > $S/torch.txt 2> $S/torch.err; echo "torch rc=$?"; cat $S/torch.txt; grep "stoker serve" $S/torch.err | tail -4

@@ -523,9 +523,14 @@ class DataLoader:
                 start, end = (lambda b: bounds[b]), (lambda b: bounds[b + 1])
             else:
                 start, end = (lambda b: b * size), (lambda b: min((b + 1) * size, rows))
-            # Sample ids are below 2**31 (a dataset's length), so u32 reads as i32.
+            # Sample ids are below 2**31 (a dataset's length), so u32 reads as i32. On CUDA the ids go up
+            # from pinned memory without blocking: a copy from pageable memory would wait for the whole
+            # queued stream (the last epoch's steps) and leave the GPU idle while the host catches up.
             idx = torch.frombuffer(bytearray(raw), dtype=torch.int32) if rows else torch.zeros(0, dtype=torch.int32)
-            idx = idx.to(self.device, dtype=torch.int64)
+            if self.device.type == "cuda":
+                idx = idx.pin_memory().to(self.device, non_blocking=True).to(torch.int64)
+            else:
+                idx = idx.to(torch.int64)
             store, chunk, keep_ids = self._store, self._chunk, self._ids
             b = 0
             while b < batches:
