@@ -37,10 +37,10 @@ export function liveJpegThreads(): number {
 
 /**
  * Whether slots run on worker threads or inline on the calling thread: STOKER_JPEG_WORKERS=1 or 0,
- * else the decoder's default — inline for nvJPEG (measured on the H200, runs 10 and 11: inline
- * 12.5–14.4 k images/s end to end against 9.4–10.4 k with 2 or 3 slots on threads: the hand-off to
- * a slot's thread costs more than the overlap gives), threads for sim (its slots run sharp, which
- * would block the main thread, and CI covers the thread code through it).
+ * else the decoder's default — threads for nvJPEG and sim. On the H200 (run 13, with slot tickets
+ * and the read-ahead bound) threads gave 15.4 k images/s end to end against 10.4 k inline, whose
+ * main thread was 100 % busy; before the tickets (runs 10 and 11) inline was ahead, 12.5–14.4 k
+ * against 9.4–10.4 k. On sim the slots run sharp, which would block the main thread.
  */
 export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
   const v = env.STOKER_JPEG_WORKERS;

@@ -287,7 +287,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
     this.#scratch = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
     this.#jobs = new Array<DeviceBuffer | undefined>(slots).fill(undefined);
     const context = backend.context.handle;
-    this.#slots = new JpegSlots(slots, slotThreads(false), (i) => ({ op: 'nvjpeg-open', context, handle, hardware, ...this.#states[i]! }));
+    this.#slots = new JpegSlots(slots, slotThreads(true), (i) => ({ op: 'nvjpeg-open', context, handle, hardware, ...this.#states[i]! }));
     this.#cpu = new CpuJpegRows(backend);
     this.#order = new StreamScratch(backend);
   }

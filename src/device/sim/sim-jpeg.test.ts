@@ -43,7 +43,7 @@ describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
     return px;
   };
 
-  it('slotThreads: STOKER_JPEG_WORKERS 0 / 1 override the decoder\'s default (inline on CUDA, threads on sim)', () => {
+  it('slotThreads: STOKER_JPEG_WORKERS 0 / 1 override the decoder\'s default (threads on CUDA and sim)', () => {
     for (const byDefault of [true, false]) {
       assert.equal(slotThreads(byDefault, {}), byDefault);
       assert.equal(slotThreads(byDefault, { STOKER_JPEG_WORKERS: '0' }), false);
