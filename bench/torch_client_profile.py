@@ -16,6 +16,25 @@ a = p.parse_args()
 sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
 
 
+def threads():
+    """CPU seconds of each thread of this process, by thread id: (name, seconds)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            comm = open(f"/proc/self/task/{tid}/comm").read().strip()
+            f = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+            out[tid] = (comm, (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def busy(before, after, n):
+    """The threads that burned CPU between two `threads()` snapshots, µs a batch, busiest first."""
+    rows = sorted(((after[t][1] - before.get(t, ("", 0.0))[1], after[t][0], t) for t in after), reverse=True)
+    return ", ".join(f"{name}[{tid}] {d / n * 1e6:.0f}" for d, name, tid in rows[:6] if d > 0)
+
+
 def loop(l, epochs):
     n = 0
     sync()
@@ -33,14 +52,38 @@ with st.DataLoader(source=st.synthetic(n=50_000), batch_size=256, device=a.devic
     print("gathers", l.gathers, "chunk", l._chunk, flush=True)
     loop(l, 1)
     for what in ("ipc columns", "ipc columns again"):
+        t0 = threads()
         w, c, n = loop(l, a.epochs)
         print(f"{what}: {w:.1f} µs wall, {c:.1f} µs CPU a batch ({n} batches; {256e6 / w / 1e6:.2f} M samples/s)", flush=True)
+        print(f"  threads (µs a batch): {busy(t0, threads(), n)}", flush=True)
     ipc = l._store
     l._store = {k: v.clone() for k, v in ipc.items()}
     loop(l, 1)
+    t0 = threads()
     w, c, n = loop(l, a.epochs)
+    print(f"  threads (µs a batch): {busy(t0, threads(), n)}", flush=True)
     print(f"own-memory columns: {w:.1f} µs wall, {c:.1f} µs CPU a batch ({256e6 / w / 1e6:.2f} M samples/s)", flush=True)
     l._store = ipc
+    # The reference: the same columns, an expert's per-batch index_select by a device randperm.
+    cols = {k: v.clone() for k, v in ipc.items()}
+    rows = next(iter(cols.values())).shape[0]
+
+    class Resident:
+        def __iter__(self):
+            perm = torch.randperm(rows, device=a.device)
+            for i in range(rows // 256):
+                idx = perm[i * 256:(i + 1) * 256]
+                yield {k: v.index_select(0, idx) for k, v in cols.items()}
+    loop(Resident(), 1)
+    t0 = threads()
+    w, c, n = loop(Resident(), a.epochs)
+    print(f"resident reference: {w:.1f} µs wall, {c:.1f} µs CPU a batch ({256e6 / w / 1e6:.2f} M samples/s)", flush=True)
+    print(f"  threads (µs a batch): {busy(t0, threads(), n)}", flush=True)
+    torch.set_num_threads(1)
+    t0 = threads()
+    w, c, n = loop(l, a.epochs)
+    print(f"ipc columns, torch.set_num_threads(1): {w:.1f} µs wall, {c:.1f} µs CPU a batch ({256e6 / w / 1e6:.2f} M samples/s)", flush=True)
+    print(f"  threads (µs a batch): {busy(t0, threads(), n)}", flush=True)
     pr = cProfile.Profile()
     pr.enable()
     loop(l, a.epochs)

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { list } from 'tar';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -110,6 +110,38 @@ describe('the packed package, installed in a fresh project', () => {
     const r = await ok(process.execPath, ['epoch.mjs'], app, 2 * MINUTE);
     const ys = JSON.parse(r.stdout) as number[];
     assert.deepEqual([...ys].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('from the package, the synchronous sources.imageFolder walks a folder on worker threads while its thread blocks (NOTE [blocking parallel walk])', async () => {
+    const tree = join(work, 'walk-tree');
+    for (let c = 0; c < 12; c++) {
+      mkdirSync(join(tree, `c${c}`, 'sub'), { recursive: true });
+      for (let i = 0; i < 20 + c; i++) writeFileSync(join(tree, `c${c}`, i % 3 ? `${i}.jpg` : `sub/${i}.png`), 'x');
+    }
+    // A deep import of the installed module: the report of who walked is not public API.
+    const listing = join(installed, 'dist', 'dataset', 'formats', 'folder-listing.js');
+    writeFileSync(join(app, 'walk.mjs'), [
+      `import { walkFolder, walkFolderParallelSync } from ${JSON.stringify(pathToFileURL(listing).href)};`,
+      "const ext = new Set(['.jpg', '.png']);",
+      'const report = { byWorkers: 0, rewalked: 0 };',
+      // A minute without word from the workers before this thread would walk their chunks itself.
+      `const par = walkFolderParallelSync(${JSON.stringify(tree)}, ext, 3, { inThisThread: false, stallMs: 60000, report });`,
+      `const one = walkFolder(${JSON.stringify(tree)}, ext);`,
+      'const same = Buffer.from(par.listing.names).equals(Buffer.from(one.listing.names)) && par.listing.ends.join() === one.listing.ends.join() && par.listing.labels.join() === one.listing.labels.join();',
+      // Workers that claim a chunk each and die: after 3 s without word, this thread walks those (and the rest).
+      'const died = { byWorkers: 0, rewalked: 0 };',
+      `const again = walkFolderParallelSync(${JSON.stringify(tree)}, ext, 2, { inThisThread: false, stallMs: 3000, workerEntry: new URL('./dying-walk-worker.mjs', import.meta.url), report: died });`,
+      'const same2 = Buffer.from(again.listing.names).equals(Buffer.from(one.listing.names)) && again.listing.labels.join() === one.listing.labels.join();',
+      'console.log(JSON.stringify({ ...report, same, files: one.listing.ends.length, died, same2 }));',
+    ].join('\n'));
+    writeFileSync(join(app, 'dying-walk-worker.mjs'), [
+      "import { workerData } from 'node:worker_threads';",
+      'Atomics.add(new Int32Array(workerData.next), 0, 1);',
+      'process.exit(3);',
+    ].join('\n'));
+    const r = await ok(process.execPath, ['walk.mjs'], app, 2 * MINUTE);
+    const got = JSON.parse(r.stdout) as Record<string, unknown>;
+    assert.deepEqual(got, { byWorkers: 12, rewalked: 0, same: true, files: 12 * 20 + 66, died: { byWorkers: 0, rewalked: 2 }, same2: true });
   });
 
   it('a CommonJS file requires it (Node loads ES modules through require from 20.19)', { skip: (process.features as { require_module?: boolean }).require_module !== true && 'this Node cannot require ES modules' }, async () => {

@@ -89,14 +89,15 @@ export const sources = {
    * An ImageFolder tree (`dir/<class>/<image>`, classes sorted → labels 0…), JPEG/PNG/WebP decoded
    * with sharp to `size` (resized or centre-cropped): samples `{ image: uint8 [C, H, W], label: int32 }`.
    * `decode`: 'processes' (child processes: what scales, libvips contends within one process),
-   * 'threads', or 'auto' (processes on multi-core machines for images of 64 × 64 and more).
+   * 'threads', or 'auto' (processes on multi-core machines for images of 64 × 64 and more). A folder
+   * listed cold is walked by worker threads while this thread blocks (NOTE [blocking parallel walk]).
    */
   imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
     return imageFolderSource(dir, options);
   },
   /**
-   * `imageFolder`, the folder listed by worker threads while this thread awaits: the same dataset
-   * (same listing, cache and errors), sooner when a large folder is walked cold — `await
+   * `imageFolder`, the folder listed by worker threads while this thread awaits (the event loop runs
+   * on): the same dataset (same listing, cache and errors), the cache written off this thread — `await
    * sources.imageFolderAsync('train', { size: 224 })` (NOTE [parallel walk] in folder-listing.ts).
    */
   imageFolderAsync(dir: string, options: ImageFolderOptions): Promise<ImageFolder> {

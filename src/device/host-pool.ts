@@ -12,7 +12,8 @@ import { type DType, type StorageOf, allocStorage } from '../tensor/dtype.js';
 export const KEEP_BYTES = 256 * 2 ** 20;
 
 export class HostPool {
-  readonly #free = new Map<string, unknown[]>();
+  /** Released buffers by dtype, then by length. */
+  readonly #free = new Map<DType, Map<number, unknown[]>>();
   readonly #alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D];
 
   readonly #drop: ((data: StorageOf[DType]) => void) | undefined;
@@ -30,10 +31,20 @@ export class HostPool {
 
   readonly #keepBytes: number;
 
-  acquire<D extends DType>(dtype: D, length: number): StorageOf[D] {
-    const stack = this.#free.get(key(dtype, length));
-    const hit = stack?.pop() as StorageOf[D] | undefined;
-    if (hit !== undefined) {
+  /**
+   * A buffer of exactly `length` elements, or, when `atMost` > `length`, the shortest kept buffer
+   * from `length` to `atMost` elements (for memory whose user reads its length as a capacity, such
+   * as a batch's files: their total varies from batch to batch, and an exact-length pool would
+   * page-lock a new buffer for most of them). A new buffer has exactly `length` elements.
+   */
+  acquire<D extends DType>(dtype: D, length: number, atMost = length): StorageOf[D] {
+    const byLength = this.#free.get(dtype);
+    let best = byLength?.get(length)?.length ? length : undefined;
+    if (best === undefined && byLength !== undefined && atMost > length) {
+      for (const [n, stack] of byLength) if (n > length && n <= atMost && stack.length > 0 && (best === undefined || n < best)) best = n;
+    }
+    if (best !== undefined) {
+      const hit = byLength!.get(best)!.pop() as StorageOf[D];
       this.#keptBytes -= hit.byteLength;
       return hit;
     }
@@ -42,22 +53,21 @@ export class HostPool {
 
   /** Give back a buffer acquired from this pool. The caller guarantees nothing reads it any more. */
   recycle(dtype: DType, data: StorageOf[DType]): void {
-    const k = key(dtype, data.length);
-    let stack = this.#free.get(k);
-    if (stack === undefined) this.#free.set(k, (stack = []));
-    if (this.#keptBytes + data.byteLength <= this.#keepBytes) {
-      stack.push(data);
-      this.#keptBytes += data.byteLength;
-    } else this.#drop?.(data);
+    if (this.#keptBytes + data.byteLength > this.#keepBytes) {
+      this.#drop?.(data);
+      return;
+    }
+    let byLength = this.#free.get(dtype);
+    if (byLength === undefined) this.#free.set(dtype, (byLength = new Map()));
+    let stack = byLength.get(data.length);
+    if (stack === undefined) byLength.set(data.length, (stack = []));
+    stack.push(data);
+    this.#keptBytes += data.byteLength;
   }
 
   clear(): void {
-    if (this.#drop !== undefined) for (const stack of this.#free.values()) for (const d of stack) this.#drop(d as StorageOf[DType]);
+    if (this.#drop !== undefined) for (const byLength of this.#free.values()) for (const stack of byLength.values()) for (const d of stack) this.#drop(d as StorageOf[DType]);
     this.#free.clear();
     this.#keptBytes = 0;
   }
-}
-
-function key(dtype: DType, length: number): string {
-  return `${dtype}:${length}`;
 }

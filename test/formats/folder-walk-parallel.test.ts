@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type FolderListing, folderCacheWritten, folderWalks, listFolder, listFolderAsync, walkFolder, walkFolderParallel } from '../../src/dataset/formats/folder-listing.js';
+import { type FolderListing, type SyncWalkReport, folderCacheWritten, folderWalks, listFolder, listFolderAsync, walkFolder, walkFolderParallel, walkFolderParallelSync } from '../../src/dataset/formats/folder-listing.js';
 import { DEFAULT_IMAGE_EXTENSIONS, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
 import { sources } from '../../src/index.js';
 import { HANG_MS, SUITE_MS, within } from '../fixtures.js';
@@ -118,6 +118,25 @@ describe('the parallel folder walk', { timeout: SUITE_MS }, () => {
       for (const here of [false, true]) assert.equal(await within(HANG_MS, 'walk', rejection(walkFolderParallel(dir, EXT, 3, here))), want, `${dir}, this thread too: ${here}`);
     }
     assert.match(message(() => walkFolder(bad, EXT)), /^ERR_INVALID_DATASET: .*class folder "c" holds no image/);
+  });
+
+  it('the blocking walk, its workers silent: this thread walks every chunk, to the same listing and errors', () => {
+    // Workers that never answer (a worker that failed or never started looks the same): no hang,
+    // the one-thread listing. That workers do walk while this thread blocks is checked from the
+    // package (test/package.test.ts): under tsx a worker's imports wait for this thread.
+    const silent = new URL('../fixtures/silent-walk-worker.ts', import.meta.url);
+    const one = walkFolder(tree, EXT);
+    for (const here of [false, true]) {
+      const report: SyncWalkReport = { byWorkers: -1, rewalked: -1 };
+      const par = walkFolderParallelSync(tree, EXT, 3, { inThisThread: here, stallMs: 20, workerEntry: silent, report });
+      assertSame(par.listing, one.listing, `this thread too: ${here}`);
+      assert.equal(report.byWorkers, 0);
+      assert.equal(report.rewalked, 0, 'silent workers claim no chunk, so none is walked twice');
+    }
+    const bad = join(root, 'bad-sync');
+    for (const c of ['a', 'b']) mkdirSync(join(bad, c), { recursive: true });
+    writeFileSync(join(bad, 'a', '1.jpg'), 'x');
+    assert.throws(() => walkFolderParallelSync(bad, EXT, 3, { stallMs: 20, workerEntry: silent }), /class folder "b" holds no image/);
   });
 
   it('the async listing writes the cache the sync one reads, and reads it back', async () => {

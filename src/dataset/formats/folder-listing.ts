@@ -28,7 +28,7 @@ import { type Dirent, readdirSync, realpathSync, statSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isUtf8 } from 'node:buffer';
-import { Worker } from 'node:worker_threads';
+import { type MessagePort, MessageChannel, Worker, receiveMessageOnPort } from 'node:worker_threads';
 import { LoaderError, fileAccess, show } from '../../errors.js';
 import { readCacheFile, writeCacheFile, writeCacheFileAsync } from './cache-file.js';
 import { indexCacheDir, isPrivateDir } from './tar-index.js';
@@ -85,7 +85,7 @@ export function listFolder(root: string, extensions: ReadonlySet<string>, mode: 
   const { ext, places } = cachePlaces(root, extensions);
   const hit = mode === 'auto' ? readCaches(places, root, ext) : undefined;
   if (hit !== undefined) return { listing: hit, origin: 'cached' };
-  const { listing, dirs } = walkFolder(root, extensions);
+  const { listing, dirs } = walkFolderParallelSync(root, extensions);
   if (mode === 'auto') writeCaches(places, root, ext, listing, dirs);
   return { listing, origin: 'walked' };
 }
@@ -216,8 +216,8 @@ function walkClasses(root: string, rootBytes: Buffer, classes: readonly Buffer[]
  * cuts the sorted classes into contiguous chunks, and worker threads (folder-walk-worker.ts) take
  * chunks off a shared counter, walk each with the same `walkClasses` as the one-thread walk and post
  * it packed (shared memory, not a million strings); the chunks are joined in class order, so the
- * listing and the stamps are byte for byte those of `walkFolder`. This thread awaits (never blocks:
- * an Atomics.wait here stalled the workers under `node -e`). A chunk that failed (a folder that
+ * listing and the stamps are byte for byte those of `walkFolder`. This thread awaits (the blocking
+ * form, for the synchronous `sources.imageFolder`, is NOTE [blocking parallel walk]). A chunk that failed (a folder that
  * cannot be read, a class with no image) makes this thread walk again in order, so the error thrown
  * is the one-thread walk's, for the first failing class. This thread walks chunks too while the
  * workers start (tens of ms each), and the walk ends when every chunk is in, not when every worker
@@ -225,6 +225,21 @@ function walkClasses(root: string, rootBytes: Buffer, classes: readonly Buffer[]
  * `listFolderAsync` writes the cache on libuv's threads (one writev of the shared arrays, no joined
  * copy) while the loader starts; a second `listFolderAsync` of the same folder in this thread waits
  * for that write. `STOKER_WALK_THREADS` sets the threads (1: the one-thread walk).
+ */
+
+/**
+ * NOTE [blocking parallel walk] `sources.imageFolder` is synchronous, so its walk (`listFolder`)
+ * blocks this thread — and still walks on worker threads: `walkFolderParallelSync` gives each worker
+ * its own MessagePort and a shared count; a worker posts a chunk on its port, bumps the count and
+ * notifies; this thread, once out of chunks of its own, waits on the count (Atomics.wait) and reads
+ * the ports with `receiveMessageOnPort`, which needs no event loop. Nothing can hang it: a worker
+ * that fails or never starts only leaves chunks undelivered, and when no chunk arrives for
+ * WALK_STALL_MS this thread takes every chunk no worker claimed and walks those claimed but not
+ * delivered itself (a late copy from a worker is dropped), so the worst case is the one-thread walk
+ * plus WALK_STALL_MS. Run from the TypeScript sources under tsx, a worker's module loading
+ * waits for this thread's event loop (the workers delivered nothing while it blocked), so there the
+ * blocking walk is the one-thread walk; from the package (dist/*.js) the workers walk while this
+ * thread waits (test/package.test.ts checks it).
  */
 
 /** Chunks per walk thread: small enough that the threads finish together when classes differ in size. */
@@ -256,6 +271,9 @@ export interface WalkWorkerData {
   readonly starts: readonly number[];
   /** Int32 [next chunk to take], shared by the workers. */
   readonly next: SharedArrayBuffer;
+  /** The blocking walk's channel: chunks are posted here, and Int32 [chunks posted] is bumped and notified after each. */
+  readonly port?: MessagePort;
+  readonly posted?: SharedArrayBuffer;
 }
 
 /** A walked chunk, or the note that it failed (this thread then walks again to throw the error). */
@@ -265,25 +283,30 @@ export type WalkedChunk =
 
 /** In a walk worker: take chunks until none is left, posting each (see NOTE [parallel walk]). */
 export function walkChunks(data: WalkWorkerData, post: (m: WalkedChunk) => void): void {
-  const rootBytes = Buffer.from(data.root);
-  const extensions = new Set(data.extensions);
-  const classes = data.classes.map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength));
   const next = new Int32Array(data.next);
   for (;;) {
     const chunk = Atomics.add(next, 0, 1);
     if (chunk >= data.starts.length - 1) return;
-    const first = data.starts[chunk]!;
-    const dirs: DirStamp[] = [];
-    let walked;
-    try {
-      walked = walkClasses(data.root, rootBytes, classes.slice(first, data.starts[chunk + 1]!), first, extensions, dirs);
-    } catch {
-      post({ chunk, failed: true });
-      continue;
-    }
-    const l = pack([], walked.paths, walked.labels);
-    post({ chunk, names: l.names, ends: l.ends, labels: l.labels, raw: l.raw, dirs: dirs.map((d) => [d.rel.toString('latin1'), d.mtimeNs] as const) });
+    walkOne(data, chunk, post);
   }
+}
+
+/** Walk chunk `chunk` of `data` and post it packed (or its failure). */
+function walkOne(data: WalkWorkerData, chunk: number, post: (m: WalkedChunk) => void): void {
+  const rootBytes = Buffer.from(data.root);
+  const extensions = new Set(data.extensions);
+  const first = data.starts[chunk]!;
+  const classes = data.classes.slice(first, data.starts[chunk + 1]!).map((c) => Buffer.from(c.buffer, c.byteOffset, c.byteLength));
+  const dirs: DirStamp[] = [];
+  let walked;
+  try {
+    walked = walkClasses(data.root, rootBytes, classes, first, extensions, dirs);
+  } catch {
+    post({ chunk, failed: true });
+    return;
+  }
+  const l = pack([], walked.paths, walked.labels);
+  post({ chunk, names: l.names, ends: l.ends, labels: l.labels, raw: l.raw, dirs: dirs.map((d) => [d.rel.toString('latin1'), d.mtimeNs] as const) });
 }
 
 /**
@@ -340,6 +363,98 @@ export async function walkFolderParallel(root: string, extensions: ReadonlySet<s
   }
   if (chunks.some((c) => 'failed' in c)) {
     // Walk again here, in order: the one-thread walk's error, for the first class that fails.
+    walkClasses(root, rootBytes, classes, 0, extensions, []);
+    throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
+  }
+  return { listing: join_(names, chunks as Extract<WalkedChunk, { names: Uint8Array }>[], dirs), dirs };
+}
+
+/** How a blocking parallel walk went (for tests and benches). */
+export interface SyncWalkReport {
+  /** Chunks whose walk a worker delivered first. */
+  byWorkers: number;
+  /** Chunks a worker claimed that this thread walked again because no worker delivered for `stallMs`. */
+  rewalked: number;
+}
+
+/** A blocking walk with no word from any worker for this long walks the first missing chunk itself. */
+export const WALK_STALL_MS = 250;
+
+/**
+ * `walkFolderParallel` for the synchronous `listFolder` (sources.imageFolder): the same listing and
+ * errors, this thread blocking (NOTE [blocking parallel walk]). `inThisThread` false: this thread
+ * takes no chunk off the counter (it still walks chunks no worker delivered within `stallMs`);
+ * `workerEntry` replaces the walk worker's module (tests: one that never answers).
+ */
+export function walkFolderParallelSync(
+  root: string, extensions: ReadonlySet<string>, threads = walkThreads(),
+  { inThisThread = true, stallMs = WALK_STALL_MS, workerEntry = WALK_WORKER_URL, report }: { inThisThread?: boolean; stallMs?: number; workerEntry?: URL; report?: SyncWalkReport } = {},
+): { listing: FolderListing; dirs: DirStamp[] } {
+  // Run from TypeScript sources (tsx), a worker's imports wait on this thread: blocked, it would walk alone anyway.
+  if (threads <= 1 || (workerEntry === WALK_WORKER_URL && WALK_WORKER_URL.pathname.endsWith('.ts'))) return walkFolder(root, extensions);
+  walks++;
+  const { rootBytes, classes, dirs } = walkTop(root);
+  const names = classes.map((c) => lossy.decode(c));
+  const chunkCount = Math.min(classes.length, threads * CHUNKS_PER_THREAD);
+  const starts = Array.from({ length: chunkCount + 1 }, (_, c) => Math.floor((c * classes.length) / chunkCount));
+  const posted = new Int32Array(new SharedArrayBuffer(4));
+  const base = { root, extensions: [...extensions], classes, starts, next: new SharedArrayBuffer(4), posted: posted.buffer as SharedArrayBuffer };
+  const chunks: (WalkedChunk | undefined)[] = new Array(chunkCount);
+  let received = 0;
+  let byWorkers = 0;
+  let rewalked = 0;
+  const take = (m: WalkedChunk, fromWorker: boolean): void => {
+    if (chunks[m.chunk] !== undefined) return; // walked twice (a late worker after this thread's walk): the first stands
+    chunks[m.chunk] = m;
+    received++;
+    if (fromWorker) byWorkers++;
+  };
+  const workers: Worker[] = [];
+  const ports: MessagePort[] = [];
+  try {
+    for (let w = 0; w < Math.min(threads, chunkCount) - (inThisThread ? 1 : 0); w++) {
+      const { port1, port2 } = new MessageChannel();
+      ports.push(port1);
+      try {
+        const worker = new Worker(workerBoot(workerEntry), { eval: true, workerData: { ...base, port: port2 }, transferList: [port2], stdout: false, stderr: false });
+        // Its errors show as missing chunks, which this thread walks (no listener: nothing may throw later).
+        worker.on('error', () => {});
+        worker.unref();
+        workers.push(worker);
+      } catch {
+        break; // no worker: this thread walks what is left
+      }
+    }
+    if (inThisThread) walkChunks(base, (m) => take(m, false));
+    const drain = () => {
+      for (const port of ports) for (let m; (m = receiveMessageOnPort(port)) !== undefined; ) take(m.message as WalkedChunk, true);
+    };
+    drain();
+    while (received < chunkCount) {
+      const seen = Atomics.load(posted, 0);
+      const woke = Atomics.wait(posted, 0, seen, stallMs);
+      const before = received;
+      drain();
+      if (woke === 'timed-out' && received === before && received < chunkCount) {
+        // No worker delivered for stallMs: this thread takes the chunks no worker claimed, then walks
+        // those claimed but not delivered (idempotent: a worker's later copy is dropped).
+        walkChunks(base, (m) => take(m, false));
+        for (let c = 0; c < chunkCount; c++) {
+          if (chunks[c] !== undefined) continue;
+          walkOne(base, c, (m) => take(m, false));
+          rewalked++;
+        }
+      }
+    }
+  } finally {
+    for (const w of workers) void w.terminate();
+    for (const p of ports) p.close();
+  }
+  if (report !== undefined) {
+    report.byWorkers = byWorkers;
+    report.rewalked = rewalked;
+  }
+  if (chunks.some((c) => c !== undefined && 'failed' in c)) {
     walkClasses(root, rootBytes, classes, 0, extensions, []);
     throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
   }
