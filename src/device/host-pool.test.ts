@@ -62,14 +62,34 @@ describe('the host pool', () => {
     assert.equal(made.length, warm, 'and none after them');
   });
 
-  it('lets go of buffers past its byte budget, telling its owner', () => {
+  it('past its byte budget lets go of the buffers released longest ago, telling its owner', () => {
     const { pool, dropped } = counted(250);
     const a = pool.acquire('uint8', 200);
     const b = pool.acquire('uint8', 100);
+    const huge = pool.acquire('uint8', 300);
     pool.recycle('uint8', a);
     pool.recycle('uint8', b);
-    assert.deepEqual(dropped, [100]);
+    assert.deepEqual(dropped, [200], 'the older one goes');
+    pool.recycle('uint8', huge);
+    assert.deepEqual(dropped, [200, 300], 'one past the whole budget is let go at once');
+    assert.equal(pool.acquire('uint8', 100), b);
+    pool.recycle('uint8', b);
     pool.clear();
-    assert.deepEqual(dropped, [100, 200]);
+    assert.deepEqual(dropped, [200, 300, 100]);
+  });
+
+  it('a first guess that was too large does not hold the budget: the sizes in use now are kept', () => {
+    // The GPU decode route's first batches read into a generous guess (60 MiB), later ones into
+    // what was measured (28 MiB): the big buffers, never asked for again, must make room.
+    const MiB = 2 ** 20;
+    const { pool, made } = counted(256 * MiB);
+    const first = Array.from({ length: 4 }, () => pool.acquire('uint8', 60 * MiB));
+    for (const b of first) pool.recycle('uint8', b);
+    const inFlight: Uint8Array[] = [];
+    for (let batch = 0; batch < 100; batch++) {
+      inFlight.push(pool.acquire('uint8', 28 * MiB, 44 * MiB) as Uint8Array);
+      if (inFlight.length > 4) pool.recycle('uint8', inFlight.shift()!);
+    }
+    assert.ok(made.length <= 4 + 5, `made ${made.length} buffers`);
   });
 });

@@ -14,6 +14,8 @@ export const KEEP_BYTES = 256 * 2 ** 20;
 export class HostPool {
   /** Released buffers by dtype, then by length. */
   readonly #free = new Map<DType, Map<number, unknown[]>>();
+  /** The same buffers with their dtype, in the order they were released (the oldest first). */
+  readonly #released = new Map<StorageOf[DType], DType>();
   readonly #alloc: <D extends DType>(dtype: D, length: number) => StorageOf[D];
 
   readonly #drop: ((data: StorageOf[DType]) => void) | undefined;
@@ -45,29 +47,44 @@ export class HostPool {
     }
     if (best !== undefined) {
       const hit = byLength!.get(best)!.pop() as StorageOf[D];
+      this.#released.delete(hit);
       this.#keptBytes -= hit.byteLength;
       return hit;
     }
     return this.#alloc(dtype, length);
   }
 
-  /** Give back a buffer acquired from this pool. The caller guarantees nothing reads it any more. */
+  /**
+   * Give back a buffer acquired from this pool. The caller guarantees nothing reads it any more.
+   * Past the byte budget the buffers released longest ago are let go first: what was released last
+   * is what the run uses now (a first batch's generous guess must not hold the budget for good).
+   */
   recycle(dtype: DType, data: StorageOf[DType]): void {
-    if (this.#keptBytes + data.byteLength > this.#keepBytes) {
+    if (data.byteLength > this.#keepBytes) {
       this.#drop?.(data);
       return;
+    }
+    for (const [old, oldType] of this.#released) {
+      if (this.#keptBytes + data.byteLength <= this.#keepBytes) break;
+      const stack = this.#free.get(oldType)!.get(old.length)!;
+      stack.splice(stack.indexOf(old), 1);
+      this.#released.delete(old);
+      this.#keptBytes -= old.byteLength;
+      this.#drop?.(old);
     }
     let byLength = this.#free.get(dtype);
     if (byLength === undefined) this.#free.set(dtype, (byLength = new Map()));
     let stack = byLength.get(data.length);
     if (stack === undefined) byLength.set(data.length, (stack = []));
     stack.push(data);
+    this.#released.set(data, dtype);
     this.#keptBytes += data.byteLength;
   }
 
   clear(): void {
     if (this.#drop !== undefined) for (const byLength of this.#free.values()) for (const stack of byLength.values()) for (const d of stack) this.#drop(d as StorageOf[DType]);
     this.#free.clear();
+    this.#released.clear();
     this.#keptBytes = 0;
   }
 }
