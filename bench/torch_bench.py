@@ -189,13 +189,14 @@ def main():
     for r in routes:
         if r not in ROUTES:
             p.error(f"--routes: unknown route {r!r}; known: {', '.join(ROUTES)}")
+    # Labels as int64, as the resident loop holds them (and as PyTorch's losses want them).
     loaders = {r: st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, env=env,
-                                **dict(ROUTES[r], slots=a.slots)) for r in routes}
+                                dtypes={"label": torch.int64}, **dict(ROUTES[r], slots=a.slots)) for r in routes}
 
     def stoker_epoch(sl):
         def epoch(e):
             for b in sl:
-                yield b["image"], b["label"].to(torch.int64)
+                yield b["image"], b["label"]
         return epoch
     # Interleaved rounds: the GPU's clocks and the host's load drift between runs by 20–30 %, so every
     # loop runs once a round, and each ratio is taken against the resident loop of its own round.

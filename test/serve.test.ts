@@ -110,6 +110,19 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     assert.equal(out.again, 1);
   });
 
+  it('dtypes={"label": torch.int64} delivers int64 labels of the source\u2019s values, every sample once; a bad dtypes names the knob', async () => {
+    const { out } = await scenario('dtypes', { n: 640, batch: 64, gather });
+    assert.equal(out.gathers, gather);
+    assert.deepEqual(out.dtypes, ['torch.uint8 torch.int64']);
+    assert.equal(out.rowsOk, true);
+    assert.deepEqual(sorted(out.ids as number[]), range(640));
+    const [notDtype, noField] = out.errors as { code: string; message: string }[];
+    assert.equal(notDtype!.code, 'ERR_INVALID_OPTION');
+    assert.match(notDtype!.message, /^dtypes: expected a dict of field name to torch\.dtype/);
+    assert.equal(noField!.code, 'ERR_INVALID_OPTION');
+    assert.match(noField!.message, /^dtypes: no field 'nope' .*\(its fields: image, label\)/);
+  });
+
   it('an option the loader refuses at open crosses as a StokerError with its code and message', async () => {
     const { out } = await scenario('bad_option', { n: 640, gather });
     assert.equal(out.type, 'StokerError');
