@@ -47,6 +47,14 @@ describe(`the Python client over CUDA IPC, ${gather ? 'the client gathers its ba
     assert.deepEqual(out.resumed, out.full);
   });
 
+  it('dtypes={"label": torch.int64}: int64 labels of the source\u2019s values on the device, every sample once', async () => {
+    const { out } = await scenario('dtypes', { device: 'cuda', n: 6400, batch: 256, gather }, PYTHON);
+    assert.equal(out.gathers, gather);
+    assert.deepEqual(out.dtypes, ['torch.uint8 torch.int64']);
+    assert.equal(out.rowsOk, true);
+    assert.deepEqual([...(out.ids as number[])].sort((a, b) => a - b), Array.from({ length: 6400 }, (_, i) => i));
+  });
+
   it('a BatchError crosses with epoch, batch and ids; a killed loader raises LoaderDied; close() exits 0', async () => {
     const e = await scenario('batch_error', { device: 'cuda', n: 640, batch: 64, gather }, PYTHON);
     assert.equal((e.out.error as { batch: number }).batch, 1);
