@@ -71,6 +71,7 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     assert.equal(epochs.length, 2);
     for (const ids of epochs) assert.deepEqual(sorted(ids), range(640));
     assert.notDeepEqual(epochs[0], epochs[1], 'each epoch has its own shuffle');
+    assert.deepEqual(out.again0, epochs[0], 'set_epoch(0) gives epoch 0 again');
     assert.equal(out.rowsOk, true);
     assert.equal(out.exit, 0);
   });

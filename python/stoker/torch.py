@@ -201,6 +201,7 @@ class DataLoader:
         self._store = None
         self._store_map = None
         self._chunk = 1
+        self._plan_ahead = None
         opts = {_camel(k): v for k, v in options.items()}
         if batch_size is not None:
             opts["batchSize"] = batch_size
@@ -422,6 +423,9 @@ class DataLoader:
         self._pending.clear()
         self._unacked = []
         m = self._call(message, "opened")
+        # A plan asked ahead of the loader this open replaced is of no use now.
+        self._plan_ahead = None
+        self._pending = collections.deque(p for p in self._pending if type(p) is tuple or p["op"] != "plan")
         if m.get("protocol") != PROTOCOL_VERSION:
             raise StokerError(f"the loader speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the stoker.torch "
                               "of the same Stoker checkout as the loader (python/ beside its bin/stoker.js)", "ERR_PROTOCOL")
@@ -536,7 +540,7 @@ class DataLoader:
         """An epoch gathered here: one plan from the loader, then index_select on the current stream."""
         self._alive()
         try:
-            m = self._call({"op": "epoch", "epoch": epoch}, "plan")
+            m = self._plan(epoch)
             ep, batches, size, rows = m["epoch"], m["batches"], m["batchSize"], m["rows"]
             raw = base64.b64decode(m["samples"])
             picks_raw = base64.b64decode(m["picks"]) if "picks" in m else None
@@ -576,6 +580,47 @@ class DataLoader:
                 b = last
         finally:
             self._active = None
+
+    def _plan(self, epoch):
+        """Epoch `epoch`'s plan: the one asked for ahead when it is that epoch's (else it is dropped and
+        this one asked now); then the next epoch's is asked for, to be made while this one is gathered
+        (NOTE [Client gather], src/serve/session.ts)."""
+        ahead, self._plan_ahead = self._plan_ahead, None
+        m = None
+        if ahead is not None:
+            got = self._take_pending("plan")
+            m = got if got is not None else self._wait_for("plan", "epoch")
+            if m["epoch"] != epoch:
+                m = None  # set_epoch or a resume chose another epoch
+        if m is None:
+            m = self._call({"op": "epoch", "epoch": epoch}, "plan")
+        self._send({"op": "epoch", "epoch": epoch + 1})
+        self._plan_ahead = epoch + 1
+        return m
+
+    def _take_pending(self, op):
+        """The first message `op` met on the way to another answer, removed from `_pending` (an error
+        answering the request that message answers is raised instead)."""
+        for i, m in enumerate(self._pending):
+            if type(m) is tuple:
+                continue
+            if m["op"] == op or (m["op"] == "error" and m.get("request") == "epoch"):
+                del self._pending[i]
+                if m["op"] == "error":
+                    self._raise(m)
+                return m
+        return None
+
+    def _wait_for(self, answer, request):
+        """Wait for `answer` to a request already sent (`request`: its op, for errors)."""
+        while True:
+            m = self._next()
+            if type(m) is not tuple:
+                if m["op"] == answer:
+                    return m
+                if m["op"] == "error" and m.get("request") == request:
+                    self._raise(m)
+            self._pending.append(m)
 
     def _epoch(self, epoch):
         self._send({"op": "epoch", "epoch": epoch})
