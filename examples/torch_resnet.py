@@ -41,7 +41,8 @@ classes = len([d for d in os.listdir(a.folder) if os.path.isdir(os.path.join(a.f
 device = torch.device(a.device)
 
 # The one line that differs from a torch DataLoader script:
-loader = stoker.torch.DataLoader(source=source, batch_size=a.batch, device=a.device, shuffle=True, seed=0)
+loader = stoker.torch.DataLoader(source=source, batch_size=a.batch, device=a.device, shuffle=True, seed=0,
+                                 dtypes={"label": torch.int64})  # int64 targets, as the loss wants them
 
 model = torchvision.models.resnet18(num_classes=classes).to(device).to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -51,7 +52,7 @@ amp = device.type == "cuda"
 for epoch in range(a.epochs):
     t, seen, total = time.perf_counter(), 0, 0.0
     for step, batch in enumerate(loader):
-        images, labels = batch["image"].to(device, non_blocking=True), batch["label"].to(device).long().view(-1)
+        images, labels = batch["image"].to(device, non_blocking=True), batch["label"].to(device).view(-1)
         x = (images.float() / 255 - 0.5).contiguous(memory_format=torch.channels_last)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             loss = loss_fn(model(x), labels)
