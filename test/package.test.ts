@@ -128,9 +128,10 @@ describe('the packed package, installed in a fresh project', () => {
       `const par = walkFolderParallelSync(${JSON.stringify(tree)}, ext, 3, { inThisThread: false, stallMs: 60000, report });`,
       `const one = walkFolder(${JSON.stringify(tree)}, ext);`,
       'const same = Buffer.from(par.listing.names).equals(Buffer.from(one.listing.names)) && par.listing.ends.join() === one.listing.ends.join() && par.listing.labels.join() === one.listing.labels.join();',
-      // Workers that claim a chunk each and die: after 3 s without word, this thread walks those (and the rest).
+      // Workers that claim a chunk each and die: after 10 s without word (a generous bound for a worker's
+      // start), this thread walks those (and the rest).
       'const died = { byWorkers: 0, rewalked: 0 };',
-      `const again = walkFolderParallelSync(${JSON.stringify(tree)}, ext, 2, { inThisThread: false, stallMs: 3000, workerEntry: new URL('./dying-walk-worker.mjs', import.meta.url), report: died });`,
+      `const again = walkFolderParallelSync(${JSON.stringify(tree)}, ext, 2, { inThisThread: false, stallMs: 10000, workerEntry: new URL('./dying-walk-worker.mjs', import.meta.url), report: died });`,
       'const same2 = Buffer.from(again.listing.names).equals(Buffer.from(one.listing.names)) && again.listing.labels.join() === one.listing.labels.join();',
       'console.log(JSON.stringify({ ...report, same, files: one.listing.ends.length, died, same2 }));',
     ].join('\n'));

@@ -87,9 +87,10 @@ export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
  * buffer, so the decoder's copies of them to the device run as DMA on the stream (not staged by the
  * driver) and no copy is made on the host. Its size is rounded up to PIN_CLASS, and any kept buffer
  * up to FILE_FIT times the ask serves it (the readers take its length as their capacity), so that
- * the host pool reuses a few buffers for the whole run: a batch's files vary by a few per cent in
- * total, and an exact-size pool page-locked a new buffer (4–10 ms) for 15 batches of every epoch of
- * 94 (H200 run 14, ImageNet-like files, `STOKER_DECODE_TIMING=1`'s "new file buffers").
+ * the host pool reuses a few buffers for the whole run (a batch's files vary by a few per cent in
+ * total). The pool evicts the buffers released longest ago when over its budget: before, the first
+ * batches' larger pre-measurement buffers held the budget and every later file buffer was
+ * page-locked anew, 5–17 ms a batch (H200 run 15, `STOKER_DECODE_TIMING=1`'s "new file buffers").
  */
 const PIN_CLASS = 4 * 2 ** 20;
 const FILE_FIT = 1.5;

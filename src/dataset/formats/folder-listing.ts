@@ -315,12 +315,8 @@ function walkOne(data: WalkWorkerData, chunk: number, post: (m: WalkedChunk) => 
  */
 export async function walkFolderParallel(root: string, extensions: ReadonlySet<string>, threads = walkThreads(), inThisThread = true): Promise<{ listing: FolderListing; dirs: DirStamp[] }> {
   if (threads <= 1) return walkFolder(root, extensions);
-  walks++;
-  const { rootBytes, classes, dirs } = walkTop(root);
-  const names = classes.map((c) => lossy.decode(c));
-  const chunkCount = Math.min(classes.length, threads * CHUNKS_PER_THREAD);
-  const starts = Array.from({ length: chunkCount + 1 }, (_, c) => Math.floor((c * classes.length) / chunkCount));
-  const data: WalkWorkerData = { root, extensions: [...extensions], classes, starts, next: new SharedArrayBuffer(4) };
+  const plan = planWalk(root, extensions, threads);
+  const { data, chunkCount } = plan;
   const chunks: WalkedChunk[] = new Array(chunkCount);
   let received = 0;
   let settle: { resolve: () => void; reject: (e: Error) => void } | undefined;
@@ -361,11 +357,28 @@ export async function walkFolderParallel(root: string, extensions: ReadonlySet<s
   } finally {
     await Promise.all(workers.map((w) => w.terminate()));
   }
-  if (chunks.some((c) => 'failed' in c)) {
+  return finishWalk(plan, chunks);
+}
+
+/** The first step of a parallel walk: the root listed here, its classes cut into chunks for the workers. */
+function planWalk(root: string, extensions: ReadonlySet<string>, threads: number) {
+  walks++;
+  const { rootBytes, classes, dirs } = walkTop(root);
+  const chunkCount = Math.min(classes.length, threads * CHUNKS_PER_THREAD);
+  const starts = Array.from({ length: chunkCount + 1 }, (_, c) => Math.floor((c * classes.length) / chunkCount));
+  const data: WalkWorkerData = { root, extensions: [...extensions], classes, starts, next: new SharedArrayBuffer(4) };
+  return { root, extensions, rootBytes, dirs, chunkCount, data };
+}
+
+/** The last step: every chunk in, joined in class order — or, if one failed, the one-thread walk's error. */
+function finishWalk(plan: ReturnType<typeof planWalk>, chunks: readonly (WalkedChunk | undefined)[]): { listing: FolderListing; dirs: DirStamp[] } {
+  const { root, extensions, rootBytes, dirs, data } = plan;
+  if (chunks.some((c) => c !== undefined && 'failed' in c)) {
     // Walk again here, in order: the one-thread walk's error, for the first class that fails.
-    walkClasses(root, rootBytes, classes, 0, extensions, []);
+    walkClasses(root, rootBytes, data.classes as Buffer[], 0, extensions, []);
     throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
   }
+  const names = data.classes.map((c) => lossy.decode(c));
   return { listing: join_(names, chunks as Extract<WalkedChunk, { names: Uint8Array }>[], dirs), dirs };
 }
 
@@ -377,7 +390,7 @@ export interface SyncWalkReport {
   rewalked: number;
 }
 
-/** A blocking walk with no word from any worker for this long walks the first missing chunk itself. */
+/** A blocking walk with no word from any worker for this long walks every missing chunk itself. */
 export const WALK_STALL_MS = 250;
 
 /**
@@ -392,13 +405,10 @@ export function walkFolderParallelSync(
 ): { listing: FolderListing; dirs: DirStamp[] } {
   // Run from TypeScript sources (tsx), a worker's imports wait on this thread: blocked, it would walk alone anyway.
   if (threads <= 1 || (workerEntry === WALK_WORKER_URL && WALK_WORKER_URL.pathname.endsWith('.ts'))) return walkFolder(root, extensions);
-  walks++;
-  const { rootBytes, classes, dirs } = walkTop(root);
-  const names = classes.map((c) => lossy.decode(c));
-  const chunkCount = Math.min(classes.length, threads * CHUNKS_PER_THREAD);
-  const starts = Array.from({ length: chunkCount + 1 }, (_, c) => Math.floor((c * classes.length) / chunkCount));
+  const plan = planWalk(root, extensions, threads);
+  const { chunkCount } = plan;
   const posted = new Int32Array(new SharedArrayBuffer(4));
-  const base = { root, extensions: [...extensions], classes, starts, next: new SharedArrayBuffer(4), posted: posted.buffer as SharedArrayBuffer };
+  const base: WalkWorkerData = { ...plan.data, posted: posted.buffer as SharedArrayBuffer };
   const chunks: (WalkedChunk | undefined)[] = new Array(chunkCount);
   let received = 0;
   let byWorkers = 0;
@@ -454,11 +464,7 @@ export function walkFolderParallelSync(
     report.byWorkers = byWorkers;
     report.rewalked = rewalked;
   }
-  if (chunks.some((c) => c !== undefined && 'failed' in c)) {
-    walkClasses(root, rootBytes, classes, 0, extensions, []);
-    throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
-  }
-  return { listing: join_(names, chunks as Extract<WalkedChunk, { names: Uint8Array }>[], dirs), dirs };
+  return finishWalk(plan, chunks);
 }
 
 /** The walked chunks as one listing, in chunk (class) order; their stamps are appended to `dirs`. */
