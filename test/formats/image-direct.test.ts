@@ -5,7 +5,12 @@
 // cover (CMYK), and the same bytes from a decode child process as from this thread.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import sharp, { type JpegOptions } from 'sharp';
 import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage, loadImageDecoder } from '../../src/dataset/formats/image-decode.js';
@@ -122,6 +127,22 @@ describe('direct libvips route of JPEG views', () => {
     const cmyk = await sharp(await photo(200, 160, 5)).toColourspace('cmyk').jpeg().toBuffer();
     const [old, now] = await both(cmyk, options('train', 2));
     assert.deepEqual(now, old);
+  });
+
+  it('decodes in the calling thread: no libvips worker thread starts (NOTE [pixels in the calling thread])', { skip: process.platform !== 'linux' && 'the route is linux-only', timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'stoker-direct-threads-'));
+    try {
+      const file = join(dir, 'photo.jpg');
+      await writeFile(file, await photo(500, 375, 7));
+      const fixture = new URL('../fixtures/direct-threads.ts', import.meta.url).pathname;
+      const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', fixture, file], { timeout: 50_000 });
+      const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as { direct: boolean; sizes: number[]; threads: string[] };
+      assert.equal(r.direct, true);
+      assert.deepEqual(r.sizes, Array(24).fill(224 * 224 * 3));
+      assert.deepEqual(r.threads.filter((t) => /vips/i.test(t)), [], `threads: ${r.threads.join(', ')}`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('a decode child process gives the bytes of this thread', { timeout: 60_000 }, async () => {

@@ -18,16 +18,19 @@
 //   /proc/self/maps, else sharp's @img/sharp-libvips-<platform> package. dlopen of a mapped path
 //   returns the same handle, so there is one libvips with sharp's settings (cache off, one thread).
 // - STOKER_VIPS_DIRECT=off turns this route off (the sharp path then decodes every image).
-// - Calls are synchronous (koffi cannot call variadic functions asynchronously; libvips still
-//   computes in its own worker thread): right for decode processes, which answer one request at a
-//   time; a reader thread in decode: 'threads' decodes one image at a time instead of several on
-//   libuv's pool (the sharp path got at most 2.4× there, NOTE in image-decode.ts's header).
+// - Calls are synchronous (koffi cannot call variadic functions asynchronously) and the pixels are
+//   computed on the calling thread (NOTE [pixels in the calling thread]): right for decode
+//   processes, which answer one request at a time; a reader thread in decode: 'threads' decodes one
+//   image at a time instead of several on libuv's pool (the sharp path got at most 2.4× there, NOTE
+//   in image-decode.ts's header).
 // Measured after the route (bench decode-scaling --rows a2, same 240 ImageNet-like files, rounds
 // alternating, 2 shared and loaded cores): the whole recipe (RandomResizedCrop 224 + flip + normalize,
 // bf16) 3.55–4.09 → 2.92–3.37 CPU ms per image, 1.13–1.41× the images/s; its stages: decode of an
 // enlarged box 1.7 ms + JS resample 0.9 ms, a reduced box decoded and reduced by libvips 3.1 ms, the
 // cast 0.24–0.37 ms. PIL on the same files:
 // decode 1.15 ms, resize 0.55 ms: the decode and the resample are what is left of the gap.
+// With the pixels computed on the calling thread (same bench, 2026-12-03): 4.53 → 3.66 CPU ms an
+// image (PIL's recipe 2.57–2.74), the box's decode 2.13 → 1.28 ms wall.
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -38,7 +41,8 @@ interface Vips {
   readonly extractArea: (img: unknown, out: unknown[], left: number, top: number, width: number, height: number, ...opts: unknown[]) => number;
   readonly reduce: (img: unknown, out: unknown[], hshrink: number, vshrink: number, ...opts: unknown[]) => number;
   readonly flip: (img: unknown, out: unknown[], direction: number, ...opts: unknown[]) => number;
-  readonly writeToMemory: ((img: unknown, size: number[]) => unknown) & { async: (img: unknown, size: number[], cb: (err: unknown, res: unknown) => void) => void };
+  readonly regionNew: (img: unknown) => unknown;
+  readonly regionFetch: (region: unknown, left: number, top: number, width: number, height: number, size: number[]) => unknown;
   readonly width: (img: unknown) => number;
   readonly height: (img: unknown) => number;
   readonly bands: (img: unknown) => number;
@@ -105,7 +109,8 @@ function load(): Vips | null {
       extractArea: f('int vips_extract_area(void *in, _Out_ void **out, int left, int top, int width, int height, ...)') as Vips['extractArea'],
       reduce: f('int vips_reduce(void *in, _Out_ void **out, double hshrink, double vshrink, ...)') as Vips['reduce'],
       flip: f('int vips_flip(void *in, _Out_ void **out, int direction, ...)') as Vips['flip'],
-      writeToMemory: f('void *vips_image_write_to_memory(void *in, _Out_ size_t *size)') as Vips['writeToMemory'],
+      regionNew: f('void *vips_region_new(void *img)') as Vips['regionNew'],
+      regionFetch: f('void *vips_region_fetch(void *region, int left, int top, int width, int height, _Out_ size_t *size)') as Vips['regionFetch'],
       width: f('int vips_image_get_width(void *img)') as Vips['width'],
       height: f('int vips_image_get_height(void *img)') as Vips['height'],
       bands: f('int vips_image_get_bands(void *img)') as Vips['bands'],
@@ -149,7 +154,6 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
   // image is unreffed below; `bytes` stays referenced by this frame until then.
   if (v.jpegloadBuffer(bytes, bytes.length, img, 'str', 'access', 'int', VIPS_ACCESS_SEQUENTIAL, 'str', 'fail_on', 'int', VIPS_FAIL_ON_WARNING, 'str', 'shrink', 'int', shrink, 'str', null) !== 0) return undefined;
   const full = img[0];
-  let cut: unknown = null;
   try {
     const w = v.width(full);
     const h = v.height(full);
@@ -163,19 +167,11 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
     const cw = Math.ceil(x1) - cl;
     const ch = Math.ceil(y1) - ct;
     if (!(cw >= 1 && ch >= 1 && cl + cw <= w && ct + ch <= h)) return undefined;
-    const out: unknown[] = [null];
-    if (v.extractArea(full, out, cl, ct, cw, ch, 'str', null) !== 0) return undefined;
-    cut = out[0];
-    const size = [0];
-    const ptr = v.writeToMemory(cut, size);
+    const ptr = fetchPixels(v, full, cl, ct, cw, ch, bands);
     if (ptr === null) return undefined;
-    if (size[0] !== cw * ch * bands) {
-      v.free(ptr);
-      return undefined;
-    }
     // SAFETY: the view is of libvips' buffer, valid until `release()` frees it; callers read it
     // synchronously and release it before returning (decodeImage's direct route).
-    const data = new Uint8Array(v.view(ptr, size[0]));
+    const data = new Uint8Array(v.view(ptr, cw * ch * bands));
     let freed = false;
     const release = () => {
       if (!freed) v.free(ptr);
@@ -183,8 +179,36 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
     };
     return { data, width: cw, height: ch, bands, x0: x0 - cl, y0: y0 - ct, x1: x1 - cl, y1: y1 - ct, release };
   } finally {
-    if (cut !== null) v.unref(cut);
     v.unref(full);
+  }
+}
+
+/**
+ * The pixels of (left, top, width, height) of `img`, computed in this thread, in a fresh g_malloc'd
+ * buffer of width × height × bands bytes (free with `v.free`), or null.
+ *
+ * NOTE [pixels in the calling thread] `vips_image_write_to_memory` runs the pipeline on libvips'
+ * thread pool, strip by strip: even with one worker, each strip is a hand-off through a mutex and a
+ * condition (a futex wake each way) and fresh buffers, and the calling thread waits. A region
+ * prepared here (`vips_region_fetch`, as pyvips' `fetch`) pulls the same strips through the same
+ * operations on this thread. Measured on the 2-core development machine, 240 ImageNet-like 500×375
+ * JPEGs decoded whole: 3.05–3.20 ms of CPU an image (0.9 on this thread + 2.0–2.2 on the libvips
+ * worker, 0.5–0.6 of it in the kernel) → 1.87–1.93 ms, all on this thread (PIL: 1.16).
+ */
+function fetchPixels(v: Vips, img: unknown, left: number, top: number, width: number, height: number, bands: number): unknown {
+  const region = v.regionNew(img);
+  if (region === null) return null;
+  try {
+    const size = [0];
+    const ptr = v.regionFetch(region, left, top, width, height, size);
+    if (ptr === null) return null;
+    if (size[0] !== width * height * bands) {
+      v.free(ptr);
+      return null;
+    }
+    return ptr;
+  } finally {
+    v.unref(region);
   }
 }
 
@@ -230,13 +254,11 @@ export function decodeJpegReduced(bytes: Uint8Array, box: { left: number; top: n
       last = fl[0];
     }
     if (v.width(last) !== outW || v.height(last) !== outH) return undefined;
-    const size = [0];
-    const ptr = v.writeToMemory(last, size);
+    const ptr = fetchPixels(v, last, 0, 0, outW, outH, bands);
     if (ptr === null) return undefined;
     try {
-      if (size[0] !== outW * outH * bands) return undefined;
       // SAFETY: libvips' buffer is copied out before it is freed.
-      return new Uint8Array(v.view(ptr, size[0])).slice();
+      return new Uint8Array(v.view(ptr, outW * outH * bands)).slice();
     } finally {
       v.free(ptr);
     }
