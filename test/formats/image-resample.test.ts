@@ -1,12 +1,21 @@
 // The resize of decode-time views (src/dataset/formats/image-resample.ts) is Pillow's BILINEAR
 // resample byte for byte: shrinking, enlarging, mixed, fractional boxes, the identity, and the flip
 // (which mirrors the unflipped result). The reference bytes were written by Pillow
-// (test/fixtures/pillow_resample.py → pillow-resample.json).
+// (test/fixtures/pillow_resample.py → pillow-resample.json). Both implementations are checked: the
+// WebAssembly one (kernels/resample.c, src/dataset/formats/resample-wasm.ts), which decodes use where
+// it instantiates, and the JavaScript loops; and the WebAssembly cast gives toFloats' JavaScript values.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { resampleBilinear } from '../../src/dataset/formats/image-resample.js';
+import { toFloats } from '../../src/dataset/formats/image-decode.js';
+import { type ResampleBox, resampleBilinear, resampleBilinearJs } from '../../src/dataset/formats/image-resample.js';
+import { setWasmResample, wasmResampler } from '../../src/dataset/formats/resample-wasm.js';
+
+type Resample = (src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean) => Uint8Array;
+const wasm = wasmResampler();
+const impls: [string, Resample][] = [['JavaScript', resampleBilinearJs]];
+if (wasm !== undefined) impls.push(['WebAssembly', (...a) => wasm.resample(...a)]);
 
 interface Fixture {
   readonly width: number;
@@ -33,7 +42,14 @@ function mirror(px: Uint8Array, w: number, h: number): Uint8Array {
   return out;
 }
 
-describe('image resample (Pillow BILINEAR)', () => {
+it('the WebAssembly resampler instantiates here, and resampleBilinear uses it', () => {
+  assert.ok(wasm !== undefined, 'kernels/resample.wasm did not instantiate');
+  const src = source();
+  const box = { x0: 3.5, y0: 1.25, x1: 60, y1: 41 };
+  assert.deepEqual(resampleBilinear(src, fixture.width, fixture.height, 3, box, 37, 29, true), wasm.resample(src, fixture.width, fixture.height, 3, box, 37, 29, true));
+});
+
+for (const [impl, resampleBilinear] of impls) describe(`image resample (Pillow BILINEAR), ${impl}`, () => {
   const src = source();
   for (const c of fixture.cases) {
     const [x0, y0, x1, y1] = c.box;
@@ -65,6 +81,54 @@ describe('image resample (Pillow BILINEAR)', () => {
     for (let p = 0; p < w * h; p++) {
       assert.equal(g[p], rgb[p * 3 + 1]);
       assert.deepEqual([...a.subarray(p * 4, p * 4 + 4)], [rgb[p * 3], rgb[p * 3 + 1], rgb[p * 3 + 2], 200]);
+    }
+  });
+});
+
+describe('WebAssembly resample and cast against the JavaScript', { skip: wasm === undefined && 'WebAssembly did not instantiate' }, () => {
+  let seed = 99;
+  const rand = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+
+  it('gives the same bytes for random boxes, sizes, channels and flips (enlarged, reduced, mixed)', () => {
+    const W = 203;
+    const H = 151;
+    for (const channels of [1, 3, 4]) {
+      const src = new Uint8Array(W * H * channels);
+      for (let i = 0; i < src.length; i++) src[i] = (rand() * 256) | 0;
+      for (let t = 0; t < 120; t++) {
+        const bw = 1 + rand() * (W - 1);
+        const bh = 1 + rand() * (H - 1);
+        const x0 = rand() * (W - bw);
+        const y0 = rand() * (H - bh);
+        const box = { x0, y0, x1: x0 + bw, y1: y0 + bh };
+        const outW = 1 + Math.floor(rand() * 260);
+        const outH = 1 + Math.floor(rand() * 260);
+        const flip = rand() < 0.5;
+        const js = resampleBilinearJs(src, W, H, channels, box, outW, outH, flip);
+        const wa = wasm!.resample(src, W, H, channels, box, outW, outH, flip);
+        const diff = wa.findIndex((v, i) => v !== js[i]);
+        assert.equal(diff, -1, `channels ${channels} box ${JSON.stringify(box)} → ${outW}×${outH} flip ${flip}: byte ${diff}`);
+      }
+    }
+  });
+
+  it('casts to the same float32, bfloat16 and float16 values, planes and interleaved', () => {
+    const px = new Uint8Array(57 * 31 * 3);
+    for (let i = 0; i < px.length; i++) px[i] = (rand() * 256) | 0;
+    const normalize = { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+    try {
+      for (const output of ['float32', 'bfloat16', 'float16'] as const) {
+        for (const interleaved of [false, true]) {
+          setWasmResample(true);
+          const wa = toFloats(px, 57 * 31, 3, interleaved, output, normalize);
+          setWasmResample(false);
+          const js = toFloats(px, 57 * 31, 3, interleaved, output, normalize);
+          assert.equal(wa.constructor, js.constructor);
+          assert.deepEqual(wa, js, `${output} interleaved ${interleaved}`);
+        }
+      }
+    } finally {
+      setWasmResample(true);
     }
   });
 });

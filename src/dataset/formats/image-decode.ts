@@ -44,6 +44,7 @@ import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 import { resampleBilinear } from './image-resample.js';
 import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
+import { wasmResampler } from './resample-wasm.js';
 
 type Sharp = typeof sharpModule;
 
@@ -344,10 +345,12 @@ function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: n
       break;
     }
   }
-  // A box reduced without a shrink: libvips' linear reduction (as the sharp path; JS's Pillow loop costs
-  // 2× it there). After a shrink libvips' reduction of the cut strays (mean 7 levels on a 4:4:4 1000×1500
-  // JPEG), so the fractional box goes to the JS loop (mean 1).
-  if (shrink === 1 && box.width >= width && box.height >= height) {
+  // A box reduced without a shrink: Pillow's resample in WebAssembly (NOTE [resample in WebAssembly]:
+  // a third of libvips' reduction's CPU, and Pillow's bytes); without WebAssembly, libvips' linear
+  // reduction (as the sharp path; the JS loop costs 2× it there). After a shrink libvips' reduction of
+  // the cut strays (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the
+  // resample loop (mean 1).
+  if (shrink === 1 && box.width >= width && box.height >= height && wasmResampler() === undefined) {
     const px = decodeJpegReduced(bytes, box, 1, components, width, height, box.flip);
     if (px !== undefined) return spread(px, components, width, height, channels);
   }
@@ -419,7 +422,6 @@ function checkBox(box: CropBox, w: number, h: number, source: string): void {
  * 1 / (255 · std), bias = −mean / std), cast with round-to-nearest-even; planes or interleaved.
  */
 export function toFloats(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
-  const out = output === 'float32' ? new Float32Array(pixels * channels) : new Uint16Array(pixels * channels);
   // A lookup table per channel: 256 values, so the per-pixel work is one load and one store.
   const table = output === 'float32' ? new Float32Array(256 * channels) : new Uint16Array(256 * channels);
   for (let c = 0; c < channels; c++) {
@@ -432,8 +434,12 @@ export function toFloats(hwc: Uint8Array, pixels: number, channels: number, inte
       table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
     }
   }
-  // One copy of the loops per array type (V8 keeps each monomorphic), and RGB planes in one sequential
-  // pass over the pixels: 224² × 3 to bf16 planes 0.24 ms instead of 0.40 (2-core development machine).
+  // In WebAssembly where it instantiates (NOTE [resample in WebAssembly]), else one copy of the loops
+  // per array type (V8 keeps each monomorphic), and RGB planes in one sequential pass over the pixels:
+  // 224² × 3 to bf16 planes 0.24 ms instead of 0.40 (2-core development machine).
+  const wasm = wasmResampler();
+  if (wasm !== undefined) return wasm.cast(hwc, pixels, channels, interleaved, table);
+  const out = output === 'float32' ? new Float32Array(pixels * channels) : new Uint16Array(pixels * channels);
   if (out instanceof Float32Array) castLoop(hwc, pixels, channels, interleaved, out, table as Float32Array);
   else castLoop16(hwc, pixels, channels, interleaved, out, table as Uint16Array);
   return out;

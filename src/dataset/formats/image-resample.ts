@@ -14,11 +14,13 @@
 // loop does any box → 224² in ~1–1.5 ms, is Pillow's filter (the reference users compare against),
 // and leaves libvips only the decode of the box's rows.
 
+import { wasmResampler } from './resample-wasm.js';
+
 const PRECISION_BITS = 32 - 8 - 2;
 const HALF = 1 << (PRECISION_BITS - 1);
 
 /** Coefficients of one axis: for output i, taps [start[i], start[i] + count[i]) with weights at k[i * ksize …]. */
-interface Coeffs {
+export interface Coeffs {
   readonly ksize: number;
   readonly start: Int32Array;
   readonly count: Int32Array;
@@ -26,7 +28,7 @@ interface Coeffs {
 }
 
 /** Pillow's `precompute_coeffs` for the bilinear filter (support 1), then `normalize_coeffs_8bpc` (round half away from zero). */
-function coeffs(inSize: number, in0: number, in1: number, outSize: number): Coeffs {
+export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize: number): Coeffs {
   const scale = (in1 - in0) / outSize;
   const filterscale = Math.max(scale, 1);
   const support = filterscale;
@@ -227,11 +229,19 @@ export interface ResampleBox {
 
 /**
  * Resize `box` of the interleaved `src` (srcW × srcH × channels, uint8) to outW × outH interleaved
- * uint8 pixels, Pillow's BILINEAR (antialiased), mirrored left–right when `flip`.
+ * uint8 pixels, Pillow's BILINEAR (antialiased), mirrored left–right when `flip`: in WebAssembly
+ * where it instantiates (NOTE [resample in WebAssembly] in resample-wasm.ts), else these loops.
  */
 export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
-  const h = coeffs(srcW, box.x0, box.x1, outW);
-  const v = coeffs(srcH, box.y0, box.y1, outH);
+  const wasm = wasmResampler();
+  if (wasm !== undefined) return wasm.resample(src, srcW, srcH, channels, box, outW, outH, flip);
+  return resampleBilinearJs(src, srcW, srcH, channels, box, outW, outH, flip);
+}
+
+/** `resampleBilinear` in JavaScript (the same bytes): for a Node without WebAssembly, and the reference of resample-wasm.ts. */
+export function resampleBilinearJs(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
+  const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
+  const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
   const h2 = channels === 3 ? taps3(h, srcW, 2) : undefined;
   const h3 = channels === 3 && h2 === undefined ? taps3(h, srcW) : undefined;
   const v2 = taps3(v, srcH, 2);

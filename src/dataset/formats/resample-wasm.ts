@@ -1,0 +1,132 @@
+// Internal: not exported from the package entry.
+// Pillow's bilinear resample of a decode-time view's box, and the cast of its bytes to the output's
+// floats, in WebAssembly with 128-bit SIMD (kernels/resample.c, built by scripts/build-wasm.sh into
+// the committed kernels/resample.wasm). The rule: the same bytes as image-resample.ts's JavaScript
+// loops (which stay, for a Node without WebAssembly, e.g. --jitless, and as the reference the tests
+// compare against), and the same values as image-decode.ts's `toFloats`; `wasmResampler()` answers
+// undefined when the module cannot be instantiated here and callers then use the JavaScript.
+//
+// NOTE [resample in WebAssembly] Measured on the 2-core development machine (bench decode-scaling
+// --rows a2, 240 ImageNet-like 500×375 JPEGs, RandomResizedCrop 224 + flip + normalize, bf16): see
+// BENCHMARKS.md ("the resample in WebAssembly"). Why here and not libvips: libvips' reduce of a box
+// at least the output on both sides cost as much as its decode (1.5 ms of a 3.0 ms call) and its
+// enlargement more (NOTE [why not libvips' resize] in image-resample.ts); Pillow's two passes are
+// short integer loops that SIMD runs 16 bytes at a time (vertical) or a pixel's 3 bands at a time
+// (horizontal). One instance per thread (module state is per isolate), its memory grown as the
+// largest box needs and kept.
+// - STOKER_WASM=off turns it off (the JavaScript loops then run; benchmarks compare both).
+
+import { readFileSync } from 'node:fs';
+import { type ResampleBox, resampleCoeffs } from './image-resample.js';
+
+/** The parts of the WebAssembly API used (the project's TypeScript libs do not declare it). */
+interface WebAssemblyApi {
+  readonly Module: new (bytes: Uint8Array) => object;
+  readonly Instance: new (module: object, imports: object) => { readonly exports: unknown };
+}
+
+interface Exports {
+  readonly memory: { readonly buffer: ArrayBuffer; grow(pages: number): number };
+  readonly __heap_base: { readonly value: number };
+  readonly resample_h: (src: number, stride: number, rowFirst: number, rows: number, mid: number, outW: number, channels: number, start: number, count: number, k: number, ksize: number, flip: number) => void;
+  readonly resample_v: (mid: number, midRow: number, rowFirst: number, out: number, outH: number, start: number, count: number, k: number, ksize: number) => void;
+  readonly cast_u16: (px: number, pixels: number, channels: number, interleaved: number, out: number, table: number) => void;
+  readonly cast_f32: (px: number, pixels: number, channels: number, interleaved: number, out: number, table: number) => void;
+}
+
+export interface WasmResampler {
+  /** image-resample.ts's `resampleBilinearJs`: the same bytes. */
+  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
+  /** image-decode.ts's `toFloats` loop: the bytes of `px` through the table (256 values a channel), planes unless `interleaved`. */
+  cast(px: Uint8Array, pixels: number, channels: number, interleaved: boolean, table: Float32Array | Uint16Array): Float32Array | Uint16Array;
+}
+
+const SLACK = 16;
+const align = (n: number) => (n + 15) & ~15;
+
+let state: WasmResampler | null | undefined;
+let enabled = process.env.STOKER_WASM !== 'off';
+
+/** Turn the WebAssembly resample on or off in this thread (benchmarks and tests compare both). */
+export function setWasmResample(on: boolean): void {
+  enabled = on;
+}
+
+/** The WebAssembly resampler of this thread, or undefined (turned off, or it does not instantiate here). */
+export function wasmResampler(): WasmResampler | undefined {
+  if (!enabled) return undefined;
+  if (state === undefined) state = instantiate();
+  return state ?? undefined;
+}
+
+function instantiate(): WasmResampler | null {
+  let x: Exports;
+  try {
+    const bytes = readFileSync(new URL('../../../kernels/resample.wasm', import.meta.url));
+    const wa = (globalThis as { WebAssembly?: WebAssemblyApi }).WebAssembly;
+    if (wa === undefined) return null;
+    x = new wa.Instance(new wa.Module(bytes), {}).exports as Exports;
+  } catch {
+    return null;
+  }
+  const heap = x.__heap_base.value;
+  const reserve = (bytes: number): void => {
+    const have = x.memory.buffer.byteLength;
+    if (heap + bytes > have) x.memory.grow(Math.ceil((heap + bytes - have) / 65536));
+  };
+  /** Lay out buffers of these byte sizes above the heap base, each 16-aligned: their offsets. */
+  const layout = (sizes: number[]): number[] => {
+    const at: number[] = [];
+    let p = align(heap);
+    for (const s of sizes) {
+      at.push(p);
+      p = align(p + s);
+    }
+    reserve(p - heap);
+    return at;
+  };
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
+    const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
+    const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
+    // Only the source rows the vertical pass reads.
+    let rowFirst = Infinity;
+    let rowEnd = 0;
+    for (let i = 0; i < outH; i++) {
+      if (v.count[i]! === 0) continue;
+      rowFirst = Math.min(rowFirst, v.start[i]!);
+      rowEnd = Math.max(rowEnd, v.start[i]! + v.count[i]!);
+    }
+    if (rowEnd === 0) rowFirst = 0;
+    const rows = Math.max(0, rowEnd - rowFirst);
+    const midRow = outW * channels;
+    const n = outW * outH * channels;
+    const [hs, hc, hk, vs, vc, vk, s0, m0, o0] = layout([
+      outW * 4, outW * 4, h.k.length * 4, outH * 4, outH * 4, v.k.length * 4, src.length + SLACK, rows * midRow + SLACK, n + SLACK,
+    ]) as [number, number, number, number, number, number, number, number, number];
+    const buf = x.memory.buffer;
+    new Int32Array(buf, hs, outW).set(h.start);
+    new Int32Array(buf, hc, outW).set(h.count);
+    new Int32Array(buf, hk, h.k.length).set(h.k);
+    new Int32Array(buf, vs, outH).set(v.start);
+    new Int32Array(buf, vc, outH).set(v.count);
+    new Int32Array(buf, vk, v.k.length).set(v.k);
+    new Uint8Array(buf, s0, src.length).set(src);
+    x.resample_h(s0, srcW * channels, rowFirst, rows, m0, outW, channels, hs, hc, hk, h.ksize, flip ? 1 : 0);
+    x.resample_v(m0, midRow, rowFirst, o0, outH, vs, vc, vk, v.ksize);
+    return new Uint8Array(x.memory.buffer, o0, n).slice();
+  }
+  return {
+    resample,
+    cast(px, pixels, channels, interleaved, table) {
+      const n = pixels * channels;
+      const f32 = table instanceof Float32Array;
+      const [p0, t0, c0] = layout([n, table.length * 4, n * (f32 ? 4 : 2)]) as [number, number, number];
+      const buf = x.memory.buffer;
+      new Uint8Array(buf, p0, n).set(px.subarray(0, n));
+      if (f32) new Float32Array(buf, t0, table.length).set(table);
+      else new Uint16Array(buf, t0, table.length).set(table as Uint16Array);
+      (f32 ? x.cast_f32 : x.cast_u16)(p0, pixels, channels, interleaved ? 1 : 0, c0, t0);
+      return f32 ? new Float32Array(x.memory.buffer, c0, n).slice() : new Uint16Array(x.memory.buffer, c0, n).slice();
+    },
+  };
+}
