@@ -2,7 +2,8 @@
 // files and the ImageNet training view (RandomResizedCrop 224 + flip + normalize), per process
 // count N (default 1, 4, 8, 15):
 //   (a) decodeImage in this thread, one process (file read included);
-//   (a2) (a) with the sharp path only (STOKER_VIPS_DIRECT off) and with the direct libvips route
+//   (a2) (a) with the sharp path only (STOKER_VIPS_DIRECT off), the direct libvips route with the
+//       JavaScript resample and cast (STOKER_WASM=off) and the direct libvips route as it runs
 //       (NOTE [direct libvips]), in alternating rounds of the same files, plus the stages of the
 //       direct route (decode of the box, resample, cast + normalize) timed apart;
 //   (b) N independent Node processes, each running (a)'s loop on its own files: the ceiling;
@@ -37,6 +38,7 @@ import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
 import { decodeJpegBox, decodeJpegReduced, setVipsDirect } from '../src/dataset/formats/vips-direct.js';
 import { jpegHeader, toFloats } from '../src/dataset/formats/image-decode.js';
 import { resampleBilinear } from '../src/dataset/formats/image-resample.js';
+import { setWasmResample, wasmResampler } from '../src/dataset/formats/resample-wasm.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { fixture } from './images.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
@@ -244,30 +246,41 @@ export async function main(args: readonly string[]): Promise<void> {
   if (rows.has('a2')) {
     const cfg: LoopConfig = { paths: slice(0), output, warm };
     const bytes = await Promise.all(cfg.paths.map((p) => readFile(p)));
-    // In-memory bytes (no file read), rounds alternating old / new, 4 rounds each.
-    const round = async (direct: boolean): Promise<[number, number]> => {
-      setVipsDirect(direct);
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      for (let i = 0; i < bytes.length; i++) await decodeImage(bytes[i]!, decodeOptions(cfg, i));
-      const c = process.cpuUsage(c0);
-      return [(performance.now() - t0) / 1000, (c.user + c.system) / 1000];
+    // In-memory bytes (no file read), rounds rotating over the three ways, 4 rounds each: the sharp
+    // path, the direct route with the JavaScript resample and cast, the direct route as it runs.
+    type Way = 'sharp' | 'js' | 'direct';
+    const round = async (way: Way): Promise<[number, number]> => {
+      setVipsDirect(way !== 'sharp');
+      setWasmResample(way !== 'js');
+      try {
+        const c0 = process.cpuUsage();
+        const t0 = performance.now();
+        for (let i = 0; i < bytes.length; i++) await decodeImage(bytes[i]!, decodeOptions(cfg, i));
+        const c = process.cpuUsage(c0);
+        return [(performance.now() - t0) / 1000, (c.user + c.system) / 1000];
+      } finally {
+        setVipsDirect(true);
+        setWasmResample(true);
+      }
     };
-    await round(false);
-    await round(true);
-    const sum: { old: [number, number]; new: [number, number] } = { old: [0, 0], new: [0, 0] };
+    const ways: Way[] = ['sharp', 'js', 'direct'];
+    for (const w of ways) await round(w);
+    const sum = new Map<Way, [number, number]>(ways.map((w) => [w, [0, 0]]));
     for (let r = 0; r < 4; r++) {
-      for (const direct of r % 2 === 0 ? [false, true] : [true, false]) {
-        const [s, ms] = await round(direct);
-        const k = direct ? sum.new : sum.old;
-        k[0] += s;
-        k[1] += ms;
+      for (let k = 0; k < ways.length; k++) {
+        const w = ways[(k + r) % ways.length]!;
+        const [s, ms] = await round(w);
+        const acc = sum.get(w)!;
+        acc[0] += s;
+        acc[1] += ms;
       }
     }
-    setVipsDirect(true);
-    const oldRow = row('a2', 'decodeImage, sharp path only (bytes in memory)', 1, 4 * per, sum.old[0]!, sum.old[1]!);
-    const newRow = row('a2', 'decodeImage, direct libvips route (bytes in memory)', 1, 4 * per, sum.new[0]!, sum.new[1]!);
+    const rowOf = (w: Way, how: string) => row('a2', how, 1, 4 * per, sum.get(w)![0], sum.get(w)![1]);
+    const oldRow = rowOf('sharp', 'decodeImage, sharp path only (bytes in memory)');
     print(oldRow);
+    const jsRow = rowOf('js', 'decodeImage, direct libvips route, JavaScript resample and cast (STOKER_WASM=off)');
+    print({ ...jsRow, scaling: jsRow.imagesPerS / oldRow.imagesPerS });
+    const newRow = rowOf('direct', `decodeImage, direct libvips route${wasmResampler() === undefined ? '' : ', WebAssembly resample and cast'} (bytes in memory)`);
     print({ ...newRow, scaling: newRow.imagesPerS / oldRow.imagesPerS });
     // The stages of the direct route, wall ms per image over one pass each.
     const view = viewFrom('train');
@@ -279,7 +292,8 @@ export async function main(args: readonly string[]): Promise<void> {
       for (const f of [8, 4, 2]) if (box.width >= f * 224 && box.height >= f * 224) { shrink = f; break; }
       let px: Uint8Array;
       const t0 = performance.now();
-      if (shrink === 1 && box.width >= 224 && box.height >= 224) {
+      // As directView: libvips reduces a box at least the output only where WebAssembly does not run.
+      if (shrink === 1 && box.width >= 224 && box.height >= 224 && wasmResampler() === undefined) {
         px = decodeJpegReduced(bytes[i]!, box, 1, h.channels, 224, 224, box.flip)!;
         stage.reduced++;
         stage.reducedMs += performance.now() - t0;
@@ -296,7 +310,7 @@ export async function main(args: readonly string[]): Promise<void> {
       stage.cast += performance.now() - t2;
     }
     const other = per - stage.reduced;
-    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / Math.max(1, stage.reduced)).toFixed(3)}; ${other} others: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + JS resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
+    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / Math.max(1, stage.reduced)).toFixed(3)}; ${other} others: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + ${wasmResampler() === undefined ? 'JS' : 'WebAssembly'} resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
   }
   const scaled = (r: Row, ref: Row | undefined): Row => (ref === undefined ? r : { ...r, scaling: r.imagesPerS / (r.n * ref.imagesPerS) });
   if (rows.has('b')) {
