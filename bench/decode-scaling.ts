@@ -372,6 +372,7 @@ export async function main(args: readonly string[]): Promise<void> {
             let images = 0;
             for await (const b of loader.epoch(epoch)) {
               images += b.sampleIds.length;
+              b.release();
               if (++k >= count) break;
             }
             return images;

@@ -8,8 +8,9 @@
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
 //                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
-// Per core count n: Stoker with one reader worker driving n decode processes (`--shape workers`:
-// n reader workers with one decode process each; `--shape main`: no reader worker), torchvision with
+// Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
+// workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
+// `--shape main`: no reader worker), torchvision with
 // num_workers n. Figures: time to first batch (from create / DataLoader construction), images/s
 // after the first batch, CPU cores busy (this process and its reaped children over the run, from
 // /proc/self/stat; its share of a machine others also use is not separated). `--decode gpu` is the
@@ -29,7 +30,7 @@ import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--shape worker|workers|main] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--shape worker|workers|main] [--readers 1] [--python PATH] [--no-torch]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -69,18 +70,19 @@ export async function fixture(files: number, classes: number): Promise<string> {
   return dir;
 }
 
-async function stoker(dir: string, cores: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number }): Promise<Row> {
+async function stoker(dir: string, cores: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number; readers: number }): Promise<Row> {
   const cpu0 = cpuSeconds();
   const t0 = performance.now();
   const shape = o.shape;
   const source = imageFolderSource(dir, {
     size: 224, view: 'train', normalize: { mean: MEAN, std: STD }, output: o.output,
-    decode: o.decode as 'processes', decodeProcesses: shape === 'workers' ? 1 : cores,
+    decode: o.decode as 'processes', decodeProcesses: shape === 'workers' ? 1 : Math.ceil(cores / Math.min(cores, o.readers)),
   });
   // decode 'gpu': the files are read on the host and decoded on the device (no reader worker, no
   // decode process); the batches stay on the device.
   const gpu = o.decode === 'gpu';
-  const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : 1;
+  const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
+  const each = shape === 'workers' ? 1 : shape === 'main' ? cores : Math.ceil(cores / workers);
   const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, workers, ...(gpu ? { device: o.device as 'cuda' } : {}) });
   let first = 0;
   let tFirst = 0;
@@ -97,6 +99,8 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
         } else images += b.rows;
         // Device batches: wait for the last one's rows (stream order: every earlier decode is done too).
         if (gpu && ++k === count && e === o.epochs - 1) await (b.get('image') as { toHost?: () => Promise<unknown> }).toHost?.();
+        // As the README's loop does: the loader reuses a released batch's memory (NOTE [released batches reused]).
+        b.release();
       }
     }
   } finally {
@@ -106,7 +110,7 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
   const end = performance.now();
   const steady = (end - tFirst) / 1000;
   if (gpu) return { side: 'stoker', cores, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
-  return { side: 'stoker', cores, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${shape === 'workers' ? 1 : cores} decode process${cores === 1 && shape !== 'workers' ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+  return { side: 'stoker', cores, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
 }
 
 /** The first of `python3` (the GPU host's, with torchvision) and Debian's `/usr/bin/python3` that imports torch. */
@@ -138,7 +142,7 @@ export async function main(args: readonly string[]): Promise<void> {
       args: [...args], strict: true, allowPositionals: false,
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
-        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' },
+        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' },
         python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
       },
     }));
@@ -151,14 +155,16 @@ export async function main(args: readonly string[]): Promise<void> {
   if (!cores.every((c) => Number.isInteger(c) && c >= 1) || !Number.isInteger(batch) || batch < 1) throw new UsageError(`bad --cores or --batch\nusage: ${USAGE}`);
   if (!(Number.isInteger(Number(v.epochs)) && Number(v.epochs) >= 1)) throw new UsageError(`bad --epochs\nusage: ${USAGE}`);
   if (!['float32', 'bfloat16'].includes(v.output as string) || !['worker', 'workers', 'main'].includes(v.shape as string)) throw new UsageError(`bad --output or --shape\nusage: ${USAGE}`);
+  const readers = Number(v.readers);
+  if (!Number.isSafeInteger(readers) || readers < 1) throw new UsageError(`bad --readers ${String(v.readers)}: an integer ≥ 1\nusage: ${USAGE}`);
   const dir = (v.dir as string | undefined) ?? (await fixture(Number(v.files), Number(v.classes)));
   console.log(`bench images: ${hardwareLine()}; ${dir}; RandomResizedCrop(224) + flip + normalize, ${v.output}, batch ${batch}`);
   const rows: Row[] = [];
   // A first pass warms the page cache (and the listing cache), so that neither side pays the disk.
-  await stoker(dir, cores[cores.length - 1]!, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: 1 });
+  await stoker(dir, cores[cores.length - 1]!, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: 1, readers });
   // The GPU path uses no decode process: one run, on the whole machine.
   for (const c of v.decode === 'gpu' ? [n] : cores) {
-    const row = await stoker(dir, c, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: Number(v.epochs) });
+    const row = await stoker(dir, c, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: Number(v.epochs), readers });
     console.log(JSON.stringify(row));
     rows.push(row);
   }

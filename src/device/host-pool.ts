@@ -31,7 +31,12 @@ export class HostPool {
     this.#keepBytes = keepBytes;
   }
 
-  readonly #keepBytes: number;
+  #keepBytes: number;
+
+  /** Raise the byte budget to `bytes` (never lowers it): a device sizes it to the batches it sees. */
+  keepAtLeast(bytes: number): void {
+    if (bytes > this.#keepBytes) this.#keepBytes = bytes;
+  }
 
   /**
    * A buffer of exactly `length` elements, or, when `atMost` > `length`, the shortest kept buffer
