@@ -32,6 +32,18 @@ export interface ReadContext {
   readonly key?: PickKey;
   /** Keyed datasets only: the picks of `getBatch(indices)`, one per index. */
   readonly keys?: readonly PickKey[];
+  /**
+   * Where the loader will put this sample (`get` only; absent elsewhere): the bytes of its row for a
+   * fixed-size field, by the sample's key (undefined for ragged or unknown fields). A dataset may
+   * write a field's values there and return a tensor viewing exactly those bytes (the right dtype and
+   * length): the loader then skips its copy. Optional: a dataset that ignores it loses nothing.
+   */
+  readonly rows?: SampleRows;
+}
+
+/** See `ReadContext.rows`. */
+export interface SampleRows {
+  of(field: string): Uint8Array | undefined;
 }
 
 /**

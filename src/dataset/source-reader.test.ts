@@ -55,4 +55,44 @@ describe('SourceReader', () => {
       (e: Error & { code?: string }) => e.code === 'ERR_SAMPLE_MISMATCH' && /get\(1\)/.test(e.message) && /\[3\]/.test(e.message) && /\[2\]/.test(e.message),
     );
   });
+
+  it("offers each sample its row's bytes (ReadContext.rows): a dataset that decodes into them is delivered as written", async () => {
+    const seen: (number | undefined)[] = [];
+    const ds: Dataset = {
+      length: 4,
+      get: async (i, context) => {
+        const row = context?.rows?.of('x');
+        seen.push(context?.rows?.of('y')?.byteLength, context?.rows?.of('nope')?.byteLength);
+        await new Promise((r) => setTimeout(r, 5 * (4 - i)));
+        if (row === undefined) return { x: Float32Array.of(i, i + 0.5, i + 1), y: Int32Array.of(i) };
+        const x = new Float32Array(row.buffer, row.byteOffset, 3);
+        x.set([i, i + 0.5, i + 1]);
+        return { x, y: Int32Array.of(i) };
+      },
+    };
+    const schema = await SourceReader.probe(ds, { signal });
+    seen.length = 0;
+    const staged = await new SourceReader(ds, schema).read([2, 0, 3], { signal }, allocStorage);
+    assert.deepEqual(Array.from(staged.tensors[0]!.data as Float32Array), [2, 2.5, 3, 0, 0.5, 1, 3, 3.5, 4]);
+    assert.deepEqual(Array.from(staged.tensors[1]!.data as Int32Array), [2, 0, 3]);
+    assert.deepEqual(seen, [4, undefined, 4, undefined, 4, undefined], 'y is 4 bytes a row; an unknown key has none');
+  });
+
+  it('answers a failed read only after every other read of its rows settled (they may still be writing there)', async () => {
+    let slowDone = false;
+    const ds: Dataset = {
+      length: 3,
+      get: async (i) => {
+        if (i === 1) throw new Error('bad sample 1');
+        if (i === 2) {
+          await new Promise((r) => setTimeout(r, 60));
+          slowDone = true;
+        }
+        return [Int32Array.of(i)];
+      },
+    };
+    const schema = await SourceReader.probe(ds, { signal });
+    await assert.rejects(async () => new SourceReader(ds, schema).read([2, 1], { signal }, allocStorage), /bad sample 1/);
+    assert.equal(slowDone, true, 'the read of sample 2 had settled');
+  });
 });

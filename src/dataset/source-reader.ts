@@ -14,7 +14,7 @@ import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import { hasColumns, kColumns } from './arrays-source.js';
 import { type PickKeys, pickKeyAt } from '../sampler/pick-key.js';
-import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleValue, isBatchDataset, isKeyed } from './dataset.js';
+import { type AnyDataset, type BatchDataset, type Dataset, type ReadContext, type SampleRows, type SampleValue, isBatchDataset, isKeyed } from './dataset.js';
 import { type FieldSpec, type RaggedField, type Schema, batchColumns, checkField, describeValue, sampleFields, schemaOf, schemaOfColumns } from './schema.js';
 
 /** Rows of one batch, batch dimension first, in the order they were asked for. */
@@ -188,7 +188,9 @@ export class SourceReader {
         }
       }
       const t0 = performance.now();
-      const got = ds.get(id, keyed ? { signal: context.signal, key: pickKeyAt(keys, i) } : context);
+      // The row's memory goes with the read (ReadContext.rows): a dataset may decode straight into it.
+      const rows = this.#rowsOf(outs, row);
+      const got = ds.get(id, keyed ? { signal: context.signal, key: pickKeyAt(keys, i), rows } : rows === undefined ? context : { ...context, rows });
       if (isPromise(got)) {
         pending.push({ row, id, value: got, t0 });
         continue;
@@ -206,7 +208,12 @@ export class SourceReader {
     }
     if (pending.length === 0) return;
     return (async () => {
-      const samples = await Promise.all(pending.map((p) => p.value.then((v) => [v, performance.now() - p.t0] as const)));
+      // Every read settles before the rows are answered for, a failed one included: a dataset may still
+      // be writing into its row (ReadContext.rows), and the rows are reused once answered for.
+      const outcomes = await Promise.allSettled(pending.map((p) => p.value.then((v) => [v, performance.now() - p.t0] as const)));
+      const failed = outcomes.find((o) => o.status === 'rejected');
+      if (failed !== undefined) throw failed.reason;
+      const samples = outcomes.map((o) => (o as PromiseFulfilledResult<readonly [unknown, number]>).value);
       let ms = 0;
       samples.forEach(([s, dt], k) => {
         const { row, id } = pending[k]!;
@@ -217,6 +224,22 @@ export class SourceReader {
       counters?.add('sourceRows', pending.length);
       counters?.add('sourceNs', ms * 1e6);
     })();
+  }
+
+  /** `ReadContext.rows` for sample row `row` of `outs`: the bytes of each fixed-size keyed field's row. */
+  #rowsOf(outs: readonly Storage[], row: number): SampleRows | undefined {
+    const { keys, fields } = this.schema;
+    if (keys === undefined) return undefined;
+    const ragged = this.schema.ragged;
+    return {
+      of(field: string): Uint8Array | undefined {
+        const f = keys.indexOf(field);
+        if (f < 0 || ragged?.some((r) => r.field === f)) return undefined;
+        const out = outs[f]!;
+        const bytes = fields[f]!.rowSize * out.BYTES_PER_ELEMENT;
+        return new Uint8Array(out.buffer, out.byteOffset + row * bytes, bytes);
+      },
+    };
   }
 
   /** A sample just came from the source: probe purity once, then offer it to the tiers. */
@@ -335,8 +358,14 @@ export function writeSample(sample: unknown, id: number, row: number, schema: Sc
     const data = (value instanceof Tensor ? value.data : value) as unknown as ArrayLike<unknown>;
     const base = row * spec.rowSize;
     if (spec.rowSize <= 16) for (let k = 0; k < spec.rowSize; k++) out[base + k] = data[k];
-    else out.set(data, base);
+    else if (!inPlace(data, outs[f]!, base)) out.set(data, base);
   }
+}
+
+/** Whether `data` is already the row at element `base` of `out` (a dataset wrote it there: ReadContext.rows). */
+function inPlace(data: ArrayLike<unknown>, out: Storage, base: number): boolean {
+  const d = data as Partial<Storage>;
+  return d.buffer === out.buffer && d.byteOffset === out.byteOffset + base * out.BYTES_PER_ELEMENT && d.BYTES_PER_ELEMENT === out.BYTES_PER_ELEMENT;
 }
 
 /**

@@ -169,6 +169,39 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
     assert.deepEqual(mine().filter((n) => !before.includes(n)), [], 'no slab name left after close()');
   });
 
+  it('reads the pixels into the memory given (NOTE [pixels into their row]), the same bytes; an aborted decode never writes there', { skip: !existsSync('/dev/shm') && 'no /dev/shm: replies always come on the socket' }, async () => {
+    const one = new DecodePool({ size: 1 });
+    try {
+      const path = join(root, 'rgb.jpg');
+      const options: DecodeImageOptions = { size: [16, 12], normalize: { mean: [0.5], std: [0.25] }, output: 'bfloat16', source: path };
+      const want = await decodeImage(images.get('rgb.jpg')!, options);
+      const shared = new SharedArrayBuffer(want.data.byteLength * 3);
+      const into = new Uint8Array(shared, want.data.byteLength, want.data.byteLength);
+      const got = await within(HANG_MS, 'decode into', one.decode({ path }, options, undefined, into));
+      assert.equal(got.data.buffer, shared, 'the tensor views the memory given');
+      assert.equal(got.data.byteOffset, want.data.byteLength);
+      assert.deepEqual(Buffer.from(got.data.buffer, got.data.byteOffset, got.data.byteLength), Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength));
+      // Memory of the wrong length or alignment is not used.
+      const odd = new Uint8Array(shared, 1, want.data.byteLength);
+      const other = await within(HANG_MS, 'decode into odd memory', one.decode({ path }, options, undefined, odd));
+      assert.notEqual(other.data.buffer, shared);
+      // Aborted after it was sent: the child still decodes it, but its pixels never land in `into`.
+      // The child answers in order, so once the decode sent after it is back, so is its reply.
+      const sentinel = new Uint8Array(want.data.byteLength).fill(0xa5);
+      const target = new Uint8Array(shared, 0, want.data.byteLength);
+      target.set(sentinel);
+      const controller = new AbortController();
+      const aborted = one.decode({ path }, options, controller.signal, target);
+      const next = one.decode({ path }, options);
+      controller.abort(new Error('epoch abandoned'));
+      await assert.rejects(aborted, /epoch abandoned/);
+      await within(HANG_MS, 'the decode after the aborted one', next);
+      assert.deepEqual(target, sentinel, 'the aborted decode left the memory as it was');
+    } finally {
+      await one.close();
+    }
+  });
+
   it('a child killed mid-work fails only the decodes it held, with ERR_WORKER_DIED naming the image; a new child takes over', async () => {
     const big = await sharp(pixels(1200, 900, 3, 9), { raw: { width: 1200, height: 900, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
     const killing = new DecodePool({ size: 1 });

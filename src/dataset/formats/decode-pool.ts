@@ -26,6 +26,12 @@
 //   and waits (bounded) until they are reaped. At process exit every child still alive is
 //   SIGKILLed; a child whose parent died sees its socket end and exits.
 //
+// NOTE [pixels into their row] A decode may be given the memory its pixels go to (`decode(…, into)`):
+// the reader's staging row for the sample (ReadContext.rows, dataset.ts). The slab's pread then
+// lands in the row itself — no buffer of its own per image, no copy into staging after, no garbage
+// for the collector — and the tensor answered is a view of the row, which the reader recognizes and
+// does not copy (writeSample). A reply on the socket is copied as before.
+//
 // NOTE [pixels through a slab] Where the machine has a RAM file system (/dev/shm), each child gets a
 // slab: a file there, created by the parent (mode 0600), opened by the child at start-up and unlinked
 // by the parent once the child is ready (so nothing is left behind, whoever dies). The child writes
@@ -230,6 +236,8 @@ interface Request {
   readonly resolve: (t: Tensor) => void;
   readonly reject: (e: unknown) => void;
   readonly signal: AbortSignal | undefined;
+  /** Where the pixels go when given (NOTE [pixels into their row]): `bytes` long, aligned for the dtype. */
+  readonly into: Uint8Array | undefined;
   settled: boolean;
   /** In the parent's queue (not yet sent to a child). */
   queued: boolean;
@@ -391,9 +399,13 @@ export class DecodePool {
    * Rejects with ERR_WORKER_DIED when the child decoding it dies, with the signal's reason when
    * `signal` aborts first.
    */
-  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal): Promise<Tensor<'uint8'>>;
-  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor>;
-  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor> {
+  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor<'uint8'>>;
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor>;
+  /**
+   * `into`, when given, is where the pixels may be read to (NOTE [pixels into their row]): the
+   * tensor is then a view of it. Memory of another length or alignment is not used.
+   */
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor> {
     if (this.#closed !== undefined) return Promise.reject(poolClosed());
     if (signal?.aborted) return Promise.reject(signal.reason);
     try {
@@ -424,7 +436,10 @@ export class DecodePool {
     const shape = outputShape(options);
     return new Promise<Tensor>((resolve, reject) => {
       const dtype = outputOf(options);
-      const request: Request = { id, frame, input, options, shape, dtype, bytes: shape[0]! * shape[1]! * shape[2]! * (dtype === 'uint8' ? 1 : dtype === 'float32' ? 4 : 2), resolve, reject, signal, settled: false, queued: true };
+      const size = dtype === 'uint8' ? 1 : dtype === 'float32' ? 4 : 2;
+      const bytes = shape[0]! * shape[1]! * shape[2]! * size;
+      const fits = into !== undefined && into.byteLength === bytes && into.byteOffset % size === 0;
+      const request: Request = { id, frame, input, options, shape, dtype, bytes, resolve, reject, signal, into: fits ? into : undefined, settled: false, queued: true };
       if (signal !== undefined) this.#watch(signal, request);
       this.#outstanding++;
       this.#waiting++;
@@ -614,11 +629,14 @@ export class DecodePool {
       const view = Buffer.from(payload.buffer, payload.byteOffset, payload.length);
       const length = view.readUInt32LE(0);
       const region = view.readUInt32LE(4);
-      if (length !== request.bytes || region >= PER_CHILD) {
+      if (request.settled) {
+        // Aborted while the child decoded it: nothing reads these pixels, and `into` may be reused already.
+      } else if (length !== request.bytes || region >= PER_CHILD) {
         this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${length} bytes where ${request.shape.join('×')} were asked for`), undefined);
       } else {
-        // Never pooled, so offset 0 (aligned for any dtype), and not zero-filled: every byte is read into.
-        const pixels = Buffer.allocUnsafeSlow(length);
+        // Into the row it is for (NOTE [pixels into their row]), else memory of its own: never pooled, so
+        // offset 0 (aligned for any dtype), and not zero-filled: every byte is read into.
+        const pixels = request.into ?? Buffer.allocUnsafeSlow(length);
         let error: unknown;
         try {
           for (let done = 0; done < length; ) {

@@ -168,10 +168,11 @@ export class ImageDecoding {
    * (ERR_BAD_FILE naming `options.source`, ERR_FILE_ACCESS for an unreadable path) either way.
    * Rejects with the signal's reason when it aborts first.
    */
-  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal): Promise<Tensor<'uint8'>>;
-  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor>;
-  async decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal): Promise<Tensor> {
-    if (this.mode === 'processes') return this.#decodePool().decode(input, options, signal);
+  decode(input: DecodeInput, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor<'uint8'>>;
+  decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor>;
+  /** `into`: where a decode process may read the pixels to (NOTE [pixels into their row], decode-pool.ts). */
+  async decode(input: DecodeInput, options: DecodeImageOptions, signal?: AbortSignal, into?: Uint8Array): Promise<Tensor> {
+    if (this.mode === 'processes') return this.#decodePool().decode(input, options, signal, into);
     if (input instanceof Uint8Array) {
       signal?.throwIfAborted();
       return decodeImage(input, options);

@@ -201,7 +201,7 @@ export class ImageFolder implements Dataset, Reopenable {
     const image = await this.#images.decode(input, {
       size: o.size, channels: o.channels, layout: o.layout, fit: o.fit, maxInputPixels: o.maxInputPixels, source: path,
       view: keyedView(o.view, index, context?.key), normalize: o.normalize, output: o.output,
-    }, context?.signal);
+    }, context?.signal, context?.rows?.of('image'));
     return { image, label };
   }
 
