@@ -93,3 +93,23 @@ describe('the host pool', () => {
     assert.ok(made.length <= 4 + 5, `made ${made.length} buffers`);
   });
 });
+
+describe('CpuDevice batch memory (NOTE [released batches reused])', () => {
+  it('reuses a released batch of 40 MB for the next one (the pool keeps up to 3 of the largest batch), and never a batch still held', async () => {
+    const { CpuDevice } = await import('./cpu-device.js');
+    const { Tensor } = await import('../tensor/tensor.js');
+    const device = new CpuDevice();
+    const rows = 10 * 2 ** 20; // 10 Mi float32: 40 MiB, more than the pool's 32 MiB floor
+    const staging = new Tensor(new Float32Array(rows), [rows], 'float32');
+    const upload = () => device.upload({ tensors: [staging], owned: false });
+    const first = upload();
+    const held = upload();
+    assert.notEqual(held.tensors[0]!.data.buffer, first.tensors[0]!.data.buffer, 'two live batches never share memory');
+    first.free();
+    const next = upload();
+    assert.equal(next.tensors[0]!.data.buffer, first.tensors[0]!.data.buffer, 'the released batch\'s memory was reused');
+    held.free();
+    next.free();
+    device.close();
+  });
+});
