@@ -102,12 +102,13 @@ describe('CpuDevice batch memory (NOTE [released batches reused])', () => {
     const rows = 10 * 2 ** 20; // 10 Mi float32: 40 MiB, more than the pool's 32 MiB floor
     const staging = new Tensor(new Float32Array(rows), [rows], 'float32');
     const upload = () => device.upload({ tensors: [staging], owned: false });
+    const memory = (b: { tensors: readonly unknown[] }) => (b.tensors[0] as { data: Float32Array }).data.buffer;
     const first = upload();
     const held = upload();
-    assert.notEqual(held.tensors[0]!.data.buffer, first.tensors[0]!.data.buffer, 'two live batches never share memory');
+    assert.notEqual(memory(held), memory(first), 'two live batches never share memory');
     first.free();
     const next = upload();
-    assert.equal(next.tensors[0]!.data.buffer, first.tensors[0]!.data.buffer, 'the released batch\'s memory was reused');
+    assert.equal(memory(next), memory(first), 'the released batch\'s memory was reused');
     held.free();
     next.free();
     device.close();
