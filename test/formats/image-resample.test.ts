@@ -112,6 +112,36 @@ describe('WebAssembly resample and cast against the JavaScript', { skip: wasm ==
     }
   });
 
+  it('resample and cast fused in one call give the JavaScript resample then cast; a transient result views the module memory', () => {
+    const W = 120;
+    const H = 90;
+    const src = new Uint8Array(W * H * 3);
+    for (let i = 0; i < src.length; i++) src[i] = (rand() * 256) | 0;
+    const normalize = { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+    const box = { x0: 7.5, y0: 3.25, x1: 101, y1: 77 };
+    try {
+      for (const output of ['float32', 'bfloat16', 'float16'] as const) {
+        for (const interleaved of [false, true]) {
+          setWasmResample(false);
+          const want = toFloats(resampleBilinearJs(src, W, H, 3, box, 64, 48, true), 64 * 48, 3, interleaved, output, normalize);
+          // The table as toFloats makes it: cast a ramp of every byte value per channel through the JS loop.
+          const ramp = new Uint8Array(256 * 3);
+          for (let v = 0; v < 256; v++) ramp.fill(v, v * 3, v * 3 + 3);
+          const planes = toFloats(ramp, 256, 3, false, output, normalize);
+          setWasmResample(true);
+          for (const transient of [false, true]) {
+            const got = wasm!.resample(src, W, H, 3, box, 64, 48, true, { table: planes, interleaved, transient });
+            assert.equal(got.constructor, want.constructor);
+            assert.deepEqual(Array.from(got), Array.from(want), `${output} interleaved ${interleaved} transient ${transient}`);
+            assert.equal(got.buffer.byteLength > got.byteLength, transient, 'a transient result is a view of the module memory, else its own array');
+          }
+        }
+      }
+    } finally {
+      setWasmResample(true);
+    }
+  });
+
   it('casts to the same float32, bfloat16 and float16 values, planes and interleaved', () => {
     const px = new Uint8Array(57 * 31 * 3);
     for (let i = 0; i < px.length; i++) px[i] = (rand() * 256) | 0;

@@ -58,7 +58,8 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
     } else {
       throw new Error(`unknown request kind ${kind}`);
     }
-    const image = await decodeImage(bytes, options);
+    // Transient: the pixels may be the WebAssembly module's memory, written out below before the next decode (NOTE [transient pixels]).
+    const image = await decodeImage(bytes, options, true);
     const data = image.data as ArrayBufferView;
     const bytesOut = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
     const region = slabReplies % PER_CHILD;

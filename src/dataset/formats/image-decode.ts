@@ -198,9 +198,13 @@ function oneLine(message: string): string {
  * [C, H, W] (layout 'chw', the default) or [H, W, C], resized per `fit`.
  * Throws `ERR_BAD_FILE` naming `options.source` when the bytes are not a readable image.
  */
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }): Promise<Tensor<'uint8'>>;
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor>;
-export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions): Promise<Tensor> {
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, transient?: boolean): Promise<Tensor<'uint8'>>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient?: boolean): Promise<Tensor>;
+/**
+ * `transient` (internal: decode-child.ts): the tensor may view scratch memory of this thread that the
+ * next decode overwrites — for a caller that copies it out at once (NOTE [transient pixels]).
+ */
+export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient = false): Promise<Tensor> {
   checkDecodeOptions(options);
   const { source } = options;
   const [height, width] = options.size;
@@ -227,7 +231,8 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     const srcH = meta.pageHeight ?? meta.height;
     if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
     // NOTE [direct libvips]: a plain JPEG's view, straight through libvips' C API; undefined sends it on to sharp.
-    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source) : undefined;
+    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source, options, transient) : undefined;
+    if (direct instanceof Tensor) return direct;
     if (direct !== undefined) return finish(direct, height, width, channels, options);
     const cmyk = meta.space === 'cmyk';
     const converted = cmyk || (meta.hasAlpha && channels !== 4);
@@ -334,7 +339,10 @@ async function cutView(
  * RGB after (PIL's convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma after the resize,
  * as in the sharp path. Undefined when libvips cannot decode it here.
  */
-function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string): Uint8Array | undefined {
+function directView(
+  bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string,
+  options: DecodeImageOptions, transient: boolean,
+): Uint8Array | Tensor | undefined {
   if (!vipsDirectAvailable()) return undefined;
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
   checkBox(box, srcW, srcH, source);
@@ -356,13 +364,22 @@ function directView(bytes: Uint8Array, components: number, v: KeyedView, srcW: n
   }
   const decoded = decodeJpegBox(bytes, box, shrink, components);
   if (decoded === undefined) return undefined;
-  let px: Uint8Array;
+  const resampleBox = { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
+  const output = outputOf(options);
+  const wasm = wasmResampler();
   try {
-    px = resampleBilinear(decoded.data, decoded.width, decoded.height, components, { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 }, width, height, box.flip);
+    // NOTE [transient pixels] Resample and cast in one WebAssembly call when nothing comes between
+    // them (no band change): the bytes never come out to JavaScript, and a transient caller (a decode
+    // process, which writes the result to its slab at once) takes the floats as a view of the
+    // module's memory — no array allocated per image, no garbage for the collector.
+    if (wasm !== undefined && components === channels && output !== 'uint8') {
+      const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient });
+      return new Tensor(data as never, options.layout === 'hwc' ? [height, width, channels] : [channels, height, width], output);
+    }
+    return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip), components, width, height, channels);
   } finally {
     decoded.release();
   }
-  return spread(px, components, width, height, channels);
 }
 
 /** Pixels of `components` bands to the bands asked for: a grey JPEG spread to RGB, RGB to PIL's luma. */
@@ -422,7 +439,20 @@ function checkBox(box: CropBox, w: number, h: number, source: string): void {
  * 1 / (255 · std), bias = −mean / std), cast with round-to-nearest-even; planes or interleaved.
  */
 export function toFloats(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
-  // A lookup table per channel: 256 values, so the per-pixel work is one load and one store.
+  const table = castTable(channels, output, normalize);
+  // In WebAssembly where it instantiates (NOTE [resample in WebAssembly]), else one copy of the loops
+  // per array type (V8 keeps each monomorphic), and RGB planes in one sequential pass over the pixels:
+  // 224² × 3 to bf16 planes 0.24 ms instead of 0.40 (2-core development machine).
+  const wasm = wasmResampler();
+  if (wasm !== undefined) return wasm.cast(hwc, pixels, channels, interleaved, table);
+  const out = output === 'float32' ? new Float32Array(pixels * channels) : new Uint16Array(pixels * channels);
+  if (out instanceof Float32Array) castLoop(hwc, pixels, channels, interleaved, out, table as Float32Array);
+  else castLoop16(hwc, pixels, channels, interleaved, out, table as Uint16Array);
+  return out;
+}
+
+/** toFloats' lookup table: 256 values a channel, so the per-pixel work is one load and one store. */
+function castTable(channels: number, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
   const table = output === 'float32' ? new Float32Array(256 * channels) : new Uint16Array(256 * channels);
   for (let c = 0; c < channels; c++) {
     const mean = normalize?.mean[normalize.mean.length === 1 ? 0 : c] ?? 0;
@@ -434,15 +464,7 @@ export function toFloats(hwc: Uint8Array, pixels: number, channels: number, inte
       table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
     }
   }
-  // In WebAssembly where it instantiates (NOTE [resample in WebAssembly]), else one copy of the loops
-  // per array type (V8 keeps each monomorphic), and RGB planes in one sequential pass over the pixels:
-  // 224² × 3 to bf16 planes 0.24 ms instead of 0.40 (2-core development machine).
-  const wasm = wasmResampler();
-  if (wasm !== undefined) return wasm.cast(hwc, pixels, channels, interleaved, table);
-  const out = output === 'float32' ? new Float32Array(pixels * channels) : new Uint16Array(pixels * channels);
-  if (out instanceof Float32Array) castLoop(hwc, pixels, channels, interleaved, out, table as Float32Array);
-  else castLoop16(hwc, pixels, channels, interleaved, out, table as Uint16Array);
-  return out;
+  return table;
 }
 
 function castLoop(hwc: Uint8Array, pixels: number, channels: number, interleaved: boolean, out: Float32Array, table: Float32Array): void {

@@ -34,9 +34,21 @@ interface Exports {
   readonly cast_f32: (px: number, pixels: number, channels: number, interleaved: number, out: number, table: number) => void;
 }
 
+/** A cast fused after a resample: toFloats' table (256 values a channel), planes unless `interleaved`. */
+export interface Cast {
+  readonly table: Float32Array | Uint16Array;
+  readonly interleaved: boolean;
+  readonly transient: boolean;
+}
+
 export interface WasmResampler {
   /** image-resample.ts's `resampleBilinearJs`: the same bytes. */
   resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
+  /**
+   * The same, then `cast` over its bytes in the module's memory: `toFloats`' values. `transient`: a
+   * view of the module's memory, valid until this thread's next call (NOTE [transient pixels]).
+   */
+  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast): Float32Array | Uint16Array;
   /** image-decode.ts's `toFloats` loop: the bytes of `px` through the table (256 values a channel), planes unless `interleaved`. */
   cast(px: Uint8Array, pixels: number, channels: number, interleaved: boolean, table: Float32Array | Uint16Array): Float32Array | Uint16Array;
 }
@@ -85,7 +97,9 @@ function instantiate(): WasmResampler | null {
     reserve(p - heap);
     return at;
   };
-  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast): Float32Array | Uint16Array;
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: Cast): Uint8Array | Float32Array | Uint16Array {
     const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
     const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
     // Only the source rows the vertical pass reads.
@@ -100,9 +114,11 @@ function instantiate(): WasmResampler | null {
     const rows = Math.max(0, rowEnd - rowFirst);
     const midRow = outW * channels;
     const n = outW * outH * channels;
-    const [hs, hc, hk, vs, vc, vk, s0, m0, o0] = layout([
+    const f32 = cast?.table instanceof Float32Array;
+    const [hs, hc, hk, vs, vc, vk, s0, m0, o0, t0, c0] = layout([
       outW * 4, outW * 4, h.k.length * 4, outH * 4, outH * 4, v.k.length * 4, src.length + SLACK, rows * midRow + SLACK, n + SLACK,
-    ]) as [number, number, number, number, number, number, number, number, number];
+      cast === undefined ? 0 : cast.table.length * 4, cast === undefined ? 0 : n * (f32 ? 4 : 2),
+    ]) as [number, number, number, number, number, number, number, number, number, number, number];
     const buf = x.memory.buffer;
     new Int32Array(buf, hs, outW).set(h.start);
     new Int32Array(buf, hc, outW).set(h.count);
@@ -113,7 +129,12 @@ function instantiate(): WasmResampler | null {
     new Uint8Array(buf, s0, src.length).set(src);
     x.resample_h(s0, srcW * channels, rowFirst, rows, m0, outW, channels, hs, hc, hk, h.ksize, flip ? 1 : 0);
     x.resample_v(m0, midRow, rowFirst, o0, outH, vs, vc, vk, v.ksize);
-    return new Uint8Array(x.memory.buffer, o0, n).slice();
+    if (cast === undefined) return new Uint8Array(x.memory.buffer, o0, n).slice();
+    if (f32) new Float32Array(buf, t0, cast.table.length).set(cast.table);
+    else new Uint16Array(buf, t0, cast.table.length).set(cast.table as Uint16Array);
+    (f32 ? x.cast_f32 : x.cast_u16)(o0, outW * outH, channels, cast.interleaved ? 1 : 0, c0, t0);
+    const out = f32 ? new Float32Array(x.memory.buffer, c0, n) : new Uint16Array(x.memory.buffer, c0, n);
+    return cast.transient ? out : out.slice();
   }
   return {
     resample,
