@@ -10,7 +10,8 @@
 //
 // Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
 // workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
-// `--shape main`: no reader worker), torchvision with
+// `--shape main`: no reader worker; `--shape default`: the loader's and the source's defaults, for
+// the whole machine whatever n says), torchvision with
 // num_workers n. Figures: time to first batch (from create / DataLoader construction), images/s
 // after the first batch, CPU cores busy (this process and its reaped children over the run, from
 // /proc/self/stat; its share of a machine others also use is not separated). `--decode gpu` is the
@@ -28,9 +29,10 @@ import { Worker } from 'node:worker_threads';
 import { workerBoot } from '../src/pipeline/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
+import { defaultDecodeProcesses } from '../src/dataset/formats/image-decoding.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--shape worker|workers|main] [--readers 1] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--shape worker|workers|main|default] [--readers 1] [--python PATH] [--no-torch]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -76,17 +78,18 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
   const shape = o.shape;
   const source = imageFolderSource(dir, {
     size: 224, view: 'train', normalize: { mean: MEAN, std: STD }, output: o.output,
-    decode: o.decode as 'processes', decodeProcesses: shape === 'workers' ? 1 : Math.ceil(cores / Math.min(cores, o.readers)),
+    decode: o.decode as 'processes', decodeProcesses: shape === 'default' ? undefined : shape === 'workers' ? 1 : Math.ceil(cores / Math.min(cores, o.readers)),
   });
   // decode 'gpu': the files are read on the host and decoded on the device (no reader worker, no
   // decode process); the batches stay on the device.
   const gpu = o.decode === 'gpu';
   const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
   const each = shape === 'workers' ? 1 : shape === 'main' ? cores : Math.ceil(cores / workers);
-  const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, workers, ...(gpu ? { device: o.device as 'cuda' } : {}) });
+  const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, ...(shape === 'default' && !gpu ? {} : { workers }), ...(gpu ? { device: o.device as 'cuda' } : {}) });
   let first = 0;
   let tFirst = 0;
   let images = 0;
+  let readers = 0;
   try {
     for (let e = 0; e < o.epochs; e++) {
       const epoch = loader.epoch(e);
@@ -97,10 +100,12 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
           tFirst = performance.now();
           first = (tFirst - t0) / 1000;
         } else images += b.rows;
+        if (k === 0 && e === 0) readers = loader.stats().workers;
         // Device batches: wait for the last one's rows (stream order: every earlier decode is done too).
-        if (gpu && ++k === count && e === o.epochs - 1) await (b.get('image') as { toHost?: () => Promise<unknown> }).toHost?.();
+        if (gpu && k + 1 === count && e === o.epochs - 1) await (b.get('image') as { toHost?: () => Promise<unknown> }).toHost?.();
         // As the README's loop does: the loader reuses a released batch's memory (NOTE [released batches reused]).
         b.release();
+        k++;
       }
     }
   } finally {
@@ -110,6 +115,10 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
   const end = performance.now();
   const steady = (end - tFirst) / 1000;
   if (gpu) return { side: 'stoker', cores, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+  if (shape === 'default') {
+    const each = defaultDecodeProcesses(true, readers);
+    return { side: 'stoker', cores, impl: `${o.decode}, defaults: ${readers} reader worker${readers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+  }
   return { side: 'stoker', cores, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
 }
 
@@ -154,7 +163,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const batch = Number(v.batch);
   if (!cores.every((c) => Number.isInteger(c) && c >= 1) || !Number.isInteger(batch) || batch < 1) throw new UsageError(`bad --cores or --batch\nusage: ${USAGE}`);
   if (!(Number.isInteger(Number(v.epochs)) && Number(v.epochs) >= 1)) throw new UsageError(`bad --epochs\nusage: ${USAGE}`);
-  if (!['float32', 'bfloat16'].includes(v.output as string) || !['worker', 'workers', 'main'].includes(v.shape as string)) throw new UsageError(`bad --output or --shape\nusage: ${USAGE}`);
+  if (!['float32', 'bfloat16'].includes(v.output as string) || !['worker', 'workers', 'main', 'default'].includes(v.shape as string)) throw new UsageError(`bad --output or --shape\nusage: ${USAGE}`);
   const readers = Number(v.readers);
   if (!Number.isSafeInteger(readers) || readers < 1) throw new UsageError(`bad --readers ${String(v.readers)}: an integer ≥ 1\nusage: ${USAGE}`);
   const dir = (v.dir as string | undefined) ?? (await fixture(Number(v.files), Number(v.classes)));

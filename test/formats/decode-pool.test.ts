@@ -15,7 +15,7 @@ import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
 import { CHILD_FLAGS_ENV, DecodePool, childFlags } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
-import { AUTO_PROCESSES_ABOVE, ImageDecoding, READER_THREADS_WITH_PROCESSES, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
+import { AUTO_PROCESSES_ABOVE, ImageDecoding, defaultDecodeProcesses, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
 import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, waitFor, within } from '../fixtures.js';
 import { alive, decodeChildren, gone } from './processes.js';
 
@@ -56,10 +56,20 @@ before(async () => {
 after(() => rmSync(root, { recursive: true, force: true }));
 
 describe('reader threads with decode processes', () => {
-  it('a source decoding in processes asks for min(cores − 1, 8) reader threads; in threads it leaves the default', () => {
-    assert.equal(readerThreadsFor('processes'), Math.max(1, Math.min(availableParallelism() - 1, READER_THREADS_WITH_PROCESSES)));
+  it('a source decoding in processes asks for one reader thread per 16 cores; in threads it leaves the default', () => {
+    assert.deepEqual([1, 2, 4, 16, 17, 32, 64].map((c) => readerThreadsFor('processes', c)), [1, 1, 1, 1, 2, 2, 4]);
+    assert.equal(readerThreadsFor('processes'), Math.max(1, Math.min(availableParallelism() - 1, Math.ceil(availableParallelism() / 16))));
     assert.equal(readerThreadsFor('threads'), undefined);
     assert.equal(readerThreadsFor(undefined), undefined);
+  });
+
+  it('the readers keep a core on machines of more than 4: 15 decode processes for one reader on 16 cores, 2 × 15 on 32', () => {
+    assert.equal(defaultDecodeProcesses(true, 1, 16), 15);
+    assert.equal(defaultDecodeProcesses(true, 2, 32), 15);
+    assert.equal(defaultDecodeProcesses(true, 1, 2), 2, 'every core on a small machine');
+    assert.equal(defaultDecodeProcesses(true, 1, 4), 4);
+    assert.equal(defaultDecodeProcesses(true, 3, 8), 1);
+    assert.equal(defaultDecodeProcesses(false, 1, 16), 16, 'a copy on the main thread: one per core');
   });
 });
 
