@@ -190,6 +190,15 @@ describe('the packed package, installed in a fresh project', () => {
     assert.ok(found.length >= 4, `the CUDA backend's kernels were found (${found.join(', ')})`);
   });
 
+  it('the WebAssembly resampler (kernels/resample.wasm) instantiates from the installed package', async () => {
+    const url = pathToFileURL(join(installed, 'dist', 'dataset', 'formats', 'resample-wasm.js')).href;
+    const m = (await import(url)) as { wasmResampler(): { resample(src: Uint8Array, w: number, h: number, c: number, box: object, ow: number, oh: number, flip: boolean): Uint8Array } | undefined };
+    const wasm = m.wasmResampler();
+    assert.ok(wasm !== undefined, 'kernels/resample.wasm loads from the package');
+    const px = wasm.resample(Uint8Array.from({ length: 4 * 4 * 3 }, (_, i) => i), 4, 4, 3, { x0: 0, y0: 0, x1: 4, y1: 4 }, 2, 2, false);
+    assert.equal(px.length, 12);
+  });
+
   it('the stoker command runs from the installed package without tsx: --help and inspect of an .npy file', async () => {
     assert.equal(existsSync(join(installed, 'src')), false, 'no sources: the launcher runs dist/');
     assert.equal(existsSync(join(app, 'node_modules', 'tsx')), false, 'tsx is not installed');
