@@ -71,10 +71,11 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
       socket.write(encodeFrame(id, FromChild.PixelsInSlab, where));
       return;
     }
-    // One writev for header and pixels.
+    // One writev for header and pixels. The socket may hold the pixels past this call, and transient
+    // pixels are overwritten by the next decode: it gets a copy.
     socket.cork();
     socket.write(frameHeader(id, FromChild.Pixels, bytesOut.length));
-    socket.write(bytesOut);
+    socket.write(Buffer.from(bytesOut));
     socket.uncork();
   } catch (error) {
     socket.write(encodeFrame(id, FromChild.Error, JSON.stringify(toWire(error))));
