@@ -15,6 +15,7 @@ import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
 import { CHILD_FLAGS_ENV, DecodePool, childFlags } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { viewFrom } from '../../src/transforms/crop-box.js';
 import { AUTO_PROCESSES_ABOVE, ImageDecoding, defaultDecodeProcesses, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
 import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, waitFor, within } from '../fixtures.js';
 import { alive, decodeChildren, gone } from './processes.js';
@@ -177,6 +178,25 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
       await plain.close();
     }
     assert.deepEqual(mine().filter((n) => !before.includes(n)), [], 'no slab name left after close()');
+  });
+
+  it('replies on the socket larger than its buffer are whole while the child decodes the next (transient pixels are copied first)', async () => {
+    const plain = new DecodePool({ size: 1, slab: false });
+    try {
+      const jpeg = await sharp(pixels(500, 375, 3, 11), { raw: { width: 500, height: 375, channels: 3 } }).jpeg({ quality: 90 }).toBuffer();
+      const path = join(root, 'big.jpg');
+      writeFileSync(path, jpeg);
+      const view = (sample: number): DecodeImageOptions => ({
+        size: [224, 224], source: path, output: 'float32', normalize: { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] },
+        view: { view: viewFrom('train'), sample, repeat: 0, epoch: 0, seed: { hi: 0, lo: 3 } },
+      });
+      const want = await Promise.all(range(8).map((k) => decodeImage(jpeg, view(k))));
+      // Eight 600 KB replies queued at once: each is written while the child goes on to the next.
+      const got = await within(HANG_MS, 'socket replies', Promise.all(range(8).map((k) => plain.decode({ path }, view(k)))));
+      got.forEach((t, k) => assert.deepEqual(t.data, want[k]!.data, `reply ${k}`));
+    } finally {
+      await plain.close();
+    }
   });
 
   it('reads the pixels into the memory given (NOTE [pixels into their row]), the same bytes; an aborted decode never writes there', { skip: !existsSync('/dev/shm') && 'no /dev/shm: replies always come on the socket' }, async () => {
