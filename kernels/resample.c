@@ -104,35 +104,23 @@ void resample_v(const uint8_t *mid, int midRow, int rowFirst, uint8_t *out, int 
   }
 }
 
-// Bytes to 16-bit values through a table of 256 per channel (bfloat16 or float16 bits of
-// (v · scale) + bias, made in JavaScript): planes (CHW) unless `interleaved`.
-__attribute__((export_name("cast_u16")))
-void cast_u16(const uint8_t *px, int pixels, int channels, int interleaved, uint16_t *out, const uint16_t *table) {
-  if (interleaved) {
-    for (int p = 0, i = 0; p < pixels; p++)
-      for (int c = 0; c < channels; c++, i++) out[i] = table[c * 256 + px[i]];
-    return;
+// Bytes to values through a table of 256 per channel ((v · scale) + bias, made in JavaScript, as
+// float32 or as bfloat16 / float16 bits): planes (CHW) unless `interleaved`.
+#define CAST(NAME, T)                                                                               \
+  __attribute__((export_name(#NAME)))                                                              \
+  void NAME(const uint8_t *px, int pixels, int channels, int interleaved, T *out, const T *table) { \
+    if (interleaved) {                                                                             \
+      for (int p = 0, i = 0; p < pixels; p++)                                                      \
+        for (int c = 0; c < channels; c++, i++) out[i] = table[c * 256 + px[i]];                   \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int c = 0; c < channels; c++) {                                                           \
+      T *o = out + c * pixels;                                                                     \
+      const T *t = table + c * 256;                                                                \
+      const uint8_t *s = px + c;                                                                   \
+      for (int p = 0; p < pixels; p++, s += channels) o[p] = t[*s];                                \
+    }                                                                                              \
   }
-  for (int c = 0; c < channels; c++) {
-    uint16_t *o = out + c * pixels;
-    const uint16_t *t = table + c * 256;
-    const uint8_t *s = px + c;
-    for (int p = 0; p < pixels; p++, s += channels) o[p] = t[*s];
-  }
-}
 
-// The same to float32.
-__attribute__((export_name("cast_f32")))
-void cast_f32(const uint8_t *px, int pixels, int channels, int interleaved, float *out, const float *table) {
-  if (interleaved) {
-    for (int p = 0, i = 0; p < pixels; p++)
-      for (int c = 0; c < channels; c++, i++) out[i] = table[c * 256 + px[i]];
-    return;
-  }
-  for (int c = 0; c < channels; c++) {
-    float *o = out + c * pixels;
-    const float *t = table + c * 256;
-    const uint8_t *s = px + c;
-    for (int p = 0; p < pixels; p++, s += channels) o[p] = t[*s];
-  }
-}
+CAST(cast_u16, uint16_t)
+CAST(cast_f32, float)

@@ -98,6 +98,18 @@ function instantiate(): WasmResampler | null {
     reserve(p - heap);
     return at;
   };
+  /** The bytes at `px0` through `table` (copied in at `t0`) into `c0`: their own array, or a view of the module's memory when `transient`. */
+  const castAt = (px0: number, pixels: number, channels: number, interleaved: boolean, table: Float32Array | Uint16Array, t0: number, c0: number, transient: boolean): Float32Array | Uint16Array => {
+    const n = pixels * channels;
+    const f32 = table instanceof Float32Array;
+    if (f32) new Float32Array(x.memory.buffer, t0, table.length).set(table);
+    else new Uint16Array(x.memory.buffer, t0, table.length).set(table);
+    (f32 ? x.cast_f32 : x.cast_u16)(px0, pixels, channels, interleaved ? 1 : 0, c0, t0);
+    const out = f32 ? new Float32Array(x.memory.buffer, c0, n) : new Uint16Array(x.memory.buffer, c0, n);
+    return transient ? out : out.slice();
+  };
+  /** Bytes of a cast's table and of its output of n values. */
+  const castSizes = (table: Float32Array | Uint16Array, n: number): [number, number] => [table.length * 4, n * (table instanceof Float32Array ? 4 : 2)];
   function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
   function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast): Float32Array | Uint16Array;
   function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: Cast): Uint8Array | Float32Array | Uint16Array {
@@ -115,10 +127,9 @@ function instantiate(): WasmResampler | null {
     const rows = Math.max(0, rowEnd - rowFirst);
     const midRow = outW * channels;
     const n = outW * outH * channels;
-    const f32 = cast?.table instanceof Float32Array;
     const [hs, hc, hk, vs, vc, vk, s0, m0, o0, t0, c0] = layout([
       outW * 4, outW * 4, h.k.length * 4, outH * 4, outH * 4, v.k.length * 4, src.length + SLACK, rows * midRow + SLACK, n + SLACK,
-      cast === undefined ? 0 : cast.table.length * 4, cast === undefined ? 0 : n * (f32 ? 4 : 2),
+      ...(cast === undefined ? [0, 0] : castSizes(cast.table, n)),
     ]) as [number, number, number, number, number, number, number, number, number, number, number];
     const buf = x.memory.buffer;
     new Int32Array(buf, hs, outW).set(h.start);
@@ -131,24 +142,15 @@ function instantiate(): WasmResampler | null {
     x.resample_h(s0, srcW * channels, rowFirst, rows, m0, outW, channels, hs, hc, hk, h.ksize, flip ? 1 : 0);
     x.resample_v(m0, midRow, rowFirst, o0, outH, vs, vc, vk, v.ksize);
     if (cast === undefined) return new Uint8Array(x.memory.buffer, o0, n).slice();
-    if (f32) new Float32Array(buf, t0, cast.table.length).set(cast.table);
-    else new Uint16Array(buf, t0, cast.table.length).set(cast.table as Uint16Array);
-    (f32 ? x.cast_f32 : x.cast_u16)(o0, outW * outH, channels, cast.interleaved ? 1 : 0, c0, t0);
-    const out = f32 ? new Float32Array(x.memory.buffer, c0, n) : new Uint16Array(x.memory.buffer, c0, n);
-    return cast.transient ? out : out.slice();
+    return castAt(o0, outW * outH, channels, cast.interleaved, cast.table, t0, c0, cast.transient);
   }
   return {
     resample,
     cast(px, pixels, channels, interleaved, table) {
       const n = pixels * channels;
-      const f32 = table instanceof Float32Array;
-      const [p0, t0, c0] = layout([n, table.length * 4, n * (f32 ? 4 : 2)]) as [number, number, number];
-      const buf = x.memory.buffer;
-      new Uint8Array(buf, p0, n).set(px.subarray(0, n));
-      if (f32) new Float32Array(buf, t0, table.length).set(table);
-      else new Uint16Array(buf, t0, table.length).set(table as Uint16Array);
-      (f32 ? x.cast_f32 : x.cast_u16)(p0, pixels, channels, interleaved ? 1 : 0, c0, t0);
-      return f32 ? new Float32Array(x.memory.buffer, c0, n).slice() : new Uint16Array(x.memory.buffer, c0, n).slice();
+      const [p0, t0, c0] = layout([n, ...castSizes(table, n)]) as [number, number, number];
+      new Uint8Array(x.memory.buffer, p0, n).set(px.subarray(0, n));
+      return castAt(p0, pixels, channels, interleaved, table, t0, c0, false);
     },
   };
 }
