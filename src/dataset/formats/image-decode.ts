@@ -451,8 +451,13 @@ export function toFloats(hwc: Uint8Array, pixels: number, channels: number, inte
   return out;
 }
 
-/** toFloats' lookup table: 256 values a channel, so the per-pixel work is one load and one store. */
+/** The last table made and what it was made for: a loader asks for the same one for every image. */
+let lastTable: { key: string; table: Float32Array | Uint16Array } | undefined;
+
+/** toFloats' lookup table: 256 values a channel, so the per-pixel work is one load and one store. Read only. */
 function castTable(channels: number, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
+  const key = `${channels} ${output} ${normalize?.mean.join(',')} ${normalize?.std.join(',')}`;
+  if (lastTable?.key === key) return lastTable.table;
   const table = output === 'float32' ? new Float32Array(256 * channels) : new Uint16Array(256 * channels);
   for (let c = 0; c < channels; c++) {
     const mean = normalize?.mean[normalize.mean.length === 1 ? 0 : c] ?? 0;
@@ -464,6 +469,7 @@ function castTable(channels: number, output: Exclude<ImageOutput, 'uint8'>, norm
       table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
     }
   }
+  lastTable = { key, table };
   return table;
 }
 
