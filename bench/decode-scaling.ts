@@ -310,7 +310,7 @@ export async function main(args: readonly string[]): Promise<void> {
       stage.cast += performance.now() - t2;
     }
     const other = per - stage.reduced;
-    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / Math.max(1, stage.reduced)).toFixed(3)}; ${other} others: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + ${wasmResampler() === undefined ? 'JS' : 'WebAssembly'} resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
+    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced === 0 ? '' : `${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / stage.reduced).toFixed(3)}; `}${other} ${stage.reduced === 0 ? 'boxes' : 'others'}: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + ${wasmResampler() === undefined ? 'JS' : 'WebAssembly'} resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
   }
   const scaled = (r: Row, ref: Row | undefined): Row => (ref === undefined ? r : { ...r, scaling: r.imagesPerS / (r.n * ref.imagesPerS) });
   if (rows.has('b')) {
