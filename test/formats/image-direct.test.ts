@@ -11,22 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import sharp, { type JpegOptions } from 'sharp';
+import sharp from 'sharp';
 import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage, loadImageDecoder } from '../../src/dataset/formats/image-decode.js';
 import { setVipsDirect, vipsDirectAvailable } from '../../src/dataset/formats/vips-direct.js';
+import { photo } from '../fixtures/jpegs.js';
 import { type ViewOption, viewFrom } from '../../src/transforms/crop-box.js';
-
-/** A photo-like JPEG: a smooth random colour field with texture and noise (as image-view-resize.test.ts). */
-async function photo(w: number, h: number, seed: number, options: JpegOptions = {}): Promise<Buffer> {
-  let s = seed * 2654435761 + 1;
-  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
-  const small = Buffer.alloc(12 * 10 * 3);
-  for (let i = 0; i < small.length; i++) small[i] = Math.floor(rand() * 256);
-  const field = await sharp(small, { raw: { width: 12, height: 10, channels: 3 } }).resize(w, h, { kernel: 'cubic' }).raw().toBuffer();
-  for (let i = 0; i < field.length; i++) field[i] = Math.max(0, Math.min(255, field[i]! + 30 * Math.sin(i / 17) + (rand() - 0.5) * 40));
-  return sharp(field, { raw: { width: w, height: h, channels: 3 } }).jpeg({ quality: 90, ...options }).toBuffer();
-}
 
 function options(view: ViewOption, sample: number, extra: Partial<DecodeImageOptions> = {}): DecodeImageOptions {
   return { size: [224, 224], source: 'test.jpg', view: { view: viewFrom(view), sample, repeat: 0, epoch: 0, seed: { hi: 0, lo: 3 } }, ...extra };

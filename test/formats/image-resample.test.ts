@@ -112,6 +112,41 @@ describe('WebAssembly resample and cast against the JavaScript', { skip: wasm ==
     }
   });
 
+  it('a sub-rectangle of a wider image (rows `stride` apart), copied in or read in place from sourceArea, gives the bytes of its compact copy', () => {
+    const W = 181;
+    const H = 97;
+    for (const channels of [1, 3]) {
+      for (let t = 0; t < 40; t++) {
+        // The cut: cw × ch pixels at (cx, cy) of a W × H image; the compact copy is the reference.
+        const cw = 1 + Math.floor(rand() * (W - 1));
+        const ch = 1 + Math.floor(rand() * (H - 1));
+        const cx = Math.floor(rand() * (W - cw + 1));
+        const cy = Math.floor(rand() * (H - ch + 1));
+        const full = new Uint8Array(W * H * channels);
+        for (let i = 0; i < full.length; i++) full[i] = (rand() * 256) | 0;
+        const compact = new Uint8Array(cw * ch * channels);
+        for (let y = 0; y < ch; y++) compact.set(full.subarray(((cy + y) * W + cx) * channels, ((cy + y) * W + cx + cw) * channels), y * cw * channels);
+        const bw = 0.5 + rand() * (cw - 0.5);
+        const bh = 0.5 + rand() * (ch - 0.5);
+        const x0 = rand() * (cw - bw);
+        const y0 = rand() * (ch - bh);
+        const box = { x0, y0, x1: x0 + bw, y1: y0 + bh };
+        const outW = 1 + Math.floor(rand() * 240);
+        const outH = 1 + Math.floor(rand() * 240);
+        const flip = rand() < 0.5;
+        const want = resampleBilinearJs(compact, cw, ch, channels, box, outW, outH, flip);
+        const view = full.subarray((cy * W + cx) * channels);
+        const label = `channels ${channels} cut ${cw}×${ch} at ${cx},${cy} box ${JSON.stringify(box)} → ${outW}×${outH}`;
+        assert.deepEqual(resampleBilinearJs(view, cw, ch, channels, box, outW, outH, flip, W * channels), want, `JavaScript, ${label}`);
+        assert.deepEqual(wasm!.resample(view, cw, ch, channels, box, outW, outH, flip, undefined, W * channels), want, `WebAssembly copied in, ${label}`);
+        const area = wasm!.sourceArea(full.length);
+        area.set(full);
+        const inPlace = area.subarray((cy * W + cx) * channels);
+        assert.deepEqual(wasm!.resample(inPlace, cw, ch, channels, box, outW, outH, flip, undefined, W * channels), want, `WebAssembly in place, ${label}`);
+      }
+    }
+  });
+
   it('resample and cast fused in one call give the JavaScript resample then cast; a transient result views the module memory', () => {
     const W = 120;
     const H = 90;

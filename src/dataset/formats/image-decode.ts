@@ -43,7 +43,8 @@ import { type CropBox, type View, boxFor } from '../../transforms/crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 import { resampleBilinear } from './image-resample.js';
-import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
+import { type DecodedBox, decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
+import { decodeJpegRegion, turboJpegAvailable } from './turbo-jpeg.js';
 import { wasmResampler } from './resample-wasm.js';
 
 type Sharp = typeof sharpModule;
@@ -343,7 +344,7 @@ function directView(
   bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string,
   options: DecodeImageOptions, transient: boolean,
 ): Uint8Array | Tensor | undefined {
-  if (!vipsDirectAvailable()) return undefined;
+  if (!vipsDirectAvailable() && !turboJpegAvailable()) return undefined;
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
   checkBox(box, srcW, srcH, source);
   let shrink = 1;
@@ -358,27 +359,30 @@ function directView(
   // reduction (as the sharp path; the JS loop costs 2× it there). After a shrink libvips' reduction of
   // the cut strays (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the
   // resample loop (mean 1).
-  if (shrink === 1 && box.width >= width && box.height >= height && wasmResampler() === undefined) {
+  const wasm = wasmResampler();
+  if (shrink === 1 && box.width >= width && box.height >= height && wasm === undefined) {
     const px = decodeJpegReduced(bytes, box, 1, components, width, height, box.flip);
     if (px !== undefined) return spread(px, components, width, height, channels);
   }
-  const decoded = decodeJpegBox(bytes, box, shrink, components);
+  // The box's pixels: libjpeg-turbo's crop decode where it loads (NOTE [crop decode], straight into
+  // the resampler's memory), else libvips' decode of the box's rows.
+  const decoded = decodeJpegRegion(bytes, box, shrink, components, wasm !== undefined ? wasm.sourceArea : (n) => new Uint8Array(n)) ??
+    decodeJpegBox(bytes, box, shrink, components);
   if (decoded === undefined) return undefined;
   const resampleBox = { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
   const output = outputOf(options);
-  const wasm = wasmResampler();
   try {
     // NOTE [transient pixels] Resample and cast in one WebAssembly call when nothing comes between
     // them (no band change): the bytes never come out to JavaScript, and a transient caller (a decode
     // process, which writes the result to its slab at once) takes the floats as a view of the
     // module's memory — no array allocated per image, no garbage for the collector.
     if (wasm !== undefined && components === channels && output !== 'uint8') {
-      const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient });
+      const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient }, decoded.stride);
       return new Tensor(data as never, options.layout === 'hwc' ? [height, width, channels] : [channels, height, width], output);
     }
-    return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip), components, width, height, channels);
+    return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, decoded.stride), components, width, height, channels);
   } finally {
-    decoded.release();
+    if ('release' in decoded) (decoded as DecodedBox).release();
   }
 }
 

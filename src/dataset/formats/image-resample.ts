@@ -228,18 +228,19 @@ export interface ResampleBox {
 }
 
 /**
- * Resize `box` of the interleaved `src` (srcW × srcH × channels, uint8) to outW × outH interleaved
- * uint8 pixels, Pillow's BILINEAR (antialiased), mirrored left–right when `flip`: in WebAssembly
- * where it instantiates (NOTE [resample in WebAssembly] in resample-wasm.ts), else these loops.
+ * Resize `box` of the interleaved `src` (srcW × srcH × channels, uint8, rows `stride` bytes apart) to
+ * outW × outH interleaved uint8 pixels, Pillow's BILINEAR (antialiased), mirrored left–right when
+ * `flip`: in WebAssembly where it instantiates (NOTE [resample in WebAssembly] in resample-wasm.ts),
+ * else these loops.
  */
-export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
+export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, stride = srcW * channels): Uint8Array {
   const wasm = wasmResampler();
-  if (wasm !== undefined) return wasm.resample(src, srcW, srcH, channels, box, outW, outH, flip);
-  return resampleBilinearJs(src, srcW, srcH, channels, box, outW, outH, flip);
+  if (wasm !== undefined) return wasm.resample(src, srcW, srcH, channels, box, outW, outH, flip, undefined, stride);
+  return resampleBilinearJs(src, srcW, srcH, channels, box, outW, outH, flip, stride);
 }
 
 /** `resampleBilinear` in JavaScript (the same bytes): for a Node without WebAssembly, and the reference of resample-wasm.ts. */
-export function resampleBilinearJs(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array {
+export function resampleBilinearJs(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, stride = srcW * channels): Uint8Array {
   const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
   const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
   const h2 = channels === 3 ? taps3(h, srcW, 2) : undefined;
@@ -254,7 +255,7 @@ export function resampleBilinearJs(src: Uint8Array, srcW: number, srcH: number, 
   const mid = new Uint8Array(rows * outW * channels);
   const hk = h.k;
   const hks = h.ksize;
-  const rowBytes = srcW * channels;
+  const rowBytes = stride;
   const midRow = outW * channels;
   if (h2 !== undefined) horizontal3Taps2(src, rowFirst, rows, rowBytes, mid, outW, h2, flip);
   else if (h3 !== undefined) horizontal3Taps3(src, rowFirst, rows, rowBytes, mid, outW, h3, flip);

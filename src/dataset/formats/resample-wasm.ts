@@ -43,13 +43,21 @@ export interface Cast {
 }
 
 export interface WasmResampler {
-  /** image-resample.ts's `resampleBilinearJs`: the same bytes. */
-  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
+  /**
+   * image-resample.ts's `resampleBilinearJs`: the same bytes. `src` may lie in `sourceArea()`'s
+   * memory (then it is read in place, not copied in); rows are `stride` bytes apart.
+   */
+  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: undefined, stride?: number): Uint8Array;
   /**
    * The same, then `cast` over its bytes in the module's memory: `toFloats`' values. `transient`: a
    * view of the module's memory, valid until this thread's next call (NOTE [transient pixels]).
    */
-  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast): Float32Array | Uint16Array;
+  resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast, stride?: number): Float32Array | Uint16Array;
+  /**
+   * `bytes` of the module's memory where the next `resample`'s source may be written (a decoder
+   * writes its pixels there: NOTE [crop decode] in turbo-jpeg.ts): valid until the next call here.
+   */
+  sourceArea(bytes: number): Uint8Array;
   /** image-decode.ts's `toFloats` loop: the bytes of `px` through the table (256 values a channel), planes unless `interleaved`. */
   cast(px: Uint8Array, pixels: number, channels: number, interleaved: boolean, table: Float32Array | Uint16Array): Float32Array | Uint16Array;
 }
@@ -110,9 +118,13 @@ function instantiate(): WasmResampler | null {
   };
   /** Bytes of a cast's table and of its output of n values. */
   const castSizes = (table: Float32Array | Uint16Array, n: number): [number, number] => [table.length * 4, n * (table instanceof Float32Array ? 4 : 2)];
-  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean): Uint8Array;
-  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast): Float32Array | Uint16Array;
-  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: Cast): Uint8Array | Float32Array | Uint16Array {
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: undefined, stride?: number): Uint8Array;
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast: Cast, stride?: number): Float32Array | Uint16Array;
+  function resample(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, cast?: Cast, stride = srcW * channels): Uint8Array | Float32Array | Uint16Array {
+    // A source already in the module's memory (sourceArea) is read where it is: the layout starts
+    // past it. Its offset is taken now: growing the memory below detaches `src`'s view.
+    const inPlace = src.buffer === x.memory.buffer && src.byteOffset >= align(heap);
+    const srcStart = inPlace ? src.byteOffset : 0;
     const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
     const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
     // Only the source rows the vertical pass reads.
@@ -127,8 +139,9 @@ function instantiate(): WasmResampler | null {
     const rows = Math.max(0, rowEnd - rowFirst);
     const midRow = outW * channels;
     const n = outW * outH * channels;
-    const [hs, hc, hk, vs, vc, vk, s0, m0, o0, t0, c0] = layout([
-      outW * 4, outW * 4, h.k.length * 4, outH * 4, outH * 4, v.k.length * 4, src.length + SLACK, rows * midRow + SLACK, n + SLACK,
+    const [area, hs, hc, hk, vs, vc, vk, m0, o0, t0, c0] = layout([
+      inPlace ? srcStart - align(heap) + src.length + SLACK : src.length + SLACK,
+      outW * 4, outW * 4, h.k.length * 4, outH * 4, outH * 4, v.k.length * 4, rows * midRow + SLACK, n + SLACK,
       ...(cast === undefined ? [0, 0] : castSizes(cast.table, n)),
     ]) as [number, number, number, number, number, number, number, number, number, number, number];
     const buf = x.memory.buffer;
@@ -138,14 +151,19 @@ function instantiate(): WasmResampler | null {
     new Int32Array(buf, vs, outH).set(v.start);
     new Int32Array(buf, vc, outH).set(v.count);
     new Int32Array(buf, vk, v.k.length).set(v.k);
-    new Uint8Array(buf, s0, src.length).set(src);
-    x.resample_h(s0, srcW * channels, rowFirst, rows, m0, outW, channels, hs, hc, hk, h.ksize, flip ? 1 : 0);
+    const s0 = inPlace ? srcStart : area;
+    if (!inPlace) new Uint8Array(buf, s0, src.length).set(src);
+    x.resample_h(s0, stride, rowFirst, rows, m0, outW, channels, hs, hc, hk, h.ksize, flip ? 1 : 0);
     x.resample_v(m0, midRow, rowFirst, o0, outH, vs, vc, vk, v.ksize);
     if (cast === undefined) return new Uint8Array(x.memory.buffer, o0, n).slice();
     return castAt(o0, outW * outH, channels, cast.interleaved, cast.table, t0, c0, cast.transient);
   }
   return {
     resample,
+    sourceArea(bytes) {
+      const [at] = layout([bytes + SLACK]) as [number];
+      return new Uint8Array(x.memory.buffer, at, bytes);
+    },
     cast(px, pixels, channels, interleaved, table) {
       const n = pixels * channels;
       const [p0, t0, c0] = layout([n, ...castSizes(table, n)]) as [number, number, number];

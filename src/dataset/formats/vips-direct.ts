@@ -130,6 +130,8 @@ export interface DecodedBox {
   readonly data: Uint8Array;
   readonly width: number;
   readonly height: number;
+  /** Bytes from one row to the next: width × bands. */
+  readonly stride: number;
   readonly bands: number;
   /** The box in these pixels' coordinates (after the shrink on load, relative to the cut). */
   readonly x0: number;
@@ -177,7 +179,7 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
       if (!freed) v.free(ptr);
       freed = true;
     };
-    return { data, width: cw, height: ch, bands, x0: x0 - cl, y0: y0 - ct, x1: x1 - cl, y1: y1 - ct, release };
+    return { data, width: cw, height: ch, stride: cw * bands, bands, x0: x0 - cl, y0: y0 - ct, x1: x1 - cl, y1: y1 - ct, release };
   } finally {
     v.unref(full);
   }
