@@ -3,9 +3,10 @@
 // count N (default 1, 4, 8, 15):
 //   (a) decodeImage in this thread, one process (file read included);
 //   (a2) (a) with the sharp path only (STOKER_VIPS_DIRECT off), the direct libvips route with the
-//       JavaScript resample and cast (STOKER_WASM=off) and the direct libvips route as it runs
-//       (NOTE [direct libvips]), in alternating rounds of the same files, plus the stages of the
-//       direct route (decode of the box, resample, cast + normalize) timed apart;
+//       JavaScript resample and cast (STOKER_WASM=off), the libvips route with WebAssembly
+//       (STOKER_TURBOJPEG=off) and the direct route as it runs (libjpeg-turbo's crop decode, NOTE
+//       [crop decode], where it loads), in alternating rounds of the same files, plus the stages of
+//       the direct route (decode of the box, resample, cast + normalize) timed apart;
 //   (b) N independent Node processes, each running (a)'s loop on its own files: the ceiling;
 //   (c) N independent python processes running torchvision's recipe on PIL (bench/pil_recipe_loop.py,
 //       the dataset of bench/torchvision_images.py): the reference per core;
@@ -36,6 +37,7 @@ import { type DecodeImageOptions, decodeImage } from '../src/dataset/formats/ima
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
 import { decodeJpegBox, decodeJpegReduced, setVipsDirect } from '../src/dataset/formats/vips-direct.js';
+import { decodeJpegRegion, setTurboJpeg, turboJpegAvailable } from '../src/dataset/formats/turbo-jpeg.js';
 import { jpegHeader, toFloats } from '../src/dataset/formats/image-decode.js';
 import { resampleBilinear } from '../src/dataset/formats/image-resample.js';
 import { setWasmResample, wasmResampler } from '../src/dataset/formats/resample-wasm.js';
@@ -246,12 +248,14 @@ export async function main(args: readonly string[]): Promise<void> {
   if (rows.has('a2')) {
     const cfg: LoopConfig = { paths: slice(0), output, warm };
     const bytes = await Promise.all(cfg.paths.map((p) => readFile(p)));
-    // In-memory bytes (no file read), rounds rotating over the three ways, 4 rounds each: the sharp
-    // path, the direct route with the JavaScript resample and cast, the direct route as it runs.
-    type Way = 'sharp' | 'js' | 'direct';
+    // In-memory bytes (no file read), rounds rotating over the ways, 4 rounds each: the sharp path,
+    // the libvips route with the JavaScript resample and cast, the libvips route with WebAssembly (run
+    // 16's), and the direct route as it runs (the crop decode of turbo-jpeg.ts where it loads).
+    type Way = 'sharp' | 'js' | 'vips' | 'direct';
     const round = async (way: Way): Promise<[number, number]> => {
       setVipsDirect(way !== 'sharp');
       setWasmResample(way !== 'js');
+      setTurboJpeg(way === 'direct');
       try {
         const c0 = process.cpuUsage();
         const t0 = performance.now();
@@ -261,9 +265,11 @@ export async function main(args: readonly string[]): Promise<void> {
       } finally {
         setVipsDirect(true);
         setWasmResample(true);
+        setTurboJpeg(true);
       }
     };
-    const ways: Way[] = ['sharp', 'js', 'direct'];
+    const turbo = turboJpegAvailable();
+    const ways: Way[] = turbo ? ['sharp', 'js', 'vips', 'direct'] : ['sharp', 'js', 'direct'];
     for (const w of ways) await round(w);
     const sum = new Map<Way, [number, number]>(ways.map((w) => [w, [0, 0]]));
     for (let r = 0; r < 4; r++) {
@@ -280,7 +286,11 @@ export async function main(args: readonly string[]): Promise<void> {
     print(oldRow);
     const jsRow = rowOf('js', 'decodeImage, direct libvips route, JavaScript resample and cast (STOKER_WASM=off)');
     print({ ...jsRow, scaling: jsRow.imagesPerS / oldRow.imagesPerS });
-    const newRow = rowOf('direct', `decodeImage, direct libvips route${wasmResampler() === undefined ? '' : ', WebAssembly resample and cast'} (bytes in memory)`);
+    if (turbo) {
+      const vipsRow = rowOf('vips', 'decodeImage, direct libvips route, WebAssembly resample and cast (STOKER_TURBOJPEG=off)');
+      print({ ...vipsRow, scaling: vipsRow.imagesPerS / oldRow.imagesPerS });
+    }
+    const newRow = rowOf('direct', `decodeImage, direct route${turbo ? ', libjpeg-turbo crop decode' : ', libvips'}${wasmResampler() === undefined ? '' : ', WebAssembly resample and cast'} (bytes in memory)`);
     print({ ...newRow, scaling: newRow.imagesPerS / oldRow.imagesPerS });
     // The stages of the direct route, wall ms per image over one pass each.
     const view = viewFrom('train');
@@ -298,10 +308,10 @@ export async function main(args: readonly string[]): Promise<void> {
         stage.reduced++;
         stage.reducedMs += performance.now() - t0;
       } else {
-        const d = decodeJpegBox(bytes[i]!, box, shrink, h.channels)!;
+        const d = (turbo ? decodeJpegRegion(bytes[i]!, box, shrink, h.channels, (n) => new Uint8Array(n)) : undefined) ?? decodeJpegBox(bytes[i]!, box, shrink, h.channels)!;
         const t1 = performance.now();
-        px = resampleBilinear(d.data, d.width, d.height, d.bands, { x0: d.x0, y0: d.y0, x1: d.x1, y1: d.y1 }, 224, 224, box.flip);
-        d.release();
+        px = resampleBilinear(d.data, d.width, d.height, d.bands, { x0: d.x0, y0: d.y0, x1: d.x1, y1: d.y1 }, 224, 224, box.flip, d.stride);
+        d.release?.();
         stage.decode += t1 - t0;
         stage.resample += performance.now() - t1;
       }
@@ -310,7 +320,7 @@ export async function main(args: readonly string[]): Promise<void> {
       stage.cast += performance.now() - t2;
     }
     const other = per - stage.reduced;
-    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced === 0 ? '' : `${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / stage.reduced).toFixed(3)}; `}${other} ${stage.reduced === 0 ? 'boxes' : 'others'}: decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + ${wasmResampler() === undefined ? 'JS' : 'WebAssembly'} resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
+    console.log(`a2 stages of the direct route, wall ms per image: ${stage.reduced === 0 ? '' : `${stage.reduced} reduced boxes: decode + libvips reduce ${(stage.reducedMs / stage.reduced).toFixed(3)}; `}${other} ${stage.reduced === 0 ? 'boxes' : 'others'}: ${turbo ? 'libjpeg-turbo' : 'libvips'} decode of the box ${(stage.decode / Math.max(1, other)).toFixed(3)} + ${wasmResampler() === undefined ? 'JS' : 'WebAssembly'} resample ${(stage.resample / Math.max(1, other)).toFixed(3)}; all: cast${output === 'uint8' ? '' : ' + normalize'} ${(stage.cast / per).toFixed(3)}`);
   }
   const scaled = (r: Row, ref: Row | undefined): Row => (ref === undefined ? r : { ...r, scaling: r.imagesPerS / (r.n * ref.imagesPerS) });
   if (rows.has('b')) {

@@ -15,7 +15,11 @@ bash ../shared/gpu/pack.sh >/dev/null 2>&1 || true
 [ -s .gpu/node.xz ] || { echo "gpu-pack: ../shared/gpu/pack.sh did not write .gpu/node.xz" >&2; exit 1; }
 cp ../shared/gpu/env.sh .gpu/env.sh
 rm -rf .gpu/prod && mkdir -p .gpu/prod && cp package.json package-lock.json .gpu/prod/
-(cd .gpu/prod && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+(cd .gpu/prod && npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+# The optional dependency @julusian/jpeg-turbo is there only for its prebuilt libturbojpeg (the crop
+# decode, turbo-jpeg.ts): its package.json and the linux-x64 library travel, not its build tools.
+J=node_modules/@julusian/jpeg-turbo
+mkdir -p ".gpu/prod/$J/prebuilds" && cp "$J/package.json" ".gpu/prod/$J/" && cp -r "$J/prebuilds/jpeg-turbo-linux-x64" ".gpu/prod/$J/prebuilds/"
 for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules/; done
 # Stay under the carry limit: no source maps or type declarations at run time; esbuild's API runs
 # the platform binary from @esbuild/linux-x64, so its own copy in esbuild/bin goes; sharp and its

@@ -199,6 +199,13 @@ describe('the packed package, installed in a fresh project', () => {
     assert.equal(px.length, 12);
   });
 
+  it('the crop decode finds libturbojpeg in the installed optional dependency (linux)', { skip: process.platform !== 'linux' && 'its prebuilt library is linux-only' }, async () => {
+    const url = pathToFileURL(join(installed, 'dist', 'dataset', 'formats', 'turbo-jpeg.js')).href;
+    const m = (await import(url)) as { turboJpegPath(): string | undefined; turboJpegAvailable(): boolean };
+    assert.ok(m.turboJpegPath()?.startsWith(join(app, 'node_modules', '@julusian', 'jpeg-turbo')), `found at ${m.turboJpegPath()}`);
+    assert.equal(m.turboJpegAvailable(), true);
+  });
+
   it('the stoker command runs from the installed package without tsx: --help and inspect of an .npy file', async () => {
     assert.equal(existsSync(join(installed, 'src')), false, 'no sources: the launcher runs dist/');
     assert.equal(existsSync(join(app, 'node_modules', 'tsx')), false, 'tsx is not installed');

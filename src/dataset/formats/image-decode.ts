@@ -43,7 +43,7 @@ import { type CropBox, type View, boxFor } from '../../transforms/crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../../transforms/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
 import { resampleBilinear } from './image-resample.js';
-import { type DecodedBox, decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
+import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
 import { decodeJpegRegion, turboJpegAvailable } from './turbo-jpeg.js';
 import { wasmResampler } from './resample-wasm.js';
 
@@ -382,7 +382,7 @@ function directView(
     }
     return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, decoded.stride), components, width, height, channels);
   } finally {
-    if ('release' in decoded) (decoded as DecodedBox).release();
+    decoded.release?.();
   }
 }
 

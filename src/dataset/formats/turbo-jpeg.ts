@@ -131,6 +131,8 @@ export interface DecodedRegion {
   readonly y0: number;
   readonly x1: number;
   readonly y1: number;
+  /** Nothing to give back (the memory is the caller's): absent, for callers that also take vips-direct.ts's DecodedBox. */
+  readonly release?: undefined;
 }
 
 /**
