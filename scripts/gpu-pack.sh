@@ -17,10 +17,10 @@ cp ../shared/gpu/env.sh .gpu/env.sh
 rm -rf .gpu/prod && mkdir -p .gpu/prod && cp package.json package-lock.json .gpu/prod/
 (cd .gpu/prod && npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 # Optional dependencies are left out of that install for @julusian/jpeg-turbo's build tools (cmake-js
-# and ~90 packages): sharp's platform packages (@img, optional dependencies of sharp) come from this
-# checkout, and of @julusian/jpeg-turbo only what the crop decode loads (turbo-jpeg.ts): its
-# package.json and the linux-x64 libturbojpeg.
-cp -r node_modules/@img .gpu/prod/node_modules/
+# and ~90 packages): the platform packages of sharp (@img) and koffi (@koromix), optional dependencies
+# of theirs, come from this checkout (npm installed this platform's), and of @julusian/jpeg-turbo
+# only what the crop decode loads (turbo-jpeg.ts): its package.json and the linux-x64 libturbojpeg.
+cp -r node_modules/@img node_modules/@koromix .gpu/prod/node_modules/
 J=node_modules/@julusian/jpeg-turbo
 mkdir -p ".gpu/prod/$J/prebuilds" && cp "$J/package.json" ".gpu/prod/$J/" && cp -r "$J/prebuilds/jpeg-turbo-linux-x64" ".gpu/prod/$J/prebuilds/"
 for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules/; done
