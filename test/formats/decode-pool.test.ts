@@ -135,6 +135,29 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
     });
   });
 
+  it('files read by path, one after another, are each read whole and alone: a file over the first buffer, then its truncation, then a small one', async () => {
+    // The child reads every file into one reused buffer: a stale tail would let the truncated file decode.
+    const noise = Buffer.alloc(900 * 700 * 3);
+    for (let i = 0, s = 1; i < noise.length; i++) noise[i] = (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) >>> 24;
+    const big = await sharp(noise, { raw: { width: 900, height: 700, channels: 3 } }).jpeg({ quality: 100, chromaSubsampling: '4:4:4' }).toBuffer();
+    assert.ok(big.length > 1 << 20, `the big file is over 1 MiB (${big.length})`);
+    const files: [string, Uint8Array][] = [['big.jpg', big], ['cut.jpg', big.subarray(0, big.length - 4000)], ['small.jpg', images.get('rgb.jpg')!], ['big2.jpg', big]];
+    for (const [name, bytes] of files) writeFileSync(join(root, name), bytes);
+    const one = new DecodePool({ size: 1 });
+    try {
+      for (const [name, bytes] of files) {
+        const path = join(root, name);
+        const options = { size: [32, 32] as const, source: path };
+        const here = await decodeImage(bytes, options).then((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.length), (e: Error) => e.message);
+        const there = await within(HANG_MS, 'decode', one.decode({ path }, options)).then((t) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.length), (e: Error) => e.message);
+        if (name === 'cut.jpg') assert.equal(typeof here, 'string', 'the truncated file fails here');
+        assert.deepEqual(there, here, name);
+      }
+    } finally {
+      await one.close();
+    }
+  });
+
   it('a decode whose signal aborts rejects with the reason, and the pool keeps working', async () => {
     const controller = new AbortController();
     const options = { size: [32, 32] as const, source: 'rgb.jpg' };

@@ -4,7 +4,7 @@
 // running the same `decodeImage` as the parent would — so the bytes and the errors are the same.
 // It exits when its socket ends (the pool closed it, or the parent died).
 
-import { openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { fileAccess } from '../../errors.js';
 import { FrameReader, FromChild, PER_CHILD, SLAB_ENV, SLAB_REGION, ToChild, type WireOptions, encodeFrame, frameHeader, toWire } from './decode-pool.js';
@@ -35,6 +35,27 @@ function intoSlab(bytes: Uint8Array, region: number): boolean {
     return false;
   }
 }
+/**
+ * One buffer for every file this child reads, grown to the largest: requests are answered one at a
+ * time, and nothing keeps a file's bytes past its answer, so a fresh ~110 KB buffer per image (and
+ * its trip through the collector) buys nothing.
+ */
+let scratch = Buffer.allocUnsafeSlow(1 << 20);
+
+/** The whole file at `path`, as a view of `scratch` valid until the next call. */
+function readWhole(path: string): Uint8Array {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    if (size > scratch.length) scratch = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(size)));
+    let done = 0;
+    for (let n = -1; done < size && n !== 0; done += n) n = readSync(fd, scratch, done, size - done, done);
+    return scratch.subarray(0, done);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 const queue: { id: number; kind: number; payload: Uint8Array }[] = [];
 let running = false;
 
@@ -46,7 +67,7 @@ async function answer(id: number, kind: number, payload: Uint8Array): Promise<vo
       const m = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8')) as { path: string; options: WireOptions };
       options = m.options;
       try {
-        bytes = readFileSync(m.path);
+        bytes = readWhole(m.path);
       } catch (cause) {
         throw fileAccess(m.path, 'read the image', cause);
       }
