@@ -29,6 +29,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { type DecodedBox, cutOf } from './vips-direct.js';
 
 interface Turbo {
   readonly handle: unknown;
@@ -118,29 +119,12 @@ function load(): Turbo | null {
   return turbo;
 }
 
-/** A JPEG region decoded into caller memory: where the box's whole-pixel cut lies in it, and the box in the cut's coordinates. */
-export interface DecodedRegion {
-  /** The cut's first pixel, rows `stride` bytes apart; `width` × `height` pixels of `bands` bytes. */
-  readonly data: Uint8Array;
-  readonly width: number;
-  readonly height: number;
-  readonly stride: number;
-  readonly bands: number;
-  /** The box in the cut's pixels (after the scale; fractional when scaled). */
-  readonly x0: number;
-  readonly y0: number;
-  readonly x1: number;
-  readonly y1: number;
-  /** Nothing to give back (the memory is the caller's): absent, for callers that also take vips-direct.ts's DecodedBox. */
-  readonly release?: undefined;
-}
-
 /**
  * Decode the box (in source pixels) of a JPEG at 1/`shrink` scale (1, 2, 4 or 8) into memory from
  * `memory(bytes)`: the pixels of the whole-pixel cut that covers the box, `bands` a pixel (the
  * header's components: 1 or 3). Undefined when this route does not cover the file (see the header).
  */
-export function decodeJpegRegion(bytes: Uint8Array, box: { left: number; top: number; width: number; height: number }, shrink: number, bands: number, memory: (bytes: number) => Uint8Array): DecodedRegion | undefined {
+export function decodeJpegRegion(bytes: Uint8Array, box: { left: number; top: number; width: number; height: number }, shrink: number, bands: number, memory: (bytes: number) => Uint8Array): DecodedBox | undefined {
   if (!enabled) return undefined;
   const t = load();
   if (t === null) return undefined;
@@ -156,15 +140,9 @@ export function decodeJpegRegion(bytes: Uint8Array, box: { left: number; top: nu
   const w = Math.ceil(t.get(h, TJPARAM_JPEGWIDTH) / shrink);
   const hgt = Math.ceil(t.get(h, TJPARAM_JPEGHEIGHT) / shrink);
   const mcu = Math.ceil(MCU_WIDTH[subsamp]! / shrink);
-  const x0 = box.left / shrink;
-  const y0 = box.top / shrink;
-  const x1 = Math.min(w, (box.left + box.width) / shrink);
-  const y1 = Math.min(hgt, (box.top + box.height) / shrink);
-  const cl = Math.floor(x0);
-  const ct = Math.floor(y0);
-  const cw = Math.ceil(x1) - cl;
-  const ch = Math.ceil(y1) - ct;
-  if (!(cw >= 1 && ch >= 1 && cl + cw <= w && ct + ch <= hgt)) return undefined;
+  const cut = cutOf(box, shrink, w, hgt);
+  if (cut === undefined) return undefined;
+  const { x0, y0, x1, y1, cl, ct, cw, ch } = cut;
   // NOTE [crop decode]: a pixel of margin each side (the left one down to an iMCU boundary).
   const rx = Math.max(0, Math.floor((cl - 1) / mcu) * mcu);
   const rw = Math.min(w, cl + cw + 1) - rx;

@@ -127,19 +127,32 @@ function load(): Vips | null {
 
 /** The decoded pixels of a box of a JPEG, interleaved, `bands` a pixel, and where the asked box lies in them (fractional). */
 export interface DecodedBox {
+  /** The cut's first pixel, rows `stride` bytes apart; `width` × `height` pixels of `bands` bytes. */
   readonly data: Uint8Array;
   readonly width: number;
   readonly height: number;
-  /** Bytes from one row to the next: width × bands. */
   readonly stride: number;
   readonly bands: number;
-  /** The box in these pixels' coordinates (after the shrink on load, relative to the cut). */
+  /** The box in these pixels' coordinates (after the shrink on load, relative to the cut; fractional when shrunk). */
   readonly x0: number;
   readonly y0: number;
   readonly x1: number;
   readonly y1: number;
-  /** Give the pixels back to libvips (they must not be read after). */
-  readonly release: () => void;
+  /** Give the pixels back to the library that made them (they must not be read after); absent when they are the caller's memory. */
+  readonly release?: () => void;
+}
+
+/** The box at 1/`shrink` scale in a `w` × `h` image (fractional), and the whole-pixel cut that covers it; undefined when it is empty or outside. */
+export function cutOf(box: { left: number; top: number; width: number; height: number }, shrink: number, w: number, h: number): { x0: number; y0: number; x1: number; y1: number; cl: number; ct: number; cw: number; ch: number } | undefined {
+  const x0 = box.left / shrink;
+  const y0 = box.top / shrink;
+  const x1 = Math.min(w, (box.left + box.width) / shrink);
+  const y1 = Math.min(h, (box.top + box.height) / shrink);
+  const cl = Math.floor(x0);
+  const ct = Math.floor(y0);
+  const cw = Math.ceil(x1) - cl;
+  const ch = Math.ceil(y1) - ct;
+  return cw >= 1 && ch >= 1 && cl + cw <= w && ct + ch <= h ? { x0, y0, x1, y1, cl, ct, cw, ch } : undefined;
 }
 
 /**
@@ -160,15 +173,9 @@ export function decodeJpegBox(bytes: Uint8Array, box: { left: number; top: numbe
     const w = v.width(full);
     const h = v.height(full);
     if (v.bands(full) !== bands || v.format(full) !== VIPS_FORMAT_UCHAR) return undefined;
-    const x0 = box.left / shrink;
-    const y0 = box.top / shrink;
-    const x1 = Math.min(w, (box.left + box.width) / shrink);
-    const y1 = Math.min(h, (box.top + box.height) / shrink);
-    const cl = Math.floor(x0);
-    const ct = Math.floor(y0);
-    const cw = Math.ceil(x1) - cl;
-    const ch = Math.ceil(y1) - ct;
-    if (!(cw >= 1 && ch >= 1 && cl + cw <= w && ct + ch <= h)) return undefined;
+    const cut = cutOf(box, shrink, w, h);
+    if (cut === undefined) return undefined;
+    const { x0, y0, x1, y1, cl, ct, cw, ch } = cut;
     const ptr = fetchPixels(v, full, cl, ct, cw, ch, bands);
     if (ptr === null) return undefined;
     // SAFETY: the view is of libvips' buffer, valid until `release()` frees it; callers read it
