@@ -6,22 +6,40 @@
 // same recipe and the same number of decoding processes; the last lines are the ratios.
 //
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
-//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--python PATH (default: the first python3 that imports torch)] [--no-torch]
+//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda]
+//                           [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1]
+//                           [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
 // Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
 // workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
 // `--shape main`: no reader worker; `--shape default`: the loader's and the source's defaults, for
-// the whole machine whatever n says), torchvision with
-// num_workers n. Figures: time to first batch (from create / DataLoader construction), images/s
-// after the first batch, CPU cores busy (this process and its reaped children over the run, from
-// /proc/self/stat; its share of a machine others also use is not separated). `--decode gpu` is the
-// GPU decode path: `decode: 'gpu'` on the source, batches on `--device` (default cuda), bf16 with
-// `--output bfloat16` — one run on the whole machine (no decode process), cores busy included.
-// `--epochs N` times N epochs of one loader (Stoker side), images/s over all but the first batch.
-// One JSON line per configuration, then the table and the ratios.
+// the whole machine whatever n says), torchvision with num_workers n. `--rounds R` runs the two
+// sides alternately R times per core count (stoker, torchvision, stoker, torchvision, …; one python
+// process per torchvision run), so that both see the same machine state; a warm-up Stoker pass
+// comes first. `--epochs N` applies to both sides: N epochs of one loader, images/s over all but the
+// first batch. Figures per run: time to first batch (from create / DataLoader construction),
+// images/s after the first batch, CPU cores busy (this process and its reaped children over the
+// run, from /proc/self/stat; its share of a machine others also use is not separated).
+// `--decode gpu` is the GPU decode path: `decode: 'gpu'` on the source, batches on `--device`
+// (default cuda), bf16 with `--output bfloat16` — run on the whole machine (no decode process),
+// cores busy included.
+//
+// Where Stoker's CPU goes (Linux only): after each Stoker run a `cpu` line (and the row's "cpu"
+// field) splits the steady state — from the first batch to the end of the last epoch, before
+// loader.close() — from /proc/self/task/*/stat and the stat of each direct child running this node
+// binary (the decode processes): the main thread's CPU µs per image and busy fraction (CPU s /
+// steady wall s), each other thread of this process above 2 % of a core (the reader workers among
+// them; by tid, busiest first), the decode children's busy fractions (the mean over those above
+// 2 % of a core: an idle one, typically a decode process the main thread spawned for itself, is
+// listed but left out of it) and their CPU µs per image together, and the cores busy in steady
+// state (every thread and child above, plus other children such as tsx's esbuild).
+//
+// Output: one JSON line per run (with "round"), the table of all runs, then per core count the
+// median images/s of each side, the median of the per-round stoker / torchvision ratios and their
+// min–max, and the ratio lines.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -30,19 +48,160 @@ import { workerBoot } from '../src/pipeline/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { defaultDecodeProcesses } from '../src/dataset/formats/image-decoding.js';
-import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
+import { UsageError, fmtFixed, fmtInt, hardwareLine, median, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--shape worker|workers|main|default] [--readers 1] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--python PATH] [--no-torch]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
+
+/** Where the Stoker side's CPU went in steady state (see the header). */
+interface CpuSplit {
+  readonly steadyS: number;
+  readonly images: number;
+  readonly mainUsPerImage: number;
+  readonly mainBusy: number;
+  /** Other threads of this process above 2 % of a core, busiest first. */
+  readonly threads: readonly { readonly tid: number; readonly comm: string; readonly usPerImage: number; readonly busy: number }[];
+  readonly decodeChildren: number;
+  /** Each decode child's busy fraction, by pid, busiest first. */
+  readonly childBusy: readonly { readonly pid: number; readonly busy: number }[];
+  /** The mean over the decode children above 2 % of a core (an idle one, e.g. the main thread's own pool, would hide the starvation). */
+  readonly childMeanBusy: number;
+  readonly childUsPerImage: number;
+  readonly coresBusy: number;
+}
 
 interface Row {
   readonly side: 'stoker' | 'torchvision';
   readonly cores: number;
+  readonly round: number;
   readonly impl: string;
   readonly firstBatchS: number;
   readonly imagesPerS: number;
   readonly coresBusy: number;
+  /** Stoker: seconds in loader.close() + source.close(), inside the images/s window. */
+  readonly closeS?: number;
+  readonly cpu?: CpuSplit;
+}
+
+let clockTicks: number | undefined;
+/** Clock ticks per second (`getconf CLK_TCK`; 100 when that fails). */
+function clkTck(): number {
+  if (clockTicks === undefined) {
+    const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+    const t = Number(r.stdout?.trim());
+    clockTicks = r.status === 0 && Number.isInteger(t) && t > 0 ? t : 100;
+  }
+  return clockTicks;
+}
+
+/** The fields of a /proc stat file after "pid (comm) " (state first: field 3 is index 0), or undefined when it is gone. */
+function statFields(path: string): string[] | undefined {
+  try {
+    const text = readFileSync(path, 'utf8');
+    // comm may hold spaces and parentheses: cut at the last ')'.
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** utime + stime (fields 14 and 15) in clock ticks. */
+const ticksOf = (f: readonly string[]): number => Number(f[11]) + Number(f[12]);
+
+interface CpuSnapshot {
+  readonly at: number;
+  /** This process's threads: tid → ticks and name (read here: a reader worker is gone once the loader closes). */
+  readonly threads: ReadonlyMap<number, { readonly ticks: number; readonly comm: string }>;
+  /** Live direct children: pid → ticks (the whole process), and whether it runs this node binary. */
+  readonly children: ReadonlyMap<number, { readonly ticks: number; readonly node: boolean }>;
+}
+
+let nodeBinary: string | undefined;
+/** Per-thread and per-child CPU now; undefined off Linux or when /proc cannot be read. */
+function cpuSnapshot(): CpuSnapshot | undefined {
+  if (process.platform !== 'linux') return undefined;
+  try {
+    nodeBinary ??= realpathSync(process.execPath);
+    const threads = new Map<number, { ticks: number; comm: string }>();
+    for (const t of readdirSync('/proc/self/task')) {
+      const f = statFields(`/proc/self/task/${t}/stat`);
+      if (f) threads.set(Number(t), { ticks: ticksOf(f), comm: threadName(Number(t)) });
+    }
+    const children = new Map<number, { ticks: number; node: boolean }>();
+    for (const p of readdirSync('/proc')) {
+      if (!/^\d+$/.test(p)) continue;
+      const f = statFields(`/proc/${p}/stat`);
+      if (!f || Number(f[1]) !== process.pid || f[0] === 'Z' || f[0] === 'X') continue;
+      let node = false;
+      try {
+        node = readlinkSync(`/proc/${p}/exe`) === nodeBinary;
+      } catch {
+        // gone meanwhile, or not ours to read: counted, not as a decode child
+      }
+      children.set(Number(p), { ticks: ticksOf(f), node });
+    }
+    return { at: performance.now(), threads, children };
+  } catch {
+    return undefined;
+  }
+}
+
+function threadName(tid: number): string {
+  try {
+    return readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+}
+
+/** The steady-state split between two snapshots; a thread or child gone by the end is skipped, one new since the start counts from zero. */
+function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | undefined {
+  const wall = (b.at - a.at) / 1000;
+  if (!(wall > 0) || images <= 0) return undefined;
+  const hz = clkTck();
+  const us = (ticks: number) => (ticks / hz) * 1e6 / images;
+  const busy = (ticks: number) => ticks / hz / wall;
+  let total = 0;
+  let main = 0;
+  const others: { tid: number; comm: string; ticks: number }[] = [];
+  for (const [tid, t] of b.threads) {
+    const d = Math.max(0, t.ticks - (a.threads.get(tid)?.ticks ?? 0));
+    total += d;
+    if (tid === process.pid) main = d;
+    else others.push({ tid, comm: t.comm, ticks: d });
+  }
+  let decode = 0;
+  const children: { pid: number; ticks: number }[] = [];
+  for (const [pid, c] of b.children) {
+    const d = Math.max(0, c.ticks - (a.children.get(pid)?.ticks ?? 0));
+    total += d;
+    if (c.node) {
+      decode += d;
+      children.push({ pid, ticks: d });
+    }
+  }
+  const decodeChildren = children.length;
+  const working = children.filter((c) => busy(c.ticks) > 0.02);
+  const r2 = (x: number) => Math.round(x * 100) / 100;
+  const r0 = (x: number) => Math.round(x);
+  return {
+    steadyS: Math.round(wall * 1000) / 1000, images,
+    mainUsPerImage: r0(us(main)), mainBusy: r2(busy(main)),
+    threads: others.filter((o) => busy(o.ticks) > 0.02).sort((x, y) => y.ticks - x.ticks)
+      .map((o) => ({ tid: o.tid, comm: o.comm, usPerImage: r0(us(o.ticks)), busy: r2(busy(o.ticks)) })),
+    decodeChildren, childBusy: children.sort((x, y) => y.ticks - x.ticks).map((c) => ({ pid: c.pid, busy: r2(busy(c.ticks)) })),
+    childMeanBusy: working.length > 0 ? r2(working.reduce((t, c) => t + busy(c.ticks), 0) / working.length) : 0, childUsPerImage: r0(us(decode)),
+    coresBusy: r2(busy(total)),
+  };
+}
+
+function cpuLine(c: CpuSplit): string {
+  const parts = [`main thread ${c.mainUsPerImage} µs/image (${c.mainBusy.toFixed(2)} busy)`];
+  for (const t of c.threads) parts.push(`tid ${t.tid} ${t.comm} ${t.usPerImage} µs/image (${t.busy.toFixed(2)} busy)`);
+  const idle = c.childBusy.filter((x) => x.busy <= 0.02).length;
+  parts.push(`${c.decodeChildren} decode process${c.decodeChildren === 1 ? '' : 'es'}${idle > 0 ? ` (${idle} idle)` : ''}: ${c.childMeanBusy.toFixed(2)} busy on average of the working ones (${c.childBusy.map((x) => x.busy.toFixed(2)).join(', ')}), ${c.childUsPerImage} µs/image together`);
+  return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy`;
 }
 
 /** CPU seconds of this process and of its children already reaped (utime, stime, cutime, cstime). */
@@ -50,7 +209,7 @@ function cpuSeconds(): number {
   const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
   // After "pid (comm) ": state is field 3, so utime (14) … cstime (17) are indexes 11 … 14.
   const ticks = [11, 12, 13, 14].reduce((s, i) => s + Number(fields[i]), 0);
-  return ticks / 100;
+  return ticks / clkTck();
 }
 
 /** The generated folder (made once per (files, classes), in the temp dir), written by one worker thread per core. */
@@ -72,7 +231,7 @@ export async function fixture(files: number, classes: number): Promise<string> {
   return dir;
 }
 
-async function stoker(dir: string, cores: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number; readers: number }): Promise<Row> {
+async function stoker(dir: string, cores: number, round: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number; readers: number }): Promise<Row> {
   const cpu0 = cpuSeconds();
   const t0 = performance.now();
   const shape = o.shape;
@@ -90,6 +249,9 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
   let tFirst = 0;
   let images = 0;
   let readers = 0;
+  let snap0: CpuSnapshot | undefined;
+  let snap1: CpuSnapshot | undefined;
+  let closing = 0;
   try {
     for (let e = 0; e < o.epochs; e++) {
       const epoch = loader.epoch(e);
@@ -99,6 +261,7 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
         if (first === 0) {
           tFirst = performance.now();
           first = (tFirst - t0) / 1000;
+          snap0 = cpuSnapshot();
         } else images += b.rows;
         if (k === 0 && e === 0) readers = loader.stats().workers;
         // Device batches: wait for the last one's rows (stream order: every earlier decode is done too).
@@ -108,18 +271,22 @@ async function stoker(dir: string, cores: number, o: { batch: number; output: 'f
         k++;
       }
     }
+    if (snap0) snap1 = cpuSnapshot();
   } finally {
+    closing = performance.now();
     await loader.close();
     await source.close();
   }
   const end = performance.now();
   const steady = (end - tFirst) / 1000;
-  if (gpu) return { side: 'stoker', cores, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+  const cpu = snap0 && snap1 ? cpuSplit(snap0, snap1, images) : undefined;
+  const common = { side: 'stoker' as const, cores, round, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000), closeS: Math.round(end - closing) / 1000, ...(cpu ? { cpu } : {}) };
+  if (gpu) return { ...common, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)` };
   if (shape === 'default') {
     const each = defaultDecodeProcesses(true, readers);
-    return { side: 'stoker', cores, impl: `${o.decode}, defaults: ${readers} reader worker${readers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+    return { ...common, impl: `${o.decode}, defaults: ${readers} reader worker${readers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}` };
   }
-  return { side: 'stoker', cores, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}`, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000) };
+  return { ...common, impl: `${o.decode}, ${workers} reader worker${workers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}` };
 }
 
 /** The first of `python3` (the GPU host's, with torchvision) and Debian's `/usr/bin/python3` that imports torch. */
@@ -130,17 +297,19 @@ function torchPython(): string {
   return 'python3';
 }
 
-function torchvision(python: string, dir: string, cores: readonly number[], batch: number): Row[] {
+/** One python process running torchvision_images.py at these num_workers; undefined when it failed (the message is printed). */
+function torchvision(python: string, dir: string, cores: readonly number[], batch: number, epochs: number, round: number): Row[] | undefined {
   const script = new URL('./torchvision_images.py', import.meta.url).pathname;
-  const r = spawnSync(python, [script, dir, '--workers', cores.join(','), '--batch', String(batch)], { encoding: 'utf8', timeout: 3_600_000, maxBuffer: 16 << 20 });
+  const r = spawnSync(python, [script, dir, '--workers', cores.join(','), '--batch', String(batch), '--epochs', String(epochs)], { encoding: 'utf8', timeout: 3_600_000, maxBuffer: 16 << 20 });
   if (r.status !== 0) {
     console.error(`torchvision side failed (${python}): ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-3).join(' | ')}`);
-    return [];
+    return undefined;
   }
   return r.stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => {
     const j = JSON.parse(l) as { workers: number; impl: string; firstBatchS: number; imagesPerS: number; coresBusy: number };
-    console.log(l);
-    return { side: 'torchvision', cores: j.workers, impl: `${j.impl}, num_workers ${j.workers}`, firstBatchS: j.firstBatchS, imagesPerS: j.imagesPerS, coresBusy: j.coresBusy };
+    const row: Row = { side: 'torchvision', cores: j.workers, round, impl: `${j.impl}, num_workers ${j.workers}`, firstBatchS: j.firstBatchS, imagesPerS: j.imagesPerS, coresBusy: j.coresBusy };
+    console.log(JSON.stringify({ ...j, round }));
+    return row;
   });
 }
 
@@ -151,7 +320,7 @@ export async function main(args: readonly string[]): Promise<void> {
       args: [...args], strict: true, allowPositionals: false,
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
-        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' },
+        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
         python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
       },
     }));
@@ -168,31 +337,68 @@ export async function main(args: readonly string[]): Promise<void> {
   if (!Number.isSafeInteger(readers) || readers < 1) throw new UsageError(`bad --readers ${String(v.readers)}: an integer ≥ 1\nusage: ${USAGE}`);
   const dir = (v.dir as string | undefined) ?? (await fixture(Number(v.files), Number(v.classes)));
   console.log(`bench images: ${hardwareLine()}; ${dir}; RandomResizedCrop(224) + flip + normalize, ${v.output}, batch ${batch}`);
+  const epochs = Number(v.epochs);
+  const rounds = Number(v.rounds);
+  if (!Number.isSafeInteger(rounds) || rounds < 1) throw new UsageError(`bad --rounds ${String(v.rounds)}: an integer ≥ 1\nusage: ${USAGE}`);
+  const gpu = v.decode === 'gpu';
+  const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers };
+  let python = v['no-torch'] ? undefined : ((v.python as string | undefined) ?? torchPython());
   const rows: Row[] = [];
   // A first pass warms the page cache (and the listing cache), so that neither side pays the disk.
-  await stoker(dir, cores[cores.length - 1]!, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: 1, readers });
-  // The GPU path uses no decode process: one run, on the whole machine.
-  for (const c of v.decode === 'gpu' ? [n] : cores) {
-    const row = await stoker(dir, c, { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, epochs: Number(v.epochs), readers });
-    console.log(JSON.stringify(row));
-    rows.push(row);
+  await stoker(dir, cores[cores.length - 1]!, 0, { ...opts, epochs: 1 });
+  // Per core count, the two sides alternately, round after round. The GPU path uses no decode
+  // process: its Stoker runs are on the whole machine (n), paired with torchvision at n if asked.
+  for (const c of gpu ? [...new Set([...cores, n])] : cores) {
+    for (let r = 1; r <= rounds; r++) {
+      if (!gpu || c === n) {
+        const row = await stoker(dir, c, r, { ...opts, epochs });
+        console.log(JSON.stringify(row));
+        if (row.cpu) console.log(cpuLine(row.cpu));
+        rows.push(row);
+      }
+      if (python !== undefined && cores.includes(c)) {
+        const t = torchvision(python, dir, [c], batch, epochs, r);
+        if (t === undefined) python = undefined; // failed once: no more python runs
+        else rows.push(...t);
+      }
+    }
   }
-  if (!v['no-torch']) rows.push(...torchvision((v.python as string | undefined) ?? torchPython(), dir, cores, batch));
   console.log(table(rows, [
     { title: 'side', cell: (r) => r.side },
     { title: 'cores', align: 'right', cell: (r) => String(r.cores) },
+    { title: 'round', align: 'right', cell: (r) => String(r.round) },
     { title: 'how', cell: (r) => r.impl },
     { title: 'first batch s', align: 'right', cell: (r) => fmtFixed(r.firstBatchS, 2) },
     { title: 'images/s', align: 'right', cell: (r) => fmtInt(r.imagesPerS) },
     { title: 'cores busy', align: 'right', cell: (r) => fmtFixed(r.coresBusy, 2) },
+    { title: 'steady cores busy', align: 'right', cell: (r) => fmtFixed(r.cpu?.coresBusy, 2) },
+    { title: 'main µs/image', align: 'right', cell: (r) => (r.cpu ? fmtInt(r.cpu.mainUsPerImage) : '—') },
+    { title: 'busiest thread', align: 'right', cell: (r) => fmtFixed(r.cpu?.threads[0]?.busy, 2) },
+    { title: 'decode busy', align: 'right', cell: (r) => fmtFixed(r.cpu?.childMeanBusy, 2) },
   ]));
-  const one = rows.find((r) => r.side === 'stoker' && r.cores === 1);
-  for (const c of cores) {
-    const s = rows.find((r) => r.side === 'stoker' && r.cores === c);
-    const t = rows.find((r) => r.side === 'torchvision' && r.cores === c);
+  const of = (side: Row['side'], c: number) => rows.filter((r) => r.side === side && r.cores === c);
+  const med = (rs: readonly Row[], f: (r: Row) => number) => median(rs.map(f));
+  const oneStoker = of('stoker', 1);
+  const summary = (gpu ? [...new Set([...cores, n])] : cores).map((c) => {
+    const s = of('stoker', c);
+    const t = of('torchvision', c);
+    // Per-round ratios: the Stoker and torchvision runs of the same round.
+    const ratios = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => x.imagesPerS / y.imagesPerS));
+    const sooner = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => y.firstBatchS / x.firstBatchS));
+    return { c, s, t, ratios, sooner };
+  }).filter((x) => x.s.length > 0 || x.t.length > 0);
+  console.log(table(summary, [
+    { title: 'cores', align: 'right', cell: (x) => String(x.c) },
+    { title: 'rounds', align: 'right', cell: (x) => String(Math.max(x.s.length, x.t.length)) },
+    { title: 'stoker images/s (median)', align: 'right', cell: (x) => fmtInt(med(x.s, (r) => r.imagesPerS)) },
+    { title: 'torchvision images/s (median)', align: 'right', cell: (x) => fmtInt(med(x.t, (r) => r.imagesPerS)) },
+    { title: 'ratio (median)', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${median(x.ratios).toFixed(2)}×` : '—') },
+    { title: 'ratio min–max', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${Math.min(...x.ratios).toFixed(2)}–${Math.max(...x.ratios).toFixed(2)}×` : '—') },
+  ]));
+  for (const { c, s, ratios, sooner } of summary) {
     const parts = [];
-    if (s && one && c > 1) parts.push(`scaling ${(s.imagesPerS / one.imagesPerS / c).toFixed(2)} × cores of the 1-core throughput`);
-    if (s && t) parts.push(`stoker / torchvision ${(s.imagesPerS / t.imagesPerS).toFixed(2)}× images/s, first batch ${(t.firstBatchS / s.firstBatchS).toFixed(2)}× sooner`);
+    if (s.length > 0 && oneStoker.length > 0 && c > 1) parts.push(`scaling ${(med(s, (r) => r.imagesPerS) / med(oneStoker, (r) => r.imagesPerS) / c).toFixed(2)} × cores of the 1-core throughput`);
+    if (ratios.length > 0) parts.push(`stoker / torchvision ${median(ratios).toFixed(2)}× images/s${ratios.length > 1 ? ` (median of ${ratios.length} rounds, ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×)` : ''}, first batch ${median(sooner).toFixed(2)}× sooner`);
     if (parts.length > 0) console.log(`${c} cores: ${parts.join('; ')}`);
   }
 }

@@ -10,9 +10,12 @@ Without torchvision, the same recipe is written out on PIL and torch (what torch
 ops do for PIL images: crop, resize(BILINEAR), transpose, to_tensor, normalize; the box from a
 transcription of RandomResizedCrop.get_params) and the output says "impl": "pil-transcription".
 
-Per num_workers: time to first batch (from building the DataLoader), images/s over the epoch after
-the first batch, and CPU cores busy (this process and its reaped workers, getrusage, over the
-whole run / wall time). One JSON line per setting.
+Per num_workers: time to first batch (from building the DataLoader), images/s over all --epochs
+epochs after the first batch (as the Stoker side counts: every batch but the first, over the wall
+time from the first batch to the end of the last epoch; persistent_workers=False, so epochs after
+the first pay their workers' start-up inside that window, as a default training loop does), and CPU
+cores busy (this process and its reaped workers, getrusage, over the whole run / wall time). One
+JSON line per setting, with "epochs".
 """
 
 import json
@@ -128,11 +131,12 @@ def run(root, workers, batch, epochs, limit):
                 t_first = time.perf_counter()
             else:
                 images += x.shape[0]
-    wall = time.perf_counter() - t0
-    steady = time.perf_counter() - t_first
+    t_end = time.perf_counter()
+    wall = t_end - t0
+    steady = t_end - t_first
     del loader  # workers joined: their CPU time is in RUSAGE_CHILDREN
     return {
-        "side": "torchvision", "impl": impl, "workers": workers, "batch": batch, "files": len(ds),
+        "side": "torchvision", "impl": impl, "workers": workers, "batch": batch, "epochs": epochs, "files": len(ds),
         "firstBatchS": round(first, 3), "imagesPerS": round(images / steady, 1) if steady > 0 else None,
         "coresBusy": round((cpu_seconds() - cpu0) / wall, 2),
     }
