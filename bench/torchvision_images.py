@@ -12,8 +12,8 @@ transcription of RandomResizedCrop.get_params) and the output says "impl": "pil-
 
 Per num_workers: time to first batch (from building the DataLoader), images/s over all --epochs
 epochs after the first batch (as the Stoker side counts: every batch but the first, over the wall
-time from the first batch to the end of the last epoch; persistent_workers=False, so epochs after
-the first pay their workers' start-up inside that window, as a default training loop does), and CPU
+time from the first batch to the end of the last epoch; with more than one epoch the workers are
+persistent, as an expert's multi-epoch loop keeps them, so no epoch pays their start-up), and CPU
 cores busy (this process and its reaped workers, getrusage, over the whole run / wall time). One
 JSON line per setting, with "epochs".
 """
@@ -120,7 +120,7 @@ def run(root, workers, batch, epochs, limit):
     if limit:
         ds = torch.utils.data.Subset(ds, range(min(limit, len(ds))))
     loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers, drop_last=True,
-                        persistent_workers=False, prefetch_factor=4 if workers > 0 else None)
+                        persistent_workers=workers > 0 and epochs > 1, prefetch_factor=4 if workers > 0 else None)
     first = None
     images = 0
     t_first = None
