@@ -7,13 +7,13 @@
 //
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
 //                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda]
-//                           [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1]
+//                           [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N]
 //                           [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
 // Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
 // workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
 // `--shape main`: no reader worker; `--shape default`: the loader's and the source's defaults, for
-// the whole machine whatever n says), torchvision with num_workers n. `--rounds R` runs the two
+// the whole machine whatever n says; `--prefetch N`: the loader's `prefetch`, batches in flight), torchvision with num_workers n. `--rounds R` runs the two
 // sides alternately R times per core count (stoker, torchvision, stoker, torchvision, …; one python
 // process per torchvision run), so that both see the same machine state; a warm-up Stoker pass
 // comes first. `--epochs N` applies to both sides: N epochs of one loader, images/s over all but the
@@ -50,7 +50,7 @@ import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { defaultDecodeProcesses } from '../src/dataset/formats/image-decoding.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, median, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -231,7 +231,7 @@ export async function fixture(files: number, classes: number): Promise<string> {
   return dir;
 }
 
-async function stoker(dir: string, cores: number, round: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number; readers: number }): Promise<Row> {
+async function stoker(dir: string, cores: number, round: number, o: { batch: number; output: 'float32' | 'bfloat16'; decode: string; shape: string; device: string; epochs: number; readers: number; prefetch: number | undefined }): Promise<Row> {
   const cpu0 = cpuSeconds();
   const t0 = performance.now();
   const shape = o.shape;
@@ -244,7 +244,7 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
   const gpu = o.decode === 'gpu';
   const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
   const each = shape === 'workers' ? 1 : shape === 'main' ? cores : Math.ceil(cores / workers);
-  const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, ...(shape === 'default' && !gpu ? {} : { workers }), ...(gpu ? { device: o.device as 'cuda' } : {}) });
+  const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, ...(shape === 'default' && !gpu ? {} : { workers }), ...(gpu ? { device: o.device as 'cuda' } : {}), ...(o.prefetch === undefined ? {} : { prefetch: o.prefetch }) });
   let first = 0;
   let tFirst = 0;
   let images = 0;
@@ -321,7 +321,7 @@ export async function main(args: readonly string[]): Promise<void> {
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
         dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
-        python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
+        prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
       },
     }));
   } catch (error) {
@@ -341,7 +341,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const rounds = Number(v.rounds);
   if (!Number.isSafeInteger(rounds) || rounds < 1) throw new UsageError(`bad --rounds ${String(v.rounds)}: an integer ≥ 1\nusage: ${USAGE}`);
   const gpu = v.decode === 'gpu';
-  const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers };
+  const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers, prefetch: v.prefetch === undefined ? undefined : Number(v.prefetch) };
   let python = v['no-torch'] ? undefined : ((v.python as string | undefined) ?? torchPython());
   const rows: Row[] = [];
   // A first pass warms the page cache (and the listing cache), so that neither side pays the disk.
