@@ -155,6 +155,12 @@ describe('sources.concat', { timeout: SUITE_MS }, () => {
     assert.equal(sources.concat([sources.arrays([new Int32Array(2)])]).readerWorkers, 0);
   });
 
+  it('asks for the deepest window any part asks for (Dataset.prefetch)', () => {
+    const scripted = (prefetch?: number) => ({ length: 1, prefetch, get: () => [Int32Array.of(0)] });
+    assert.equal(sources.concat([scripted(2), scripted(), scripted(8)]).prefetch, 8);
+    assert.equal(sources.concat([scripted(), scripted()]).prefetch, undefined);
+  });
+
   it('sources.arrow([a, b]) reads two Arrow shards as one dataset, also through reader workers', async () => {
     const shard = (start: number, n: number, name: string) => {
       const ids = range(n).map((i) => start + i);

@@ -86,6 +86,16 @@ abstract class ConcatBase {
     return best;
   }
 
+  /** The window the parts ask for (`Dataset.prefetch`): the deepest any part asks for; undefined when none asks. */
+  get prefetch(): number | undefined {
+    let best: number | undefined;
+    for (const p of this.parts) {
+      const asked = (p as { prefetch?: unknown }).prefetch;
+      if (typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 1) best = Math.max(best ?? 0, asked);
+    }
+    return best;
+  }
+
   /** Close every part (a part whose close fails is skipped; closing must not fail). */
   async close(): Promise<void> {
     await Promise.all(this.parts.map((p) => closeDataset(p)));

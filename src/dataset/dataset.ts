@@ -74,6 +74,13 @@ export interface Dataset {
    * `workers` is not set (sources that decode in child processes ask for fewer threads).
    */
   readonly readerWorkers?: number;
+  /**
+   * Optional: the batches in flight this source works best with on a device without a memory probe
+   * (the CPU), used when the loader's `prefetch` is not set. The staging ring's RAM bound still
+   * applies (sources that decode in child processes ask for a deeper window: NOTE [a window for
+   * decode processes] in image-decoding.ts).
+   */
+  readonly prefetch?: number;
   /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
   readonly keyed?: boolean;
   get(index: number, context: ReadContext): Sample | Promise<Sample>;
@@ -95,6 +102,8 @@ export interface BatchDataset {
   readonly length: number;
   /** Optional: as `Dataset.readerWorkers`. */
   readonly readerWorkers?: number;
+  /** Optional: as `Dataset.prefetch`. */
+  readonly prefetch?: number;
   /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
   readonly keyed?: boolean;
   getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;

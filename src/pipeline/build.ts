@@ -211,8 +211,11 @@ async function buildStreaming(
   } else {
     fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
   }
+  // NOTE [a window for decode processes] (image-decoding.ts): a source may ask for a deeper window on the CPU.
+  const hinted = (ds as { prefetch?: unknown }).prefetch;
+  const hostDepth = typeof hinted === 'number' && Number.isSafeInteger(hinted) && hinted >= 1 ? hinted : undefined;
   const governor = new Governor(
-    { sampleBytes: schema.sampleBytes, batchSize: rows, probe, vramMaxUsage: opts.vramMaxUsage },
+    { sampleBytes: schema.sampleBytes, batchSize: rows, probe, vramMaxUsage: opts.vramMaxUsage, hostDepth },
     opts.prefetch,
     opts.activationReserve,
   );

@@ -13,6 +13,23 @@ describe('the streaming governor', () => {
     assert.equal(g.target, 1);
   });
 
+  it("sizes a CPU epoch at the source's depth (never below the double buffer); a device with a probe ignores it", () => {
+    const g = new Governor({ ...cpu, hostDepth: 8 }, undefined, undefined);
+    g.beginEpoch();
+    assert.equal(g.capacity, 8);
+    assert.equal(g.target, 2, 'the first target is a third of it until the honest resize');
+    g.onConsumed();
+    g.onConsumed();
+    assert.equal(g.target, 8);
+    const low = new Governor({ ...cpu, hostDepth: 1 }, undefined, undefined);
+    low.beginEpoch();
+    assert.equal(low.capacity, 2);
+    const gib = 2 ** 30;
+    const probed = new Governor({ sampleBytes: gib / 4, batchSize: 4, probe: () => ({ used: 0, total: 10 * gib }), vramMaxUsage: 0.9, hostDepth: 3 }, undefined, undefined);
+    probed.beginEpoch();
+    assert.equal(probed.capacity, 9, 'the VRAM budget, not the hint');
+  });
+
   it('fires the honest resize on the second consumed batch, not the first', () => {
     const g = new Governor(cpu, undefined, undefined);
     g.beginEpoch();

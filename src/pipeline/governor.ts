@@ -4,13 +4,18 @@
 // resize, the user's setter, an OOM halving); the pipeline re-reads it before every launch.
 // Sizing follows NOTE [The budget law] in budget.ts.
 
-import { type Probe, type ReserveSource, BOOTSTRAP_PREFETCH, DOUBLE_BUFFER, initialFillTarget, prefetchDepthFromVram } from './budget.js';
+import { type Probe, type ReserveSource, BOOTSTRAP_PREFETCH, DOUBLE_BUFFER, MAX_IN_FLIGHT, initialFillTarget, prefetchDepthFromVram } from './budget.js';
 
 export interface GovernorSizing {
   readonly sampleBytes: number;
   readonly batchSize: number;
   readonly probe: Probe;
   readonly vramMaxUsage: number;
+  /**
+   * The depth the source asks for on a device without a memory probe (`Dataset.prefetch`, NOTE [a
+   * window for decode processes]); the double buffer when undefined or smaller.
+   */
+  readonly hostDepth?: number;
 }
 
 export class Governor {
@@ -43,6 +48,7 @@ export class Governor {
 
   #depth(reserve: number): number {
     const s = this.#sizing;
+    if (s.probe === undefined && s.hostDepth !== undefined) return Math.max(DOUBLE_BUFFER, Math.min(s.hostDepth, MAX_IN_FLIGHT));
     return prefetchDepthFromVram(s.sampleBytes, s.batchSize, s.probe, s.vramMaxUsage, reserve);
   }
 

@@ -15,6 +15,7 @@ import sharp from 'sharp';
 import { type Batch, BatchError, DataLoader } from '../../src/index.js';
 import { decodeImage, hwcToChw } from '../../src/dataset/formats/image-decode.js';
 import { type ImageFolder, compareCodePoints, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { PROCESS_DECODE_PREFETCH } from '../../src/dataset/formats/image-decoding.js';
 import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 
@@ -309,6 +310,28 @@ describe('sources.imageFolder through the loader', { timeout: SUITE_MS }, () => 
       for (const b of batches) checkRows(ds, b);
     }
     await loader.close();
+  });
+
+  it('decoding in processes it asks the CPU loader for a window of PROCESS_DECODE_PREFETCH batches (threads: the double buffer; the loader\'s prefetch wins), and every sample arrives once', async () => {
+    const procs = imageFolderSource(big, { size: 8, decode: 'processes', decodeProcesses: 1 });
+    assert.equal(procs.prefetch, PROCESS_DECODE_PREFETCH);
+    const loader = await DataLoader.create(procs, { batchSize: 2, workers: 1, mode: 'streaming', dropLast: false });
+    const batches = await within(HANG_MS, 'epoch 0', collect(loader.epoch(0)));
+    assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(n));
+    for (const b of batches) checkRows(procs, b);
+    assert.equal(loader.prefetchDepth, PROCESS_DECODE_PREFETCH);
+    await loader.close();
+    await procs.close();
+    const threads = imageFolderSource(big, { size: 8, decode: 'threads' });
+    assert.equal(threads.prefetch, undefined);
+    const shallow = await DataLoader.create(threads, { batchSize: 2, workers: 1, mode: 'streaming', dropLast: false });
+    await within(HANG_MS, 'epoch 0 (threads)', collect(shallow.epoch(0)));
+    assert.equal(shallow.prefetchDepth, 2);
+    await shallow.close();
+    const pinned = await DataLoader.create(imageFolderSource(big, { size: 8, decode: 'processes', decodeProcesses: 1 }), { batchSize: 2, workers: 1, mode: 'streaming', prefetch: 3 });
+    await within(HANG_MS, 'epoch 0 (prefetch 3)', collect(pinned.epoch(0)));
+    assert.equal(pinned.prefetchDepth, 3);
+    await pinned.close();
   });
 
   it('reads class folders and files whose names are not valid UTF-8 by their bytes, on the main thread and through reader workers with decode processes', async () => {

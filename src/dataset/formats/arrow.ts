@@ -31,7 +31,7 @@ import { type RowTable, RowReader, SLOTS, buildRowTable, nodesOf, rowGroup } fro
 import { type ColumnPlan, type TensorColumn, gather, hasListLevels, listShapeOf, planColumns, rowBytes, withListShape } from './arrow-columns.js';
 import { PositionedFile } from './file.js';
 import { loadImageDecoder } from './image-decode.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, prefetchFor, readerThreadsFor } from './image-decoding.js';
 
 export type { ArrowCodesDecoder, ArrowDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './arrow-decoders.js';
 
@@ -187,6 +187,11 @@ export class ArrowSource implements BatchDataset, Reopenable {
   /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
   get readerWorkers(): number | undefined {
     return readerThreadsFor(this.decode);
+  }
+
+  /** Batches in flight this source works best with on the CPU when the loader's `prefetch` is not set (NOTE [a window for decode processes]). */
+  get prefetch(): number | undefined {
+    return prefetchFor(this.decode);
   }
 
 

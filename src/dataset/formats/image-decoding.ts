@@ -83,6 +83,25 @@ export function readerThreadsFor(mode: 'threads' | 'processes' | undefined, core
   return mode === 'processes' ? Math.max(1, Math.min(cores - 1, Math.ceil(cores / CORES_PER_READER))) : undefined;
 }
 
+/**
+ * NOTE [a window for decode processes] On the CPU the loader keeps two batches in flight (flodl's
+ * double buffer for a device without a memory probe). With decode processes that is too shallow:
+ * when the oldest batch completes, the next is usually mostly done, and until the consumer has
+ * taken the batch and the next read reaches the children (the main thread's upload copy, a message
+ * to the reader, a busy core), children run dry. Measured on the H200 host (16 cores, bench images,
+ * the default 1 reader × 15 processes, RandomResizedCrop 224 bf16, 3 epochs, run 18b): prefetch 2
+ * 3 650–3 680 images/s with the children 0.74–0.75 busy, 4 3 847–4 161 (0.77–0.82), 8 4 255–4 357
+ * (0.84–0.85), 16 3 864–4 278 (0.78–0.84). So a source decoding in processes asks for
+ * PROCESS_DECODE_PREFETCH batches (`Dataset.prefetch`); the staging ring's RAM bound still caps it
+ * (8 batches of 64 bf16 224² images are 154 MB), and `prefetch` set on the loader wins.
+ */
+export const PROCESS_DECODE_PREFETCH = 8;
+
+/** The window a source asks for (`Dataset.prefetch`): see NOTE [a window for decode processes]. */
+export function prefetchFor(mode: 'threads' | 'processes' | undefined): number | undefined {
+  return mode === 'processes' ? PROCESS_DECODE_PREFETCH : undefined;
+}
+
 /** Decode processes a copy starts when `decodeProcesses` is not set: see NOTE [decode processes per copy]. */
 export function defaultDecodeProcesses(inWorker: boolean, copies: number, cores = availableParallelism()): number {
   if (!inWorker) return cores;

@@ -38,7 +38,7 @@ import { type EncodedImages, kEncodedImages } from './encoded-images.js';
 import { type ImageViewShare, imageViewShare, keyedView } from './image-view.js';
 import { type FolderIndexMode, type FolderListing, type ListingOrigin, listFolder, listFolderAsync, pathBytes, pathString } from './folder-listing.js';
 import type { ViewOption } from '../../transforms/crop-box.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, readerThreadsFor } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, prefetchFor, readerThreadsFor } from './image-decoding.js';
 
 export { AUTO_PROCESSES_ABOVE, AUTO_PROCESSES_MIN_PIXELS, type ImageDecodeMode, READS_IN_FLIGHT } from './image-decoding.js';
 
@@ -167,6 +167,11 @@ export class ImageFolder implements Dataset, Reopenable {
   /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
   get readerWorkers(): number | undefined {
     return readerThreadsFor(this.decode);
+  }
+
+  /** Batches in flight this source works best with on the CPU when the loader's `prefetch` is not set (NOTE [a window for decode processes]). */
+  get prefetch(): number | undefined {
+    return prefetchFor(this.decode);
   }
 
   /** Files per class, in class order. */

@@ -26,7 +26,7 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../source-spec.js
 import { PositionedFile, fsPath } from './file.js';
 import { parseNpyBytes } from './npy.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from './image-decode.js';
-import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, readerThreadsFor } from './image-decoding.js';
+import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, prefetchFor, readerThreadsFor } from './image-decoding.js';
 import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
 import { imageViewShare, keyedView } from './image-view.js';
 import type { View, ViewOption } from '../../transforms/crop-box.js';
@@ -202,6 +202,11 @@ export class TarShardsSource implements Dataset, Reopenable {
   /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
   get readerWorkers(): number | undefined {
     return readerThreadsFor(this.decode);
+  }
+
+  /** Batches in flight this source works best with on the CPU when the loader's `prefetch` is not set (NOTE [a window for decode processes]). */
+  get prefetch(): number | undefined {
+    return prefetchFor(this.decode);
   }
 
   [kSourceSpec](): SourceSpec {
