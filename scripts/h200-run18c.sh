@@ -2,6 +2,8 @@
 # Issue 17, run 18c (experiment): what keeps the decode children at ~0.85 busy with prefetch 8 —
 # requests held per child (STOKER_EXP_PER_CHILD 2 or 3), the children's niceness (STOKER_EXP_NICE:
 # the reader and main threads first), 14 children instead of 15. Stoker side only, rounds of 3 epochs.
+# The two STOKER_EXP_* variables were read by a temporary patch of decode-pool.ts, never on main: the
+# results (docs/results/run18c-*) moved by ±20 % between identical runs, so neither change was kept.
 [ -f .gpu/env.sh ] && source .gpu/env.sh
 S=${OUT:-/tmp}
 I="node --import tsx bench/run.ts images --files 4000 --classes 100 --output bfloat16 --epochs 3 --rounds 2 --no-torch --prefetch 8"
