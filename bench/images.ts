@@ -340,6 +340,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const epochs = Number(v.epochs);
   const rounds = Number(v.rounds);
   if (!Number.isSafeInteger(rounds) || rounds < 1) throw new UsageError(`bad --rounds ${String(v.rounds)}: an integer ≥ 1\nusage: ${USAGE}`);
+  if (v.prefetch !== undefined && !(Number.isSafeInteger(Number(v.prefetch)) && Number(v.prefetch) >= 1)) throw new UsageError(`bad --prefetch ${String(v.prefetch)}: an integer ≥ 1\nusage: ${USAGE}`);
   const gpu = v.decode === 'gpu';
   const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers, prefetch: v.prefetch === undefined ? undefined : Number(v.prefetch) };
   let python = v['no-torch'] ? undefined : ((v.python as string | undefined) ?? torchPython());

@@ -328,10 +328,13 @@ describe('sources.imageFolder through the loader', { timeout: SUITE_MS }, () => 
     await within(HANG_MS, 'epoch 0 (threads)', collect(shallow.epoch(0)));
     assert.equal(shallow.prefetchDepth, 2);
     await shallow.close();
-    const pinned = await DataLoader.create(imageFolderSource(big, { size: 8, decode: 'processes', decodeProcesses: 1 }), { batchSize: 2, workers: 1, mode: 'streaming', prefetch: 3 });
+    await threads.close();
+    const asked = imageFolderSource(big, { size: 8, decode: 'processes', decodeProcesses: 1 });
+    const pinned = await DataLoader.create(asked, { batchSize: 2, workers: 1, mode: 'streaming', prefetch: 3 });
     await within(HANG_MS, 'epoch 0 (prefetch 3)', collect(pinned.epoch(0)));
     assert.equal(pinned.prefetchDepth, 3);
     await pinned.close();
+    await asked.close();
   });
 
   it('reads class folders and files whose names are not valid UTF-8 by their bytes, on the main thread and through reader workers with decode processes', async () => {

@@ -194,7 +194,6 @@ export class ArrowSource implements BatchDataset, Reopenable {
     return prefetchFor(this.decode);
   }
 
-
   /**
    * Stop this copy's decode processes, waiting until they are gone (a later read starts new ones).
    * Reader workers call it on their copies when the loader closes; call it on a source you made

@@ -92,8 +92,8 @@ export function readerThreadsFor(mode: 'threads' | 'processes' | undefined, core
  * the default 1 reader × 15 processes, RandomResizedCrop 224 bf16, 3 epochs, run 18b): prefetch 2
  * 3 650–3 680 images/s with the children 0.74–0.75 busy, 4 3 847–4 161 (0.77–0.82), 8 4 255–4 357
  * (0.84–0.85), 16 3 864–4 278 (0.78–0.84); run 18d, the two alternating three times on another
- * host: 2 5 040–5 598 (0.79–0.80 busy), 8 5 620–5 868 (0.83–0.86). So a source decoding in processes asks for
- * PROCESS_DECODE_PREFETCH batches (`Dataset.prefetch`); the staging ring's RAM bound still caps it
+ * host: 2 5 040–5 598 (0.79–0.80 busy), 8 5 620–5 868 (0.83–0.86). So a source decoding in
+ * processes asks for PROCESS_DECODE_PREFETCH batches (`Dataset.prefetch`); the staging ring's RAM bound still caps it
  * (8 batches of 64 bf16 224² images are 154 MB), and `prefetch` set on the loader wins.
  */
 export const PROCESS_DECODE_PREFETCH = 8;
