@@ -31,8 +31,11 @@
 // steady wall s), each other thread of this process above 2 % of a core (the reader workers among
 // them; by tid, busiest first), the decode children's busy fractions (the mean over those above
 // 2 % of a core: an idle one, typically a decode process the main thread spawned for itself, is
-// listed but left out of it) and their CPU µs per image together, and the cores busy in steady
-// state (every thread and child above, plus other children such as tsx's esbuild).
+// listed but left out of it) and their CPU µs per image together, the share of it on the children's
+// main threads (the decode; the rest is V8's and libuv's helpers), how long the main threads waited
+// runnable for a CPU (/proc/…/schedstat: a thread neither busy nor waiting for a CPU waits for work),
+// and the cores busy in steady state (every thread and child above, plus other children such as
+// tsx's esbuild).
 //
 // Output: one JSON line per run (with "round"), the table of all runs, then per core count the
 // median images/s of each side, the median of the per-round stoker / torchvision ratios and their
@@ -60,13 +63,19 @@ interface CpuSplit {
   readonly images: number;
   readonly mainUsPerImage: number;
   readonly mainBusy: number;
+  /** Fraction of the wall the main thread was runnable but not running (/proc schedstat: waiting for a CPU). */
+  readonly mainWait: number;
   /** Other threads of this process above 2 % of a core, busiest first. */
-  readonly threads: readonly { readonly tid: number; readonly comm: string; readonly usPerImage: number; readonly busy: number }[];
+  readonly threads: readonly { readonly tid: number; readonly comm: string; readonly usPerImage: number; readonly busy: number; readonly wait: number }[];
   readonly decodeChildren: number;
   /** Each decode child's busy fraction, by pid, busiest first. */
   readonly childBusy: readonly { readonly pid: number; readonly busy: number }[];
   /** The mean over the decode children above 2 % of a core (an idle one, e.g. the main thread's own pool, would hide the starvation). */
   readonly childMeanBusy: number;
+  /** The same mean for the children's main threads only (the decode itself; the rest is V8's GC and libuv helpers). */
+  readonly childMainMeanBusy: number;
+  /** The mean over the same children of their main threads' time waiting for a CPU (runnable, not running). */
+  readonly childMainMeanWait: number;
   readonly childUsPerImage: number;
   readonly coresBusy: number;
 }
@@ -112,9 +121,9 @@ const ticksOf = (f: readonly string[]): number => Number(f[11]) + Number(f[12]);
 interface CpuSnapshot {
   readonly at: number;
   /** This process's threads: tid → ticks and name (read here: a reader worker is gone once the loader closes). */
-  readonly threads: ReadonlyMap<number, { readonly ticks: number; readonly comm: string }>;
-  /** Live direct children: pid → ticks (the whole process), and whether it runs this node binary. */
-  readonly children: ReadonlyMap<number, { readonly ticks: number; readonly node: boolean }>;
+  readonly threads: ReadonlyMap<number, { readonly ticks: number; readonly waitNs: number; readonly comm: string }>;
+  /** Live direct children: pid → ticks (the whole process, and its main thread alone), and whether it runs this node binary. */
+  readonly children: ReadonlyMap<number, { readonly ticks: number; readonly mainTicks: number; readonly mainWaitNs: number; readonly node: boolean }>;
 }
 
 let nodeBinary: string | undefined;
@@ -123,12 +132,12 @@ function cpuSnapshot(): CpuSnapshot | undefined {
   if (process.platform !== 'linux') return undefined;
   try {
     nodeBinary ??= realpathSync(process.execPath);
-    const threads = new Map<number, { ticks: number; comm: string }>();
+    const threads = new Map<number, { ticks: number; waitNs: number; comm: string }>();
     for (const t of readdirSync('/proc/self/task')) {
       const f = statFields(`/proc/self/task/${t}/stat`);
-      if (f) threads.set(Number(t), { ticks: ticksOf(f), comm: threadName(Number(t)) });
+      if (f) threads.set(Number(t), { ticks: ticksOf(f), waitNs: runQueueNs(`/proc/self/task/${t}`), comm: threadName(Number(t)) });
     }
-    const children = new Map<number, { ticks: number; node: boolean }>();
+    const children = new Map<number, { ticks: number; mainTicks: number; mainWaitNs: number; node: boolean }>();
     for (const p of readdirSync('/proc')) {
       if (!/^\d+$/.test(p)) continue;
       const f = statFields(`/proc/${p}/stat`);
@@ -139,11 +148,21 @@ function cpuSnapshot(): CpuSnapshot | undefined {
       } catch {
         // gone meanwhile, or not ours to read: counted, not as a decode child
       }
-      children.set(Number(p), { ticks: ticksOf(f), node });
+      const m = statFields(`/proc/${p}/task/${p}/stat`);
+      children.set(Number(p), { ticks: ticksOf(f), mainTicks: m ? ticksOf(m) : 0, mainWaitNs: runQueueNs(`/proc/${p}/task/${p}`), node });
     }
     return { at: performance.now(), threads, children };
   } catch {
     return undefined;
+  }
+}
+
+/** Nanoseconds the thread has spent runnable but waiting for a CPU (field 2 of its schedstat; 0 where the kernel keeps none). */
+function runQueueNs(task: string): number {
+  try {
+    return Number(readFileSync(`${task}/schedstat`, 'utf8').split(' ')[1]) || 0;
+  } catch {
+    return 0;
   }
 }
 
@@ -162,23 +181,29 @@ function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | un
   const hz = clkTck();
   const us = (ticks: number) => (ticks / hz) * 1e6 / images;
   const busy = (ticks: number) => ticks / hz / wall;
+  const waitOf = (ns: number) => ns / 1e9 / wall;
   let total = 0;
   let main = 0;
-  const others: { tid: number; comm: string; ticks: number }[] = [];
+  let mainWaitNs = 0;
+  const others: { tid: number; comm: string; ticks: number; waitNs: number }[] = [];
   for (const [tid, t] of b.threads) {
     const d = Math.max(0, t.ticks - (a.threads.get(tid)?.ticks ?? 0));
+    const w = Math.max(0, t.waitNs - (a.threads.get(tid)?.waitNs ?? 0));
     total += d;
-    if (tid === process.pid) main = d;
-    else others.push({ tid, comm: t.comm, ticks: d });
+    if (tid === process.pid) {
+      main = d;
+      mainWaitNs = w;
+    } else others.push({ tid, comm: t.comm, ticks: d, waitNs: w });
   }
   let decode = 0;
-  const children: { pid: number; ticks: number }[] = [];
+  const children: { pid: number; ticks: number; mainTicks: number; mainWaitNs: number }[] = [];
   for (const [pid, c] of b.children) {
     const d = Math.max(0, c.ticks - (a.children.get(pid)?.ticks ?? 0));
     total += d;
     if (c.node) {
       decode += d;
-      children.push({ pid, ticks: d });
+      const before = a.children.get(pid);
+      children.push({ pid, ticks: d, mainTicks: Math.max(0, c.mainTicks - (before?.mainTicks ?? 0)), mainWaitNs: Math.max(0, c.mainWaitNs - (before?.mainWaitNs ?? 0)) });
     }
   }
   const decodeChildren = children.length;
@@ -187,20 +212,23 @@ function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | un
   const r0 = (x: number) => Math.round(x);
   return {
     steadyS: Math.round(wall * 1000) / 1000, images,
-    mainUsPerImage: r0(us(main)), mainBusy: r2(busy(main)),
+    mainUsPerImage: r0(us(main)), mainBusy: r2(busy(main)), mainWait: r2(waitOf(mainWaitNs)),
     threads: others.filter((o) => busy(o.ticks) > 0.02).sort((x, y) => y.ticks - x.ticks)
-      .map((o) => ({ tid: o.tid, comm: o.comm, usPerImage: r0(us(o.ticks)), busy: r2(busy(o.ticks)) })),
+      .map((o) => ({ tid: o.tid, comm: o.comm, usPerImage: r0(us(o.ticks)), busy: r2(busy(o.ticks)), wait: r2(waitOf(o.waitNs)) })),
     decodeChildren, childBusy: children.sort((x, y) => y.ticks - x.ticks).map((c) => ({ pid: c.pid, busy: r2(busy(c.ticks)) })),
-    childMeanBusy: working.length > 0 ? r2(working.reduce((t, c) => t + busy(c.ticks), 0) / working.length) : 0, childUsPerImage: r0(us(decode)),
+    childMeanBusy: working.length > 0 ? r2(working.reduce((t, c) => t + busy(c.ticks), 0) / working.length) : 0,
+    childMainMeanBusy: working.length > 0 ? r2(working.reduce((t, c) => t + busy(c.mainTicks), 0) / working.length) : 0,
+    childMainMeanWait: working.length > 0 ? r2(working.reduce((t, c) => t + waitOf(c.mainWaitNs), 0) / working.length) : 0,
+    childUsPerImage: r0(us(decode)),
     coresBusy: r2(busy(total)),
   };
 }
 
 function cpuLine(c: CpuSplit): string {
-  const parts = [`main thread ${c.mainUsPerImage} µs/image (${c.mainBusy.toFixed(2)} busy)`];
-  for (const t of c.threads) parts.push(`tid ${t.tid} ${t.comm} ${t.usPerImage} µs/image (${t.busy.toFixed(2)} busy)`);
+  const parts = [`main thread ${c.mainUsPerImage} µs/image (${c.mainBusy.toFixed(2)} busy, ${c.mainWait.toFixed(2)} waiting for a CPU)`];
+  for (const t of c.threads) parts.push(`tid ${t.tid} ${t.comm} ${t.usPerImage} µs/image (${t.busy.toFixed(2)} busy, ${t.wait.toFixed(2)} waiting for a CPU)`);
   const idle = c.childBusy.filter((x) => x.busy <= 0.02).length;
-  parts.push(`${c.decodeChildren} decode process${c.decodeChildren === 1 ? '' : 'es'}${idle > 0 ? ` (${idle} idle)` : ''}: ${c.childMeanBusy.toFixed(2)} busy on average of the working ones (${c.childBusy.map((x) => x.busy.toFixed(2)).join(', ')}), ${c.childUsPerImage} µs/image together`);
+  parts.push(`${c.decodeChildren} decode process${c.decodeChildren === 1 ? '' : 'es'}${idle > 0 ? ` (${idle} idle)` : ''}: ${c.childMeanBusy.toFixed(2)} busy on average of the working ones (${c.childBusy.map((x) => x.busy.toFixed(2)).join(', ')}; their main threads ${c.childMainMeanBusy.toFixed(2)} busy, ${c.childMainMeanWait.toFixed(2)} waiting for a CPU), ${c.childUsPerImage} µs/image together`);
   return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy`;
 }
 
@@ -376,6 +404,7 @@ export async function main(args: readonly string[]): Promise<void> {
     { title: 'main µs/image', align: 'right', cell: (r) => (r.cpu ? fmtInt(r.cpu.mainUsPerImage) : '—') },
     { title: 'busiest thread', align: 'right', cell: (r) => fmtFixed(r.cpu?.threads[0]?.busy, 2) },
     { title: 'decode busy', align: 'right', cell: (r) => fmtFixed(r.cpu?.childMeanBusy, 2) },
+    { title: 'decode main thread', align: 'right', cell: (r) => fmtFixed(r.cpu?.childMainMeanBusy, 2) },
   ]));
   const of = (side: Row['side'], c: number) => rows.filter((r) => r.side === side && r.cores === c);
   const med = (rs: readonly Row[], f: (r: Row) => number) => median(rs.map(f));

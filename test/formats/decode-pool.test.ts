@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
-import { CHILD_FLAGS_ENV, DecodePool, childFlags } from '../../src/dataset/formats/decode-pool.js';
+import { CHILD_FLAGS_ENV, DecodePool, HELD_ENV, NICE_ENV, childFlags, childNice, heldPerChild } from '../../src/dataset/formats/decode-pool.js';
 import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
 import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
 import { viewFrom } from '../../src/transforms/crop-box.js';
@@ -578,5 +578,50 @@ describe('decode child flags (STOKER_DECODE_CHILD_FLAGS)', { timeout: SUITE_MS }
       else process.env[CHILD_FLAGS_ENV] = saved;
       await pool.close();
     }
+  });
+});
+
+describe('bench knobs: requests held per child (STOKER_DECODE_HELD) and the children\'s priority (STOKER_DECODE_NICE)', { timeout: SUITE_MS }, () => {
+  it('parse their values and refuse a bad one, naming the variable, the value and the range', () => {
+    assert.equal(heldPerChild(undefined), 2);
+    assert.equal(heldPerChild(''), 2);
+    assert.equal(heldPerChild('3'), 3);
+    for (const bad of ['0', '9', '2.5', 'two']) assert.throws(() => heldPerChild(bad), (e: Error) => e instanceof TypeError && e.message.includes(HELD_ENV) && e.message.includes(JSON.stringify(bad)) && e.message.includes('1 to 8'));
+    assert.equal(childNice(undefined), 0);
+    assert.equal(childNice('10'), 10);
+    for (const bad of ['-1', '20', '1.5', 'low']) assert.throws(() => childNice(bad), (e: Error) => e instanceof TypeError && e.message.includes(NICE_ENV) && e.message.includes(JSON.stringify(bad)) && e.message.includes('0 to 19'));
+  });
+
+  it('a child holding 3 requests at a lower priority gives every image\'s bytes while its slab regions are reused', async () => {
+    const module = new URL('../../src/dataset/formats/decode-pool.ts', import.meta.url).href;
+    const decodeModule = new URL('../../src/dataset/formats/image-decode.ts', import.meta.url).href;
+    const names = ['rgb.jpg', 'rgb.png', 'rgb.webp', 'gray.jpg', 'alpha.png', 'alpha.webp'];
+    // Twelve decodes at once through one child, more than its 3 slab regions, each checked against
+    // the same decode in this process; the child's nice value read back from the kernel.
+    const script = `import { readFileSync } from 'node:fs';
+      import { getPriority } from 'node:os';
+      import { DecodePool, PER_CHILD } from ${JSON.stringify(module)};
+      import { decodeImage } from ${JSON.stringify(decodeModule)};
+      const names = ${JSON.stringify(names.map((n) => join(root, n)))};
+      const pool = new DecodePool({ size: 1 });
+      const jobs = Array.from({ length: 12 }, (_, i) => {
+        const path = names[i % names.length];
+        const options = { size: [20 + i, 16], source: path };
+        return pool.decode({ path }, options).then(async (got) => {
+          const want = await decodeImage(readFileSync(path), options);
+          return Buffer.from(got.data.buffer, got.data.byteOffset, got.data.byteLength).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength));
+        });
+      });
+      const same = await Promise.all(jobs);
+      const nice = getPriority(pool.pids[0]) - getPriority();
+      await pool.close();
+      console.log(JSON.stringify({ held: PER_CHILD, nice, same }));`;
+    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: CHILD_MS, env: { ...process.env, [HELD_ENV]: '3', [NICE_ENV]: '7' } });
+    assert.equal(run.status, 0, `the script failed: ${run.error ?? run.stderr}`);
+    const { held, nice, same } = JSON.parse(run.stdout) as { held: number; nice: number; same: boolean[] };
+    assert.equal(held, 3);
+    // Capped at 19 when this runner is itself niced past 12.
+    assert.equal(nice, Math.min(19, getPriority() + 7) - getPriority());
+    assert.deepEqual(same, Array(12).fill(true), 'every decode gives the bytes of decodeImage in-process');
   });
 });

@@ -13,6 +13,11 @@
 // - Dispatch: first in, first out; a request goes to the ready child holding the fewest (at most
 //   PER_CHILD, so that a child always has its next image waiting). Children are spawned on demand,
 //   up to `size`, when the requests waiting and held outnumber the slots of the children alive.
+//   Two bench knobs, read from the environment by the parent and its children alike: STOKER_DECODE_HELD
+//   sets PER_CHILD (1–8), STOKER_DECODE_NICE starts the children that much nicer than the parent
+//   (0–19), so that a reader thread waiting for a CPU behind them gets it first. Neither is the
+//   default: on the H200 host at 16 cores (BENCHMARKS.md run 19c) nice 10 cut the reader's wait for a
+//   CPU from 0.33 to 0.20 of the wall and 3 held requests changed nothing, both within the host's drift.
 // - Every request settles exactly once: pixels, the child's error, abort (its signal), close(), or
 //   the death of the child holding it (ERR_WORKER_DIED; the child is replaced on demand). A reply
 //   for a request already settled (aborted) is read and dropped.
@@ -59,14 +64,39 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, getPriority, setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, type LoaderErrorCode, badFile, describeCause, fileAccess, invalidOption } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeImage, outputOf } from './image-decode.js';
 
+/** The environment variable that sets PER_CHILD (benches only: `bench images` compares depths with it). */
+export const HELD_ENV = 'STOKER_DECODE_HELD';
+
+/** PER_CHILD from `value` (STOKER_DECODE_HELD): 2 when unset, else an integer 1–8; the parent and its children read the same environment. */
+export function heldPerChild(value: string | undefined = process.env[HELD_ENV]): number {
+  if (value === undefined || value === '') return 2;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 8) throw new TypeError(`${HELD_ENV}=${JSON.stringify(value)}: give the requests a decode process holds at once, an integer from 1 to 8 (default 2), or unset it`);
+  return n;
+}
+
 /** Requests one child holds at once: the one it decodes and the next, so that it never waits for the parent. */
-export const PER_CHILD = 2;
+export const PER_CHILD = heldPerChild();
+
+/** The environment variable that sets CHILD_NICE (benches only). */
+export const NICE_ENV = 'STOKER_DECODE_NICE';
+
+/** CHILD_NICE from `value` (STOKER_DECODE_NICE): 0 when unset, else an integer 0–19. */
+export function childNice(value: string | undefined = process.env[NICE_ENV]): number {
+  if (value === undefined || value === '') return 0;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 19) throw new TypeError(`${NICE_ENV}=${JSON.stringify(value)}: give how much lower than the parent's the decode processes' CPU priority is, an integer from 0 to 19, or unset it`);
+  return n;
+}
+
+/** How much nicer than this process its decode children run. */
+export const CHILD_NICE = childNice();
 /** A child that has not said ready by then is killed and counts as failed at start-up. */
 export const START_TIMEOUT_MS = 30_000;
 /** How long close() waits for killed children to be reaped. */
@@ -564,6 +594,13 @@ export class DecodePool {
       proc.kill('SIGKILL');
       this.#startFailed(undefined, 'it has no pipe on fd 3');
       return false;
+    }
+    if (CHILD_NICE > 0 && proc.pid !== undefined) {
+      try {
+        setPriority(proc.pid, Math.min(19, getPriority() + CHILD_NICE));
+      } catch {
+        // Not ours to renice (it may be gone already): it runs at the parent's priority.
+      }
     }
     const child: Child = { proc, socket, pid: proc.pid, ready: false, held: new Map(), startTimer: undefined, gone: false, slab };
     this.#children.push(child);
