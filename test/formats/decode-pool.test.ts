@@ -343,6 +343,39 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
   it('rejects a bad size', () => {
     for (const size of [0, 1.5, -1, Number.NaN]) assert.throws(() => new DecodePool({ size }), { code: 'ERR_INVALID_OPTION' });
   });
+
+  it('with idleMs, an idle child retires and a later decode starts another with the same bytes; a busy one stays', async () => {
+    assert.throws(() => new DecodePool({ idleMs: 0 }), /idleMs/);
+    const [name, bytes] = images.entries().next().value as [string, Buffer];
+    const options = { size: [20, 14] as [number, number], source: name };
+    const want = await decodeImage(bytes, options);
+    const same = (t: { data: ArrayBufferView }) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength));
+    // Busy: each decode is sent the moment the last one answers, far inside 3 s, so the same child does them all.
+    const busy = new DecodePool({ size: 1, idleMs: 3_000 });
+    try {
+      assert.ok(same(await within(HANG_MS, 'decode', busy.decode(bytes, options))));
+      const first = busy.pids[0]!;
+      for (let i = 0; i < 20; i++) assert.ok(same(await within(HANG_MS, 'decode', busy.decode(bytes, options))));
+      assert.deepEqual(busy.pids, [first]);
+    } finally {
+      await busy.close();
+    }
+    const warned: string[] = [];
+    const pool = new DecodePool({ size: 1, idleMs: 200, warn: (m) => warned.push(m) });
+    try {
+      assert.ok(same(await within(HANG_MS, 'decode', pool.decode(bytes, options))));
+      const first = pool.pids[0]!;
+      await waitFor(() => pool.pids.length === 0, { what: 'the idle child retiring', timeoutMs: HANG_MS });
+      assert.ok(await gone(first), `retired child ${first} is still alive`);
+      assert.ok(same(await within(HANG_MS, 'decode after retiring', pool.decode(bytes, options))));
+      assert.equal(pool.pids.length, 1);
+      assert.notEqual(pool.pids[0], first);
+      assert.equal(pool.inProcess, false, 'a retired child is not a start-up failure');
+      assert.deepEqual(warned, []);
+    } finally {
+      await pool.close();
+    }
+  });
 });
 
 describe('ImageDecoding (the per-copy decoding every image source shares)', { timeout: SUITE_MS }, () => {
@@ -452,14 +485,16 @@ describe("sources.imageFolder with decode: 'processes' through the loader", { ti
       assert.deepEqual(sorted(batches.flatMap((b) => [...b.sampleIds])), range(n));
       for (const b of batches) assert.deepEqual(Array.from(b.get('label').data as Int32Array), Array.from(b.sampleIds, (id) => ds.labels[id]!));
     }
-    const probe = ds.decodePids;
-    assert.equal(probe.length, 1, 'the main-thread copy decoded sample 0 (the probe) in one child');
-    const workersChildren = decodeChildren().filter((pid) => !before.includes(pid) && !probe.includes(pid));
-    assert.equal(workersChildren.length, 2, `one child per worker copy (decodeProcesses: 1), got ${workersChildren}`);
+    // The main-thread copy decoded sample 0 (the probe) in a child that retires once idle
+    // (NOTE [idle children retire]); each worker copy keeps its one child.
+    await waitFor(() => ds.decodePids.length === 0, { what: "the probe's decode process retiring", timeoutMs: HANG_MS });
+    const workersChildren = await waitFor((): number[] | false => {
+      const now = decodeChildren().filter((pid) => !before.includes(pid));
+      return now.length === 2 && now;
+    }, { what: () => `one child per worker copy and none for the probe (decodeProcesses: 1), got ${decodeChildren().filter((pid) => !before.includes(pid))}`, timeoutMs: HANG_MS });
     await within(HANG_MS, 'close', loader.close());
-    for (const pid of workersChildren) assert.ok(await gone(pid), `worker-copy child ${pid} is alive after loader.close()`);
+    for (const pid of workersChildren || []) assert.ok(await gone(pid), `worker-copy child ${pid} is alive after loader.close()`);
     await ds.close();
-    for (const pid of probe) assert.ok(!alive(pid));
   });
 
   it('leaving an epoch early drops the decodes it queued; the next epoch is whole', async () => {

@@ -31,6 +31,14 @@
 //   and waits (bounded) until they are reaped. At process exit every child still alive is
 //   SIGKILLed; a child whose parent died sees its socket end and exits.
 //
+// NOTE [idle children retire] With `idleMs`, a ready child that holds nothing for that long is killed
+// and forgotten at once (so nothing is sent to it while it dies); a later decode starts another on
+// demand, like the replacement of a child that died, and its start-up is not a failure. Why: the
+// main thread's copy of an image source decodes sample 0 for the loader's probe, then, when reader
+// workers do the reading, nothing more — its one child sat idle for the whole run, a Node process of
+// RAM (~50 MB) for nothing. Reader workers' copies keep their children (no `idleMs`): they are busy
+// while an epoch runs, and restarting them between epochs would delay the next epoch's first batch.
+//
 // NOTE [pixels into their row] A decode may be given the memory its pixels go to (`decode(…, into)`):
 // the reader's staging row for the sample (ReadContext.rows, dataset.ts). The slab's pread then
 // lands in the row itself — no buffer of its own per image, no copy into staging after, no garbage
@@ -253,6 +261,11 @@ export interface DecodePoolOptions {
   readonly startTimeoutMs?: number;
   /** Internal, for tests and benches: false sends every reply's pixels on the socket (NOTE [pixels through a slab]). Default true. */
   readonly slab?: boolean;
+  /**
+   * Stop a child once it has had nothing to do for this many milliseconds (a later decode starts
+   * one again). Default: never. See NOTE [idle children retire].
+   */
+  readonly idleMs?: number;
 }
 
 interface Request {
@@ -281,6 +294,8 @@ interface Child {
   /** Requests sent to this child, by id, in the order sent. */
   readonly held: Map<number, Request>;
   startTimer: NodeJS.Timeout | undefined;
+  /** Armed while it holds nothing (`idleMs`): it then retires. */
+  idleTimer?: NodeJS.Timeout;
   gone: boolean;
   /** Why the parent killed it, when it did (a broken stream). */
   failure?: string;
@@ -376,6 +391,7 @@ export class DecodePool {
   readonly #warn: (message: string) => void;
   readonly #entry: URL;
   readonly #startTimeoutMs: number;
+  readonly #idleMs: number | undefined;
   readonly #slab: boolean;
   readonly #children: Child[] = [];
   /** Requests not yet sent to a child, first in first out. */
@@ -406,6 +422,9 @@ export class DecodePool {
     this.#entry = options.entry ?? CHILD_URL;
     this.#startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
     this.#slab = options.slab ?? true;
+    const idle = options.idleMs;
+    if (idle !== undefined && !(Number.isFinite(idle) && idle > 0)) throw new TypeError(`DecodePool: idleMs must be a positive number of milliseconds, got ${String(idle)}`);
+    this.#idleMs = idle;
   }
 
   /** Children alive whose replies come through a slab (NOTE [pixels through a slab]). */
@@ -517,6 +536,7 @@ export class DecodePool {
 
   #kill(child: Child): void {
     clearTimeout(child.startTimer);
+    clearTimeout(child.idleTimer);
     child.socket.destroy();
     try {
       child.proc.kill('SIGKILL');
@@ -541,6 +561,8 @@ export class DecodePool {
       this.#queue[this.#head++] = undefined;
       request.queued = false;
       this.#waiting--;
+      clearTimeout(best.idleTimer);
+      best.idleTimer = undefined;
       best.held.set(request.id, request);
       best.socket.write(request.frame);
     }
@@ -649,6 +671,7 @@ export class DecodePool {
       clearTimeout(child.startTimer);
       if (this.#startFailure !== undefined) this.#afterStartEvent();
       else this.#pump();
+      this.#armIdle(child);
       return;
     }
     const request = child.held.get(id);
@@ -699,6 +722,19 @@ export class DecodePool {
       this.#settle(request, new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) sent a frame of unknown kind ${kind}`), undefined);
     }
     this.#pump();
+    this.#armIdle(child);
+  }
+
+  /** NOTE [idle children retire]: a ready child left holding nothing retires after `idleMs`, unless given work first. */
+  #armIdle(child: Child): void {
+    if (this.#idleMs === undefined || child.gone || !child.ready || child.held.size > 0 || child.idleTimer !== undefined || this.#closed !== undefined) return;
+    child.idleTimer = setTimeout(() => {
+      child.idleTimer = undefined;
+      if (child.gone || child.held.size > 0 || this.#closed !== undefined) return;
+      this.#kill(child);
+      // Gone now, not at its 'close': nothing is sent to it meanwhile, and a later decode starts another.
+      this.#gone(child, 'it retired after being idle');
+    }, this.#idleMs).unref();
   }
 
   /** The child is gone (its 'close', or it never ran): fail what it held, never respawn a child that died starting. */
@@ -706,6 +742,7 @@ export class DecodePool {
     if (child.gone) return;
     child.gone = true;
     clearTimeout(child.startTimer);
+    clearTimeout(child.idleTimer);
     child.socket.destroy();
     dropSlab(child);
     const index = this.#children.indexOf(child);

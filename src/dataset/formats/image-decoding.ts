@@ -177,6 +177,9 @@ const poolsOfCollected = new FinalizationRegistry<DecodePool>((pool) => void poo
  * One dataset copy's image decoding. Counts itself among the reader-worker copies when made in a
  * worker (until `close()`); in 'processes' mode starts its pool on the first decode.
  */
+/** How long the decode processes of a main-thread copy may sit idle before they stop (NOTE [idle children retire], decode-pool.ts). */
+export const MAIN_COPY_IDLE_MS = 5_000;
+
 export class ImageDecoding {
   /** Where this copy decodes: 'auto' resolved. */
   readonly mode: 'threads' | 'processes';
@@ -244,7 +247,8 @@ export class ImageDecoding {
     if (this.#pool === undefined) {
       const copies = Math.max(1, Atomics.load(this.#share.workerCopies, 0));
       const size = this.#share.decodeProcesses ?? defaultDecodeProcesses(this.#inWorker, copies);
-      this.#pool = new DecodePool({ size });
+      // NOTE [idle children retire] (decode-pool.ts): the main thread's copy often decodes only the probe.
+      this.#pool = new DecodePool({ size, idleMs: this.#inWorker ? undefined : MAIN_COPY_IDLE_MS });
       poolsOfCollected.register(this, this.#pool, this);
     }
     return this.#pool;
