@@ -23,8 +23,8 @@
 //     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
 //     [--variants default,stgc,pool1,uv1,all]
 
-import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -43,7 +43,7 @@ import { resampleBilinear } from '../src/dataset/formats/image-resample.js';
 import { setWasmResample, wasmResampler } from '../src/dataset/formats/resample-wasm.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { fixture } from './images.js';
-import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
+import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, statFields, table } from './util.js';
 
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
@@ -70,32 +70,19 @@ interface Row {
   readonly scaling?: number;
 }
 
-let clkTck = 100;
-try {
-  clkTck = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-} catch {
-  clkTck = 100;
-}
-
 /** CPU ms of every live direct child of this process (utime + stime in /proc/<pid>/stat). */
 function childrenCpuMs(): Map<number, number> {
   const out = new Map<number, number>();
   let pids: string[];
   try {
-    pids = execFileSync('ls', ['/proc'], { encoding: 'utf8' }).split('\n').filter((p) => /^\d+$/.test(p));
+    pids = readdirSync('/proc').filter((p) => /^\d+$/.test(p));
   } catch {
     return out;
   }
   for (const p of pids) {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-      if (Number(f[1]) !== process.pid) continue;
-      out.set(Number(p), ((Number(f[11]) + Number(f[12])) * 1000) / clkTck);
-    } catch {
-      // gone meanwhile
-    }
+    const f = statFields(`/proc/${p}/stat`);
+    // f[0] is field 3 (state): ppid is field 4.
+    if (f !== undefined && Number(f[1]) === process.pid) out.set(Number(p), (cpuTicksOf(f) * 1000) / clockTicks());
   }
   return out;
 }

@@ -51,7 +51,7 @@ import { workerBoot } from '../src/pipeline/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
 import { defaultDecodeProcesses } from '../src/dataset/formats/image-decoding.js';
-import { UsageError, fmtFixed, fmtInt, hardwareLine, median, table } from './util.js';
+import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, median, statFields, table } from './util.js';
 
 const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch]';
 const MEAN = [0.485, 0.456, 0.406];
@@ -93,31 +93,6 @@ interface Row {
   readonly cpu?: CpuSplit;
 }
 
-let clockTicks: number | undefined;
-/** Clock ticks per second (`getconf CLK_TCK`; 100 when that fails). */
-function clkTck(): number {
-  if (clockTicks === undefined) {
-    const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
-    const t = Number(r.stdout?.trim());
-    clockTicks = r.status === 0 && Number.isInteger(t) && t > 0 ? t : 100;
-  }
-  return clockTicks;
-}
-
-/** The fields of a /proc stat file after "pid (comm) " (state first: field 3 is index 0), or undefined when it is gone. */
-function statFields(path: string): string[] | undefined {
-  try {
-    const text = readFileSync(path, 'utf8');
-    // comm may hold spaces and parentheses: cut at the last ')'.
-    return text.slice(text.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
-
-/** utime + stime (fields 14 and 15) in clock ticks. */
-const ticksOf = (f: readonly string[]): number => Number(f[11]) + Number(f[12]);
-
 interface CpuSnapshot {
   readonly at: number;
   /** This process's threads: tid → ticks and name (read here: a reader worker is gone once the loader closes). */
@@ -135,7 +110,7 @@ function cpuSnapshot(): CpuSnapshot | undefined {
     const threads = new Map<number, { ticks: number; waitNs: number; comm: string }>();
     for (const t of readdirSync('/proc/self/task')) {
       const f = statFields(`/proc/self/task/${t}/stat`);
-      if (f) threads.set(Number(t), { ticks: ticksOf(f), waitNs: runQueueNs(`/proc/self/task/${t}`), comm: threadName(Number(t)) });
+      if (f) threads.set(Number(t), { ticks: cpuTicksOf(f), waitNs: runQueueNs(`/proc/self/task/${t}`), comm: threadName(Number(t)) });
     }
     const children = new Map<number, { ticks: number; mainTicks: number; mainWaitNs: number; node: boolean }>();
     for (const p of readdirSync('/proc')) {
@@ -149,7 +124,7 @@ function cpuSnapshot(): CpuSnapshot | undefined {
         // gone meanwhile, or not ours to read: counted, not as a decode child
       }
       const m = statFields(`/proc/${p}/task/${p}/stat`);
-      children.set(Number(p), { ticks: ticksOf(f), mainTicks: m ? ticksOf(m) : 0, mainWaitNs: runQueueNs(`/proc/${p}/task/${p}`), node });
+      children.set(Number(p), { ticks: cpuTicksOf(f), mainTicks: m ? cpuTicksOf(m) : 0, mainWaitNs: runQueueNs(`/proc/${p}/task/${p}`), node });
     }
     return { at: performance.now(), threads, children };
   } catch {
@@ -178,7 +153,7 @@ function threadName(tid: number): string {
 function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | undefined {
   const wall = (b.at - a.at) / 1000;
   if (!(wall > 0) || images <= 0) return undefined;
-  const hz = clkTck();
+  const hz = clockTicks();
   const us = (ticks: number) => (ticks / hz) * 1e6 / images;
   const busy = (ticks: number) => ticks / hz / wall;
   const waitOf = (ns: number) => ns / 1e9 / wall;
@@ -234,10 +209,10 @@ function cpuLine(c: CpuSplit): string {
 
 /** CPU seconds of this process and of its children already reaped (utime, stime, cutime, cstime). */
 function cpuSeconds(): number {
-  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
-  // After "pid (comm) ": state is field 3, so utime (14) … cstime (17) are indexes 11 … 14.
+  const fields = statFields('/proc/self/stat')!;
+  // State is field 3 (index 0), so utime (14) … cstime (17) are indexes 11 … 14.
   const ticks = [11, 12, 13, 14].reduce((s, i) => s + Number(fields[i]), 0);
-  return ticks / clkTck();
+  return ticks / clockTicks();
 }
 
 /** The generated folder (made once per (files, classes), in the temp dir), written by one worker thread per core. */

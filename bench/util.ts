@@ -1,7 +1,9 @@
 // Helpers every bench shares: the hardware line, timing and robust summaries, a sink that keeps
-// consumed values alive, flag parsing and table printing. The rule: a bench reports ratios against a
+// consumed values alive, flag parsing, table printing and reading CPU time from /proc. The rule: a bench reports ratios against a
 // reference measured in the same process, so these helpers never cache figures across runs.
 
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 
@@ -83,3 +85,28 @@ export function fmtFixed(x: number | undefined, digits: number): string {
 
 // Plain-text tables: the CLI's, so that `stoker bench` and `npm run bench` print alike.
 export { type Column, table } from '../src/cli/ui.js';
+
+let ticksPerSecond: number | undefined;
+/** Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`; 100 when that fails). */
+export function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+    const t = Number(r.stdout?.trim());
+    ticksPerSecond = r.status === 0 && Number.isInteger(t) && t > 0 ? t : 100;
+  }
+  return ticksPerSecond;
+}
+
+/** The fields of a /proc stat file after "pid (comm) " (state first: field 3 is index 0), or undefined when it is gone. */
+export function statFields(path: string): string[] | undefined {
+  try {
+    const text = readFileSync(path, 'utf8');
+    // comm may hold spaces and parentheses: cut at the last ')'.
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** utime + stime (fields 14 and 15 of a stat file) in clock ticks. */
+export const cpuTicksOf = (fields: readonly string[]): number => Number(fields[11]) + Number(fields[12]);
