@@ -10,7 +10,7 @@ import { LoaderError, describeCause, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { hasColumns } from './arrays-source.js';
-import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, isBatchDataset, isKeyed } from './dataset.js';
+import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, hintOf, isBatchDataset, isKeyed } from './dataset.js';
 import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
 import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
 
@@ -80,8 +80,8 @@ abstract class ConcatBase {
     if (others.length === 0) return 0;
     let best: number | undefined;
     for (const p of others) {
-      const asked = (p as { readerWorkers?: unknown }).readerWorkers;
-      if (typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0) best = Math.max(best ?? 0, asked);
+      const asked = hintOf(p, 'readerWorkers', 0);
+      if (asked !== undefined) best = Math.max(best ?? 0, asked);
     }
     return best;
   }
@@ -90,8 +90,8 @@ abstract class ConcatBase {
   get prefetch(): number | undefined {
     let best: number | undefined;
     for (const p of this.parts) {
-      const asked = (p as { prefetch?: unknown }).prefetch;
-      if (typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 1) best = Math.max(best ?? 0, asked);
+      const asked = hintOf(p, 'prefetch', 1);
+      if (asked !== undefined) best = Math.max(best ?? 0, asked);
     }
     return best;
   }

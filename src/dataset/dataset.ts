@@ -122,6 +122,15 @@ export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
   return typeof (ds as BatchDataset).getBatch === 'function';
 }
 
+/**
+ * A dataset's optional integer hint (`readerWorkers` ≥ 0, `prefetch` ≥ 1), or undefined when it gives
+ * none or one that is not an integer of at least `least` (a hint never fails the loader: it is ignored).
+ */
+export function hintOf(ds: unknown, name: 'readerWorkers' | 'prefetch', least: number): number | undefined {
+  const asked = (ds as Record<string, unknown> | null)?.[name];
+  return typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= least ? asked : undefined;
+}
+
 /** Call a dataset's optional `close()`; a close that throws or rejects is ignored (closing must not fail). */
 export async function closeDataset(ds: unknown): Promise<void> {
   const close = (ds as { close?: unknown } | null)?.close;

@@ -10,7 +10,7 @@ import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, InPlaceDevice, ResidentStore } from '../device/device.js';
 import type { MappedColumns } from '../device/mapped-columns.js';
 import { vramPoolKilled } from '../device/vram-pool.js';
-import { type AnyDataset, closeDataset, isKeyed } from '../dataset/dataset.js';
+import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
@@ -170,8 +170,7 @@ async function buildStreaming(
   dataset: AnyDataset | SourceSpec, ds: AnyDataset, schema: Schema, length: number, opts: ResolvedOptions, device: Device,
   reopenable: boolean, perSample: boolean, probe: Probe, rows: number,
 ): Promise<StreamingParts> {
-  const asked = (ds as { readerWorkers?: unknown }).readerWorkers;
-  const preferred = reopenable && typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= 0 ? asked : undefined;
+  const preferred = reopenable ? hintOf(ds, 'readerWorkers', 0) : undefined;
   // NOTE [decode: 'gpu']: the device decodes the files; the host only reads them, on the main thread.
   const decode = decodeRoute(ds, device);
   const mapped = decode === undefined && device.inPlace !== undefined && hasColumns(ds) ? mapSource(device.inPlace, device.name, ds, opts) : undefined;
@@ -212,8 +211,7 @@ async function buildStreaming(
     fetcher = new MainThreadFetcher(new SourceReader(ds, schema, { cache, disk, counters, purityProbe }), device.allocate);
   }
   // NOTE [a window for decode processes] (image-decoding.ts): a source may ask for a deeper window on the CPU.
-  const hinted = (ds as { prefetch?: unknown }).prefetch;
-  const hostDepth = typeof hinted === 'number' && Number.isSafeInteger(hinted) && hinted >= 1 ? hinted : undefined;
+  const hostDepth = hintOf(ds, 'prefetch', 1);
   const governor = new Governor(
     { sampleBytes: schema.sampleBytes, batchSize: rows, probe, vramMaxUsage: opts.vramMaxUsage, hostDepth },
     opts.prefetch,
