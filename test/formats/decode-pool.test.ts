@@ -376,6 +376,35 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
       await pool.close();
     }
   });
+
+  it('with idleMs, a pool that stopped spawning (a child failed to start) keeps the children it has', async () => {
+    // The first child to start runs the real decode child; any later one exits: spawning stops.
+    const flag = join(root, `once-${process.pid}-${Date.now()}`);
+    const child = new URL('../../src/dataset/formats/decode-child.ts', import.meta.url).href;
+    const entry = join(root, 'first-only.mjs');
+    writeFileSync(entry, `import { openSync } from 'node:fs';\ntry { openSync(${JSON.stringify(flag)}, 'wx'); } catch { process.exit(3); }\nawait import(${JSON.stringify(child)});\n`);
+    const warned: string[] = [];
+    const pool = new DecodePool({ size: 2, entry: pathToFileURL(entry), idleMs: 50, warn: (m) => warned.push(m) });
+    try {
+      const [name, bytes] = images.entries().next().value as [string, Buffer];
+      const options = { size: [20, 14] as [number, number], source: name };
+      const want = await decodeImage(bytes, options);
+      const same = (t: { data: ArrayBufferView }) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength));
+      // Five at once: more than one child's room, so the second child is started (and fails).
+      const got = await within(HANG_MS, 'decodes', Promise.all(range(5).map(() => pool.decode(bytes, options))));
+      assert.ok(got.every(same));
+      await waitFor(() => warned.length === 1, { what: 'the start-up failure warning', timeoutMs: HANG_MS });
+      assert.match(warned[0]!, /no more are started; 1 decodes/);
+      const [kept] = pool.pids;
+      // Many idle periods later the one child is still there, and still decodes.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      assert.deepEqual(pool.pids, [kept]);
+      assert.ok(same(await within(HANG_MS, 'decode after idling', pool.decode(bytes, options))));
+      assert.equal(pool.inProcess, false);
+    } finally {
+      await pool.close();
+    }
+  });
 });
 
 describe('ImageDecoding (the per-copy decoding every image source shares)', { timeout: SUITE_MS }, () => {

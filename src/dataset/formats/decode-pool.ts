@@ -36,7 +36,8 @@
 // demand, like the replacement of a child that died, and its start-up is not a failure. Why: the
 // main thread's copy of an image source decodes sample 0 for the loader's probe, then, when reader
 // workers do the reading, nothing more — its one child sat idle for the whole run, a Node process of
-// RAM (~50 MB) for nothing. Reader workers' copies keep their children (no `idleMs`): they are busy
+// RAM (~50 MB) for nothing. A pool that has stopped spawning (a child failed to start) retires none:
+// nothing could replace them. Reader workers' copies keep their children (no `idleMs`): they are busy
 // while an epoch runs, and restarting them between epochs would delay the next epoch's first batch.
 //
 // NOTE [pixels into their row] A decode may be given the memory its pixels go to (`decode(…, into)`):
@@ -338,7 +339,6 @@ function dropSlab(child: Child): void {
 
 const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
 
-/** Node flags for a child: none when running compiled JavaScript; the tsx loader when running from TypeScript sources. */
 /**
  * Extra Node/V8 flags for every decode child, from STOKER_DECODE_CHILD_FLAGS (space-separated,
  * each starting with `--`; e.g. `--single-threaded-gc --v8-pool-size=1`), read at each spawn: the
@@ -354,6 +354,7 @@ export function childFlags(value: string | undefined = process.env[CHILD_FLAGS_E
   return flags;
 }
 
+/** Node flags for a child: STOKER_DECODE_CHILD_FLAGS's, plus the tsx loader when running from TypeScript sources. */
 function childExecArgv(): string[] {
   const flags = childFlags();
   if (!import.meta.url.endsWith('.ts')) return flags;
@@ -727,10 +728,11 @@ export class DecodePool {
 
   /** NOTE [idle children retire]: a ready child left holding nothing retires after `idleMs`, unless given work first. */
   #armIdle(child: Child): void {
-    if (this.#idleMs === undefined || child.gone || !child.ready || child.held.size > 0 || child.idleTimer !== undefined || this.#closed !== undefined) return;
+    // Once spawning has stopped (a child failed to start), no child could take a retired one's place.
+    if (this.#idleMs === undefined || this.#spawnStopped || child.gone || !child.ready || child.held.size > 0 || child.idleTimer !== undefined || this.#closed !== undefined) return;
     child.idleTimer = setTimeout(() => {
       child.idleTimer = undefined;
-      if (child.gone || child.held.size > 0 || this.#closed !== undefined) return;
+      if (child.gone || child.held.size > 0 || this.#closed !== undefined || this.#spawnStopped) return;
       this.#kill(child);
       // Gone now, not at its 'close': nothing is sent to it meanwhile, and a later decode starts another.
       this.#gone(child, 'it retired after being idle');
