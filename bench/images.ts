@@ -30,7 +30,7 @@
 // binary (the decode processes): the main thread's CPU µs per image and busy fraction (CPU s /
 // steady wall s), each other thread of this process above 2 % of a core (the reader workers among
 // them; by tid, busiest first), the decode children's busy fractions (the mean over those above
-// 2 % of a core: an idle one, typically a decode process the main thread spawned for itself, is
+// 2 % of a core: an idle one, typically the main thread's own until it retires after 5 s idle, is
 // listed but left out of it) and their CPU µs per image together, the share of it on the children's
 // main threads (the decode; the rest is V8's and libuv's helpers), how long the main threads waited
 // runnable for a CPU (/proc/…/schedstat: a thread neither busy nor waiting for a CPU waits for work),
