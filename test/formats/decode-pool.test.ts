@@ -350,12 +350,20 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
     const options = { size: [20, 14] as [number, number], source: name };
     const want = await decodeImage(bytes, options);
     const same = (t: { data: ArrayBufferView }) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength).equals(Buffer.from(want.data.buffer, want.data.byteOffset, want.data.byteLength));
-    // Busy: each decode is sent the moment the last one answers, far inside 3 s, so the same child does them all.
-    const busy = new DecodePool({ size: 1, idleMs: 3_000 });
+    // Busy: two decodes outstanding at all times (the next sent before the last answers), so the child
+    // never holds nothing, over many idle periods: however slow the machine, the same child does them all.
+    const busy = new DecodePool({ size: 1, idleMs: 50 });
     try {
       assert.ok(same(await within(HANG_MS, 'decode', busy.decode(bytes, options))));
       const first = busy.pids[0]!;
-      for (let i = 0; i < 20; i++) assert.ok(same(await within(HANG_MS, 'decode', busy.decode(bytes, options))));
+      let previous = busy.decode(bytes, options);
+      const t0 = performance.now();
+      for (let i = 0; i < 20 || performance.now() - t0 < 500; i++) {
+        const next = busy.decode(bytes, options);
+        assert.ok(same(await within(HANG_MS, 'decode', previous)));
+        previous = next;
+      }
+      assert.ok(same(await within(HANG_MS, 'decode', previous)));
       assert.deepEqual(busy.pids, [first]);
     } finally {
       await busy.close();

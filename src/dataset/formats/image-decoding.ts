@@ -93,8 +93,9 @@ export function readerThreadsFor(mode: 'threads' | 'processes' | undefined, core
  * 3 650–3 680 images/s with the children 0.74–0.75 busy, 4 3 847–4 161 (0.77–0.82), 8 4 255–4 357
  * (0.84–0.85), 16 3 864–4 278 (0.78–0.84); run 18d, the two alternating three times on another
  * host: 2 5 040–5 598 (0.79–0.80 busy), 8 5 620–5 868 (0.83–0.86). So a source decoding in
- * processes asks for PROCESS_DECODE_PREFETCH batches (`Dataset.prefetch`); the staging ring's RAM bound still caps it
- * (8 batches of 64 bf16 224² images are 154 MB), and `prefetch` set on the loader wins.
+ * processes asks for PROCESS_DECODE_PREFETCH batches (`Dataset.prefetch`); the staging ring's
+ * RAM bound still caps it (8 batches of 64 bf16 224² images are 154 MB), and `prefetch` set on the
+ * loader wins.
  */
 export const PROCESS_DECODE_PREFETCH = 8;
 
@@ -173,13 +174,13 @@ export function largestSize(sizes: readonly (readonly [number, number])[]): read
 /** A copy dropped without close(): its decode processes go with it. */
 const poolsOfCollected = new FinalizationRegistry<DecodePool>((pool) => void pool.close());
 
+/** How long the decode processes of a main-thread copy may sit idle before they stop (NOTE [idle children retire], decode-pool.ts). */
+export const MAIN_COPY_IDLE_MS = 5_000;
+
 /**
  * One dataset copy's image decoding. Counts itself among the reader-worker copies when made in a
  * worker (until `close()`); in 'processes' mode starts its pool on the first decode.
  */
-/** How long the decode processes of a main-thread copy may sit idle before they stop (NOTE [idle children retire], decode-pool.ts). */
-export const MAIN_COPY_IDLE_MS = 5_000;
-
 export class ImageDecoding {
   /** Where this copy decodes: 'auto' resolved. */
   readonly mode: 'threads' | 'processes';
