@@ -11,10 +11,10 @@
 
 import { parseArgs } from 'node:util';
 import { DataLoader } from '../src/index.js';
-import { DecodePool } from '../src/dataset/formats/decode-pool.js';
-import { type DecodeImageOptions, decodeImage } from '../src/dataset/formats/image-decode.js';
-import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
-import { viewFrom } from '../src/transforms/crop-box.js';
+import { DecodePool } from '../src/image/processes/decode-pool.js';
+import { type DecodeImageOptions, decodeImage } from '../src/image/image-decode.js';
+import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js';
+import { viewFrom } from '../src/image/crop-box.js';
 import { fixture } from './images.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, table } from './util.js';
 

@@ -1,6 +1,6 @@
 // `bench decode-reads`: the read side of the GPU decode route alone — a batch's files read into one
 // shared (page-lockable) buffer, from page cache — by the route's reader threads
-// (src/pipeline/assemble/decode-reads.ts) against main-thread asynchronous reads (fs/promises:
+// (src/pipeline/assemble/decode/decode-reads.ts) against main-thread asynchronous reads (fs/promises:
 // stat, then open/read/close, up to 64 in flight: what the route did before). Files: ~110 KB of
 // random bytes (90–130 KB), generated once in the temp dir. Figures per configuration: files/s,
 // GB/s, CPU cores busy (every thread of the process) and the main thread's event-loop utilization
@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { FileReaders } from '../src/pipeline/assemble/decode-reads.js';
+import { FileReaders } from '../src/pipeline/assemble/decode/decode-reads.js';
 import { UsageError, hardwareLine } from './util.js';
 
 const USAGE = 'npm run bench -- decode-reads [--files 4000] [--batch 256] [--threads 1,2,4] [--passes 3] [--dir DIR]';

@@ -62,8 +62,8 @@ async function child(dir: string, batch: number, walk: Walk): Promise<void> {
   // --dist: the compiled package (dist/, what users install: workers and decode processes start without tsx).
   const root = process.argv.includes('--dist') ? '../dist' : '../src';
   const { DataLoader } = (await import(`${root}/index.js`)) as typeof import('../src/index.js');
-  const { imageFolderSource, imageFolderSourceAsync } = (await import(`${root}/dataset/formats/image-folder.js`)) as typeof import('../src/dataset/formats/image-folder.js');
-  const { folderWalks, walkThreads } = (await import(`${root}/dataset/formats/folder-listing.js`)) as typeof import('../src/dataset/formats/folder-listing.js');
+  const { imageFolderSource, imageFolderSourceAsync } = (await import(`${root}/dataset/formats/images/image-folder.js`)) as typeof import('../src/dataset/formats/images/image-folder.js');
+  const { folderWalks, walkThreads } = (await import(`${root}/dataset/formats/images/folder-listing.js`)) as typeof import('../src/dataset/formats/images/folder-listing.js');
   const tImport = performance.now();
   const options = { size: 224, view: 'train', normalize: { mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }, output: 'bfloat16' } as const;
   const source = walk === 'parallel' ? await imageFolderSourceAsync(dir, options) : imageFolderSource(dir, options);

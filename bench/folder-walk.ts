@@ -27,7 +27,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const rounds = Number(v.rounds);
   if (!threads.every((t) => Number.isInteger(t) && t >= 1) || !(Number.isInteger(rounds) && rounds >= 1)) throw new UsageError(`bad numbers\nusage: ${USAGE}`);
   const root = v.dist === true ? '../dist' : '../src';
-  const { walkFolder, walkFolderParallel } = (await import(`${root}/dataset/formats/folder-listing.js`)) as typeof import('../src/dataset/formats/folder-listing.js');
+  const { walkFolder, walkFolderParallel } = (await import(`${root}/dataset/formats/images/folder-listing.js`)) as typeof import('../src/dataset/formats/images/folder-listing.js');
   const ext = new Set(['.jpg', '.jpeg', '.png', '.webp']);
   console.log(`bench folder-walk: ${hardwareLine()}; ${dir}; ${v.dist === true ? 'dist/' : 'src/ under tsx'}; ${rounds} rounds`);
   const times = new Map<string, number[]>();

@@ -13,7 +13,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CudaBackend } from '../src/device/cuda/cuda-backend.js';
 import { GpuJpegDecoder } from '../src/device/cuda/nvjpeg.js';
-import type { CropBox } from '../src/device/cuda/nvjpeg-plan.js';
+import type { CropBox } from '../src/image/jpeg-plan.js';
 
 const args = process.argv.slice(2);
 const dir = args[0]!;

@@ -47,10 +47,10 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
-import { workerBoot } from '../src/pipeline/worker-boot.js';
+import { workerBoot } from '../src/base/worker-boot.js';
 import { DataLoader } from '../src/index.js';
-import { imageFolderSource } from '../src/dataset/formats/image-folder.js';
-import { defaultDecodeProcesses } from '../src/dataset/formats/image-decoding.js';
+import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js';
+import { defaultDecodeProcesses } from '../src/image/processes/image-decoding.js';
 import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, median, statFields, table } from './util.js';
 
 const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch]';

@@ -11,7 +11,7 @@
 import type { Backend, DeviceBuffer } from '../src/device/backend.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { SimBackend } from '../src/device/sim/sim-backend.js';
-import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, tableBytes, windowPieces } from '../src/pipeline/pieces.js';
+import { type PieceOutputs, type PieceRows, type PieceTable, applyPieces, fillBits, packPieces, padPieces, tableBytes, windowPieces } from '../src/collate/pieces.js';
 import { batchPositions } from '../src/pipeline/batch-planner.js';
 import { packPlan, parsePack } from '../src/sampler/pack-plan.js';
 import { Rng, epochPermutation } from '../src/sampler/rng.js';

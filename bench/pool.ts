@@ -9,7 +9,7 @@ import { DataLoader, type DeviceTensor, type LoaderOptions, sources, tensor } fr
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { CudaContext } from '../src/device/cuda/context.js';
 import { DeviceMemory } from '../src/device/cuda/device-memory.js';
-import { MARGIN_BYTES } from '../src/device/vram-pool.js';
+import { MARGIN_BYTES } from '../src/device/accelerator/vram-pool.js';
 import { hardwareLine, median, now, parseFlags } from './util.js';
 
 const ROW = 3 * 64 * 64; // 12 KiB images + an int32 label

@@ -18,7 +18,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { lengthThreads } from '../src/dataset/formats/text-lengths.js';
+import { lengthThreads } from '../src/dataset/formats/text/text-lengths.js';
 import { DataLoader, sources } from '../src/index.js';
 import { UsageError, fmtFixed, fmtInt, hardwareLine, sink, table } from './util.js';
 

@@ -3,7 +3,7 @@
 // torchvision's antialiased bilinear filter (antialias=True: a triangle of support max(scale, 1)
 // source pixels, so plain bilinear when upscaling), round to uint8 as torchvision's uint8 resize
 // does, mirror when the job says flip, then v = q * scale[c] + bias[c] in float32 and the cast,
-// written at dst + row * rowBytes in CHW or HWC. src/device/cuda/nvjpeg-resample.ts is the same
+// written at dst + row * rowBytes in CHW or HWC. src/image/jpeg-resample.ts is the same
 // arithmetic on the CPU, op for op (explicit _rn intrinsics: no fused multiply-add), so the two
 // agree bit for bit on the same decoded pixels.
 //

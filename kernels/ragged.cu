@@ -1,4 +1,4 @@
-// Ragged collates on the device: one piece table (src/pipeline/pieces.ts) run over a batch's
+// Ragged collates on the device: one piece table (src/collate/pieces.ts) run over a batch's
 // fixed-capacity rows. Piece j = (srcRow, srcStart, dstStart, length, segment), 5 int32 each, sorted
 // by dstStart without overlap: it copies `length` positions (posBytes bytes each) from position
 // srcStart of row srcRow to output position dstStart, tags them with `segment` and `srcStart + k` in

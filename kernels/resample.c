@@ -1,7 +1,7 @@
 // Pillow's antialiased bilinear resample of 8-bit pixels (what torchvision's RandomResizedCrop and
 // Resize do to a PIL image), and the cast of its bytes to float32 / bfloat16 / float16 planes,
 // compiled to WebAssembly with 128-bit SIMD (scripts/build-wasm.sh → kernels/resample.wasm, committed;
-// src/dataset/formats/resample-wasm.ts loads it). The coefficients are computed in JavaScript
+// src/image/resample-wasm.ts loads it). The coefficients are computed in JavaScript
 // (image-resample.ts's `coeffs`: Pillow's precompute_coeffs + normalize_coeffs_8bpc, 22-bit fixed
 // point), so this file holds only the two passes and the cast: the same integer sums as Pillow's
 // ImagingResampleHorizontal_8bpc / ImagingResampleVertical_8bpc, hence the same bytes.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17, CPU route (branch cpudecode3): the direct libvips route of a JPEG view (NOTE [direct libvips]
-# in src/dataset/formats/vips-direct.ts) against the sharp path, on the H200 host (< 4 min; ~1 min
+# in src/image/vips-direct.ts) against the sharp path, on the H200 host (< 4 min; ~1 min
 # with the fixture in /tmp). Same files as scripts/h200-cpu-profile.sh (bench images' 4 000-JPEG fixture,
 # generated first unless /tmp has it), RandomResizedCrop 224 + flip + normalize, bf16, 240 images per process:
 #   1. rows a, a2, c at N = 1: decodeImage's loop (direct route on), a2 = sharp path vs direct route

@@ -2,7 +2,7 @@
 # Issue 17, first batch fast (the listing2 branch): the 1.28 M-file first batch with the folder
 # walked on the main thread (`sources.imageFolder`, 'sync') against the walk on worker threads
 # while the main thread awaits (`sources.imageFolderAsync`, 'parallel'; NOTE [parallel walk] in
-# src/dataset/formats/folder-listing.ts), interleaved, cold (fresh listing cache) and warm, from the
+# src/dataset/formats/images/folder-listing.ts), interleaved, cold (fresh listing cache) and warm, from the
 # compiled package; then the walk alone at 1, 2, 4, 8, 16 threads (bench folder-walk, one process,
 # interleaved, each walk checked byte for byte against the one-thread walk); then the parallel first
 # batch at 4 and 16 walk threads. ~2.5 min (the 1.28 M hard links are made first unless /tmp has

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17, CPU route, run 16: the direct libvips route with the pixels computed on the calling thread
-# (NOTE [pixels in the calling thread] in src/dataset/formats/vips-direct.ts). On the H200 host (~7 min):
+# (NOTE [pixels in the calling thread] in src/image/vips-direct.ts). On the H200 host (~7 min):
 #   1. bench decode-scaling rows a, a2, c at N = 1 (one core: the direct route, the sharp path, PIL's recipe);
 #   2. rows d, e (DecodePool fed directly; imageFolder through DataLoader) at N = 1, 4, 15;
 #   3. bench images at 15 cores: Stoker's CPU route against torchvision's ImageFolder, same recipe.

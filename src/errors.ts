@@ -2,7 +2,7 @@
 // the file, the bad value and the fix. Create errors through the factories below, never ad hoc,
 // so that one failure always reads the same.
 
-import { nearestName } from './nearest-name.js';
+import { nearestName } from './base/nearest-name.js';
 
 /** Stable error codes. Tests and callers match on these, never on message text. */
 export type LoaderErrorCode =

@@ -392,7 +392,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     };
   }
 
-  /** NOTE [The budget law] (pipeline/budget.ts): one MemAvailable probe per epoch sizes the RAM cache. */
+  /** NOTE [The budget law] (base/budget.ts): one MemAvailable probe per epoch sizes the RAM cache. */
   #startStreaming(plan: EpochPlan, onEnd: (run: EpochRun) => void): EpochRun {
     const parts = this.#streaming!;
     parts.beginEpoch(this.#opts, plan.batches);
@@ -403,7 +403,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
 
   /**
    * Between epochs: once the VRAM pool holds every sample, a streaming loader turns resident (the
-   * route copies the pool into contiguous columns and frees it; see device/resident-columns.ts).
+   * route copies the pool into contiguous columns and frees it; see device/accelerator/resident-columns.ts).
    * Same batches, same order — resident gathers instead of pooled stitching. The streaming parts
    * are shut down (readers, staging ring, route, disk stage), since no later epoch reads the source.
    */

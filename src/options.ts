@@ -4,7 +4,7 @@
 
 import { availableParallelism } from 'node:os';
 import { invalidOption, LoaderError, show, unknownOption } from './errors.js';
-import { MAX_IN_FLIGHT, RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './pipeline/budget.js';
+import { MAX_IN_FLIGHT, RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './base/budget.js';
 import type { Sampler } from './sampler/sampler.js';
 import { DEVICE_PATTERN } from './device/open-device.js';
 import { type SimOptions, checkSimOptions } from './device/sim/sim-backend.js';
@@ -202,7 +202,7 @@ export interface ResolvedOptions {
   readonly errors: 'throw' | 'skip';
   /** Token budgets: undefined for fixed batches of batchSize. */
   readonly tokens: { readonly batchTokens: number; readonly bucketWindow: number; readonly lengths: LoaderOptions['lengths'] } | undefined;
-  /** Checked against the dataset's ragged fields when the loader is built (pipeline/collate.ts). */
+  /** Checked against the dataset's ragged fields when the loader is built (collate/collate.ts). */
   readonly collate: Record<string, unknown> | undefined;
   /** Sequence packing; undefined: none. */
   readonly pack: (PackSettings & { readonly field: string | undefined }) | undefined;

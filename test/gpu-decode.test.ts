@@ -1,4 +1,4 @@
-// The decode route (`decode: 'gpu'`, src/pipeline/assemble/decode.ts) on the sim device, whose JPEG
+// The decode route (`decode: 'gpu'`, src/pipeline/assemble/decode/decode.ts) on the sim device, whose JPEG
 // decoder is the CPU behind the GPU decoder's interface: every pick exactly once, rows equal to the
 // reference resampler on the pick's own box (and close to the CPU route's rows), the files the GPU
 // hands back (PNG, CMYK, progressive) decoded on the CPU into the same rows, a file neither can read
@@ -10,18 +10,18 @@ import { rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { type AnyTensor, BatchError, DataLoader, DeviceTensor, LoaderError, sources, type Batch } from '../src/index.js';
-import { decodeImage } from '../src/dataset/formats/image-decode.js';
-import { type JpegBatchOutput, checkOutput } from '../src/device/cuda/nvjpeg-plan.js';
-import { cropResize, encodeRow } from '../src/device/cuda/nvjpeg-resample.js';
-import { fitBox } from '../src/pipeline/assemble/decode.js';
+import { decodeImage } from '../src/image/image-decode.js';
+import { type JpegBatchOutput, checkOutput } from '../src/image/jpeg-plan.js';
+import { cropResize, encodeRow } from '../src/image/jpeg-resample.js';
+import { fitBox } from '../src/pipeline/assemble/decode/decode.js';
 import { decodeRoute } from '../src/pipeline/build.js';
 import type { Device } from '../src/device/device.js';
 import { PickKey } from '../src/sampler/pick-key.js';
-import { boxFor, viewFrom } from '../src/transforms/crop-box.js';
+import { boxFor, viewFrom } from '../src/image/crop-box.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from './fixtures/jpegs.js';
 import { HANG_MS, waitFor, within } from './fixtures.js';
-import { liveJpegThreads } from '../src/device/jpeg-slots.js';
-import { defaultReaders, liveReaderThreads } from '../src/pipeline/assemble/decode-reads.js';
+import { liveJpegThreads } from '../src/device/jpeg/jpeg-slots.js';
+import { defaultReaders, liveReaderThreads } from '../src/pipeline/assemble/decode/decode-reads.js';
 
 const SUITE_MS = 120_000;
 const SIZE: [number, number] = [16, 20];

@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os';
 import { DataLoader, type LoaderOptions, type Tensor, sources } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { resolveOptions } from '../src/options.js';
-import { MAX_IN_FLIGHT, ringSlotsFromRam } from '../src/pipeline/budget.js';
+import { MAX_IN_FLIGHT, ringSlotsFromRam } from '../src/base/budget.js';
 import { arraysDataset, range } from './fixtures.js';
 
 const ds = arraysDataset(10);

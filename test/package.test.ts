@@ -92,7 +92,7 @@ describe('the packed package, installed in a fresh project', () => {
   it('the tarball carries dist/ with its types, the PTX kernels, the launcher and the license, and no sources or source maps', async () => {
     const paths: string[] = [];
     await list({ file: tarball, onReadEntry: (entry) => void paths.push(entry.path) });
-    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/pipeline/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json']) {
+    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/reader/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json']) {
       assert.ok(paths.includes(`package/${p}`), `the tarball has ${p}`);
     }
     assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
@@ -119,7 +119,7 @@ describe('the packed package, installed in a fresh project', () => {
       for (let i = 0; i < 20 + c; i++) writeFileSync(join(tree, `c${c}`, i % 3 ? `${i}.jpg` : `sub/${i}.png`), 'x');
     }
     // A deep import of the installed module: the report of who walked is not public API.
-    const listing = join(installed, 'dist', 'dataset', 'formats', 'folder-listing.js');
+    const listing = join(installed, 'dist', 'dataset', 'formats', 'images', 'folder-listing.js');
     writeFileSync(join(app, 'walk.mjs'), [
       `import { walkFolder, walkFolderParallelSync } from ${JSON.stringify(pathToFileURL(listing).href)};`,
       "const ext = new Set(['.jpg', '.png']);",
@@ -191,7 +191,7 @@ describe('the packed package, installed in a fresh project', () => {
   });
 
   it('the WebAssembly resampler (kernels/resample.wasm) instantiates from the installed package', async () => {
-    const url = pathToFileURL(join(installed, 'dist', 'dataset', 'formats', 'resample-wasm.js')).href;
+    const url = pathToFileURL(join(installed, 'dist', 'image', 'resample-wasm.js')).href;
     const m = (await import(url)) as { wasmResampler(): { resample(src: Uint8Array, w: number, h: number, c: number, box: object, ow: number, oh: number, flip: boolean): Uint8Array } | undefined };
     const wasm = m.wasmResampler();
     assert.ok(wasm !== undefined, 'kernels/resample.wasm loads from the package');
@@ -200,7 +200,7 @@ describe('the packed package, installed in a fresh project', () => {
   });
 
   it('the crop decode finds libturbojpeg in the installed optional dependency (linux)', { skip: process.platform !== 'linux' && 'its prebuilt library is linux-only' }, async () => {
-    const url = pathToFileURL(join(installed, 'dist', 'dataset', 'formats', 'turbo-jpeg.js')).href;
+    const url = pathToFileURL(join(installed, 'dist', 'image', 'turbo-jpeg.js')).href;
     const m = (await import(url)) as { turboJpegPath(): string | undefined; turboJpegAvailable(): boolean };
     assert.ok(m.turboJpegPath()?.startsWith(join(app, 'node_modules', '@julusian', 'jpeg-turbo')), `found at ${m.turboJpegPath()}`);
     assert.equal(m.turboJpegAvailable(), true);

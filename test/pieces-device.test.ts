@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
 import { type PiecesOp } from '../src/device/backend.js';
 import { SimBackend } from '../src/device/sim/sim-backend.js';
-import { padPieces } from '../src/pipeline/pieces.js';
+import { padPieces } from '../src/collate/pieces.js';
 import { devicePieces, piecesSuite } from './fixtures/pieces-device.js';
 
 describe('Backend.pieces on sim', () => {

@@ -1,5 +1,5 @@
-// Piece tables (src/pipeline/pieces.ts): pad, pack and sequence-packing windows of fixed-capacity
-// rows through one host mechanism, equal byte for byte to collateField (src/pipeline/collate.ts) and
+// Piece tables (src/collate/pieces.ts): pad, pack and sequence-packing windows of fixed-capacity
+// rows through one host mechanism, equal byte for byte to collateField (src/collate/collate.ts) and
 // packBatch (src/sampler/pack-plan.ts) on random inputs — several dtypes, trailing dimensions, fill
 // values, truncation — and the edge cases (empty rows, L under a row's length, a batch of one, no
 // pieces); every output byte written (stale outputs do not show through); bad tables refused.
@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
-import { type RaggedRow, collateField, parseCollate } from '../src/pipeline/collate.js';
-import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, fillBitsOf, packPieces, padPieces, windowPieces } from '../src/pipeline/pieces.js';
+import { type RaggedRow, collateField, parseCollate } from '../src/collate/collate.js';
+import { PIECE_INTS, type PieceRows, type PieceTable, applyPieces, checkPieces, collatePieces, fillBits, fillBitsOf, packPieces, padPieces, windowPieces } from '../src/collate/pieces.js';
 import { batchPositions } from '../src/pipeline/batch-planner.js';
 import { rowMap } from './fixtures/pieces-device.js';
 import { packBatch, packPlan, parsePack } from '../src/sampler/pack-plan.js';

@@ -1,4 +1,4 @@
-// Host collates of ragged fields (src/pipeline/collate.ts): pad to the longest / a multiple / a fixed
+// Host collates of ragged fields (src/collate/collate.ts): pad to the longest / a multiple / a fixed
 // length with lengths and mask, pack with cu_seqlens, user functions; every row's content lands
 // where the lengths or offsets say (each sample exactly once in its batch), truncation when stated,
 // ERR_TOO_LONG otherwise, and bad collate options refused with ERR_INVALID_OPTION naming the knob.
@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { LoaderError } from '../src/errors.js';
-import { collateField, parseCollate } from '../src/pipeline/collate.js';
+import { collateField, parseCollate } from '../src/collate/collate.js';
 import { Rng } from '../src/sampler/rng.js';
 
 /** Row i: a distinct run of ids (i × 1000 + k), length 1…20. */

@@ -8,7 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
 import { type AnyTensor, type Batch, DataLoader, LoaderError, type Tensor, sources, tensor } from '../src/index.js';
 import { tfValues, toTfDataset, type TfLoader } from '../src/adapters/tfjs.js';
-import { toBFloat16Bits, toFloat16Bits } from '../src/transforms/half.js';
+import { toBFloat16Bits, toFloat16Bits } from '../src/tensor/half.js';
 import { HANG_MS, within } from './fixtures.js';
 
 const FEATURES = 8;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type AnyTensor, DataLoader, DeviceTensor, PickKey, Tensor, sources, tensor, transforms } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
-import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../src/transforms/half.js';
+import { fromBFloat16Bits, fromFloat16Bits, toBFloat16Bits, toFloat16Bits } from '../src/tensor/half.js';
 import { SUITE_MS } from './fixtures.js';
 
 const DEVICES = ['cpu', 'sim', ...(cudaAvailable() ? ['cuda'] : [])];

@@ -24,7 +24,7 @@ import type { Batch } from '../batch.js';
 import { DeviceTensor, type AnyTensor } from '../device/device-tensor.js';
 import { LoaderError, show } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { fromBFloat16Bits, fromFloat16Bits } from '../transforms/half.js';
+import { fromBFloat16Bits, fromFloat16Bits } from '../tensor/half.js';
 
 // NOTE [structural tfjs types]
 // Stoker's published types never import '@tensorflow/tfjs' (an optional peer: a dependent without

@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { inspectPath, type SourceDescription } from '../dataset/formats/inspect.js';
+import { inspectPath, type SourceDescription } from '../dataset/open-path.js';
 import { bytes, int } from '../report/figures.js';
 import { UsageError } from './errors.js';
 import { Ui, pairs, table } from './ui.js';

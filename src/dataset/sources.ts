@@ -4,17 +4,17 @@
 import { type ArrayColumns, ArraySource } from './arrays-source.js';
 import { type ConcatSource, concatSource } from './concat-source.js';
 import type { AnyDataset } from './dataset.js';
-import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow.js';
-import { type ArrowRaggedOptions, type ArrowRaggedSource, arrowRaggedSource } from './formats/arrow-ragged.js';
-import type { FileColumnsSource } from './formats/columns-file.js';
-import { type ImageFolder, type ImageFolderOptions, imageFolderSource, imageFolderSourceAsync } from './formats/image-folder.js';
-import { type NpyOptions, npySource } from './formats/npy.js';
-import { type SafetensorsOptions, safetensorsSource } from './formats/safetensors.js';
-import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar-shards.js';
+import { type ArrowOptions, type ArrowSource, arrowSource } from './formats/arrow/arrow.js';
+import { type ArrowRaggedOptions, type ArrowRaggedSource, arrowRaggedSource } from './formats/arrow/arrow-ragged.js';
+import type { FileColumnsSource } from './formats/columns/columns-file.js';
+import { type ImageFolder, type ImageFolderOptions, imageFolderSource, imageFolderSourceAsync } from './formats/images/image-folder.js';
+import { type NpyOptions, npySource } from './formats/columns/npy.js';
+import { type SafetensorsOptions, safetensorsSource } from './formats/columns/safetensors.js';
+import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
-import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/jsonl.js';
-import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/parquet.js';
-import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/token-file.js';
+import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/text/jsonl.js';
+import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/text/parquet.js';
+import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/text/token-file.js';
 import { moduleSource } from './source-spec.js';
 
 export const sources = {

@@ -81,7 +81,7 @@ export interface Backend {
    */
   image(src: DeviceBuffer, srcOffset: number, dst: DeviceBuffer, tables: DeviceBuffer, plan: ImagePlan, stream: StreamName): void;
   /**
-   * Enqueue a ragged collate (src/pipeline/pieces.ts, kernels/ragged.cu): run the piece table
+   * Enqueue a ragged collate (src/collate/pieces.ts, kernels/ragged.cu): run the piece table
    * `op.table` (already uploaded on the same stream) over the fixed-capacity rows at `op.src`, writing
    * every byte of the data output and of the optional segment (int32, or a uint8 mask) and position
    * (int32) outputs. One launch. The table must have passed `checkPieces` (a bad row is an illegal address).

@@ -9,7 +9,7 @@ import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { Backend, DeviceBuffer, DeviceEvent } from './backend.js';
-import { PIECE_INTS, type PieceTable, tableBytes } from '../pipeline/pieces.js';
+import { PIECE_INTS, type PieceTable, tableBytes } from '../collate/pieces.js';
 
 export class DeviceTensor<D extends DType = DType> {
   readonly dtype: D;
@@ -119,7 +119,7 @@ export class DeviceTensor<D extends DType = DType> {
   }
 
   /**
-   * Internal: run a ragged collate's piece table (pipeline/pieces.ts) over this tensor's
+   * Internal: run a ragged collate's piece table (collate/pieces.ts) over this tensor's
    * fixed-capacity rows [rows, capacity, …rest], into memory its batch owns, on the consumer stream
    * after this tensor's data. Returns the data output (`dtype` of this tensor, `shape`), and the
    * segment (int32 ids, or a uint8 mask) and position (int32) outputs when asked for.

@@ -9,12 +9,12 @@ import type { Tensor } from '../tensor/tensor.js';
 import type { DType } from '../tensor/dtype.js';
 import type { DeviceBuffer } from './backend.js';
 import type { AnyTensor } from './device-tensor.js';
-import type { UploadField } from './assembly.js';
-import type { MappedColumns } from './mapped-columns.js';
-import type { PoolRoute } from './staged-upload.js';
-import type { JpegDevice } from './jpeg-batch.js';
+import type { UploadField } from './accelerator/assembly.js';
+import type { MappedColumns } from './accelerator/mapped-columns.js';
+import type { PoolRoute } from './accelerator/staged-upload.js';
+import type { JpegDevice } from './jpeg/jpeg-batch.js';
 import type { KernelHost } from './user-kernel.js';
-import type { VramPool } from './vram-pool.js';
+import type { VramPool } from './accelerator/vram-pool.js';
 
 export interface MemInfo {
   /** Bytes in use on the device, as the driver counts them. */

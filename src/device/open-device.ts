@@ -3,7 +3,7 @@
 // for 'cuda' touches the driver — so CPU and sim users never need libcuda.
 
 import { invalidOption } from '../errors.js';
-import { AcceleratorDevice } from './accelerator-device.js';
+import { AcceleratorDevice } from './accelerator/accelerator-device.js';
 import { CpuDevice } from './cpu-device.js';
 import type { Device } from './device.js';
 import { SimBackend, type SimOptions } from './sim/sim-backend.js';

@@ -4,7 +4,7 @@
 // resize, the user's setter, an OOM halving); the pipeline re-reads it before every launch.
 // Sizing follows NOTE [The budget law] in budget.ts.
 
-import { type Probe, type ReserveSource, BOOTSTRAP_PREFETCH, DOUBLE_BUFFER, MAX_IN_FLIGHT, initialFillTarget, prefetchDepthFromVram } from './budget.js';
+import { type Probe, type ReserveSource, BOOTSTRAP_PREFETCH, DOUBLE_BUFFER, MAX_IN_FLIGHT, initialFillTarget, prefetchDepthFromVram } from '../base/budget.js';
 
 export interface GovernorSizing {
   readonly sampleBytes: number;

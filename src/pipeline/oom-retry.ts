@@ -7,7 +7,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeviceOutOfMemory } from '../device/backend.js';
-import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from './budget.js';
+import { OOM_RETRY_ATTEMPTS, OOM_RETRY_SLEEP_MS } from '../base/budget.js';
 
 /**
  * True when `error`, thrown by attempt `attempt` (0-based), is worth another attempt: a device

@@ -1,6 +1,6 @@
 // Internal: not exported from the package entry.
 // What turns a batch of fixed-capacity ragged rows (NOTE [ragged rows], dataset/schema.ts) into the
-// tensors the training loop gets: each ragged field through its collate (pipeline/collate.ts: pad,
+// tensors the training loop gets: each ragged field through its collate (collate/collate.ts: pad,
 // pack, a function), or, with sequence packing, the batch's context windows (sampler/pack-plan.ts).
 // The rule: the outputs depend only on the rows and their lengths, never on which tier served them,
 // and the hidden length fields never reach the user.
@@ -8,11 +8,11 @@
 import { LoaderError, invalidOption, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
-import { type CollateSpec, type RaggedRow, collateField, parseCollate } from './collate.js';
+import { type CollateSpec, type RaggedRow, collateField, parseCollate } from '../collate/collate.js';
 import { type PackPlan, type PackSettings, packBatch } from '../sampler/pack-plan.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import type { AnyTensor, DeviceTensor } from '../device/device-tensor.js';
-import { collatePieces, fillBitsOf, windowPieces } from './pieces.js';
+import { collatePieces, fillBitsOf, windowPieces } from '../collate/pieces.js';
 import type { EpochPlan, Packing } from './epoch-plan.js';
 import type { EpochStats } from './stats.js';
 import { batchPositions } from './batch-planner.js';
@@ -207,7 +207,7 @@ export function collateBatch(d: RaggedDelivery, visible: readonly string[], plan
 }
 
 /**
- * The same collates on an accelerator: each ragged field's piece table (pipeline/pieces.ts) runs on
+ * The same collates on an accelerator: each ragged field's piece table (collate/pieces.ts) runs on
  * the device over the batch's fixed-capacity rows (kernels/ragged.cu), the host sending only the
  * table and the small companions (lengths, cu_seqlens) it computed from the shared length table.
  */

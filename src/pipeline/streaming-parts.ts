@@ -7,12 +7,12 @@ import type { DiskStage } from '../cache/disk-stage.js';
 import type { SampleCache } from '../cache/sample-cache.js';
 import { type TierCounters, type TierSnapshot, diffSnapshots } from '../cache/tier-counters.js';
 import type { ResolvedOptions } from '../options.js';
-import { RING_SLOTS_WITH_CACHE, memAvailable, ringSlotsFromRam, sampleCacheBudget } from './budget.js';
-import type { Fetcher } from './fetcher.js';
+import { RING_SLOTS_WITH_CACHE, memAvailable, ringSlotsFromRam, sampleCacheBudget } from '../base/budget.js';
+import type { Fetcher } from '../reader/fetcher.js';
 import type { Governor } from './governor.js';
-import type { ReaderPool } from './reader-pool.js';
+import type { ReaderPool } from '../reader/reader-pool.js';
 import type { Device } from '../device/device.js';
-import type { VramPool } from '../device/vram-pool.js';
+import type { VramPool } from '../device/accelerator/vram-pool.js';
 import type { BatchAssembler } from './assemble/assembler.js';
 import type { EpochStats } from './stats.js';
 

@@ -9,7 +9,7 @@ import type { StagedBatch } from '../dataset/source-reader.js';
 import { toU64 } from '../sampler/rng.js';
 import { Tensor } from '../tensor/tensor.js';
 import { EpochPlan } from './epoch-plan.js';
-import type { Fetcher } from './fetcher.js';
+import type { Fetcher } from '../reader/fetcher.js';
 import { Governor } from './governor.js';
 import { StreamingRun } from './streaming-run.js';
 import { StagedAssembler } from './assemble/staged.js';

@@ -7,7 +7,7 @@
 // thread computes the order itself and never waits.
 
 import { Worker } from 'node:worker_threads';
-import { workerBoot } from '../pipeline/worker-boot.js';
+import { workerBoot } from '../base/worker-boot.js';
 import { type U64, epochPermutation } from './rng.js';
 import type { OrderShared } from './order-worker.js';
 

@@ -8,7 +8,7 @@ import { extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
-import { openPath } from '../dataset/formats/inspect.js';
+import { openPath } from '../dataset/open-path.js';
 import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
 
 export interface OpenedSource {

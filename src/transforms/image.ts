@@ -12,7 +12,7 @@ import type { Transform } from '../options.js';
 import type { PickKey } from '../sampler/pick-key.js';
 import { allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { toBFloat16Bits, toFloat16Bits } from './half.js';
+import { toBFloat16Bits, toFloat16Bits } from '../tensor/half.js';
 
 export type ImageOutput = 'uint8' | 'float32' | 'float16' | 'bfloat16';
 

@@ -9,13 +9,13 @@ import { rmSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type AnyTensor, type Batch, DataLoader, DeviceTensor, sources } from '../../src/index.js';
-import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { decodeImage } from '../../src/image/image-decode.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { nvjpegAvailable } from '../../src/device/cuda/nvjpeg-lib.js';
-import { type CropBox, type JpegBatchOutput, checkOutput } from '../../src/device/cuda/nvjpeg-plan.js';
-import { cropResize, encodeRow } from '../../src/device/cuda/nvjpeg-resample.js';
+import { type CropBox, type JpegBatchOutput, checkOutput } from '../../src/image/jpeg-plan.js';
+import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
-import { boxFor, viewFrom } from '../../src/transforms/crop-box.js';
+import { boxFor, viewFrom } from '../../src/image/crop-box.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from '../fixtures/jpegs.js';
 
 const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;

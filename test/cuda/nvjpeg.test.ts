@@ -8,16 +8,16 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { decodeImage } from '../../src/image/image-decode.js';
 import type { DeviceBuffer } from '../../src/device/backend.js';
 import { CudaBackend } from '../../src/device/cuda/cuda-backend.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { GpuJpegDecoder } from '../../src/device/cuda/nvjpeg.js';
 import { nvjpegAvailable, nvjpegCandidates, openNvJpeg } from '../../src/device/cuda/nvjpeg-lib.js';
-import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../src/device/cuda/nvjpeg-plan.js';
-import { cropResize, encodeRow } from '../../src/device/cuda/nvjpeg-resample.js';
+import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../src/image/jpeg-plan.js';
+import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase } from '../fixtures/jpegs.js';
-import { liveJpegThreads } from '../../src/device/jpeg-slots.js';
+import { liveJpegThreads } from '../../src/device/jpeg/jpeg-slots.js';
 
 const POISON = 0xab;
 

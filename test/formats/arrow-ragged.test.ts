@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { Binary, Field, Float32, Int32, LargeList, LargeUtf8, List, Table, Utf8, tableToIPC, vectorFromArray } from 'apache-arrow';
-import { ArrowRaggedSource, openArrowRagged } from '../../src/dataset/formats/arrow-ragged.js';
+import { ArrowRaggedSource, openArrowRagged } from '../../src/dataset/formats/arrow/arrow-ragged.js';
 import { openSource, specOf } from '../../src/dataset/source-spec.js';
 import { type Tensor, sources } from '../../src/index.js';
 import { range } from '../fixtures.js';

@@ -11,7 +11,7 @@ import { Message as FbMessage } from 'apache-arrow/fb/message';
 import { RecordBatch as FbRecordBatch } from 'apache-arrow/fb/record-batch';
 import { ByteBuffer } from 'flatbuffers';
 import type { Tensor } from '../../src/index.js';
-import { type ArrowSource, arrowSource, openArrow } from '../../src/dataset/formats/arrow.js';
+import { type ArrowSource, arrowSource, openArrow } from '../../src/dataset/formats/arrow/arrow.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 
 export interface RowOptions {

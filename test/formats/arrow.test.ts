@@ -26,7 +26,7 @@ import { RecordBatch as FbRecordBatch } from 'apache-arrow/fb/record-batch';
 import { ByteBuffer } from 'flatbuffers';
 import sharp from 'sharp';
 import { DataLoader, LoaderError, type Tensor } from '../../src/index.js';
-import { arrowSource } from '../../src/dataset/formats/arrow.js';
+import { arrowSource } from '../../src/dataset/formats/arrow/arrow.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { HANG_MS, SUITE_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
 import {

@@ -12,11 +12,11 @@ import { pathToFileURL } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { BatchError, DataLoader, type LoaderError } from '../../src/index.js';
-import { CHILD_FLAGS_ENV, DecodePool, HELD_ENV, NICE_ENV, childFlags, childNice, heldPerChild } from '../../src/dataset/formats/decode-pool.js';
-import { type DecodeImageOptions, decodeImage } from '../../src/dataset/formats/image-decode.js';
-import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
-import { viewFrom } from '../../src/transforms/crop-box.js';
-import { AUTO_PROCESSES_ABOVE, ImageDecoding, defaultDecodeProcesses, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/dataset/formats/image-decoding.js';
+import { CHILD_FLAGS_ENV, DecodePool, HELD_ENV, NICE_ENV, childFlags, childNice, heldPerChild } from '../../src/image/processes/decode-pool.js';
+import { type DecodeImageOptions, decodeImage } from '../../src/image/image-decode.js';
+import { imageFolderSource } from '../../src/dataset/formats/images/image-folder.js';
+import { viewFrom } from '../../src/image/crop-box.js';
+import { AUTO_PROCESSES_ABOVE, ImageDecoding, defaultDecodeProcesses, imageDecodeShare, largestSize, readerThreadsFor, resolveDecodeMode } from '../../src/image/processes/image-decoding.js';
 import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, waitFor, within } from '../fixtures.js';
 import { alive, decodeChildren, gone } from './processes.js';
 
@@ -327,7 +327,7 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
   });
 
   it('an idle pool never holds the process open; a process that exits without close() takes its children with it', async () => {
-    const module = new URL('../../src/dataset/formats/decode-pool.ts', import.meta.url).href;
+    const module = new URL('../../src/image/processes/decode-pool.ts', import.meta.url).href;
     const script = `import { DecodePool } from ${JSON.stringify(module)};
       const pool = new DecodePool({ size: 2 });
       const t = await pool.decode({ path: ${JSON.stringify(join(root, 'rgb.jpg'))} }, { size: [8, 8], source: 'x' });
@@ -388,7 +388,7 @@ describe('DecodePool', { timeout: SUITE_MS }, () => {
   it('with idleMs, a pool that stopped spawning (a child failed to start) keeps the children it has', async () => {
     // The first child to start runs the real decode child; any later one exits: spawning stops.
     const flag = join(root, `once-${process.pid}-${Date.now()}`);
-    const child = new URL('../../src/dataset/formats/decode-child.ts', import.meta.url).href;
+    const child = new URL('../../src/image/processes/decode-child.ts', import.meta.url).href;
     const entry = join(root, 'first-only.mjs');
     writeFileSync(entry, `import { openSync } from 'node:fs';\ntry { openSync(${JSON.stringify(flag)}, 'wx'); } catch { process.exit(3); }\nawait import(${JSON.stringify(child)});\n`);
     const warned: string[] = [];
@@ -665,8 +665,8 @@ describe('bench knobs: requests held per child (STOKER_DECODE_HELD) and the chil
   });
 
   it('a child holding 3 requests at a lower priority gives every image\'s bytes while its slab regions are reused', async () => {
-    const module = new URL('../../src/dataset/formats/decode-pool.ts', import.meta.url).href;
-    const decodeModule = new URL('../../src/dataset/formats/image-decode.ts', import.meta.url).href;
+    const module = new URL('../../src/image/processes/decode-pool.ts', import.meta.url).href;
+    const decodeModule = new URL('../../src/image/image-decode.ts', import.meta.url).href;
     const names = ['rgb.jpg', 'rgb.png', 'rgb.webp', 'gray.jpg', 'alpha.png', 'alpha.webp'];
     // Twelve decodes at once through one child, more than its 3 slab regions, each checked against
     // the same decode in this process; the child's nice value read back from the kernel.

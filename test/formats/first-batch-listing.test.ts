@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DataLoader } from '../../src/index.js';
-import { folderWalks } from '../../src/dataset/formats/folder-listing.js';
-import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { folderWalks } from '../../src/dataset/formats/images/folder-listing.js';
+import { imageFolderSource } from '../../src/dataset/formats/images/image-folder.js';
 import { CHILD_MS, SUITE_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
 
 const CLASSES = 100;
@@ -65,8 +65,8 @@ describe('the listing of a 20 000-file folder, made once and shared', { timeout:
 
     // Another process on the host (what a second rank does): the cached listing, no walk.
     const script = [
-      `const { imageFolderSource } = await import(${JSON.stringify(new URL('../../src/dataset/formats/image-folder.ts', import.meta.url).href)});`,
-      `const { folderWalks } = await import(${JSON.stringify(new URL('../../src/dataset/formats/folder-listing.ts', import.meta.url).href)});`,
+      `const { imageFolderSource } = await import(${JSON.stringify(new URL('../../src/dataset/formats/images/image-folder.ts', import.meta.url).href)});`,
+      `const { folderWalks } = await import(${JSON.stringify(new URL('../../src/dataset/formats/images/folder-listing.ts', import.meta.url).href)});`,
       `const s = imageFolderSource(${JSON.stringify(dir)}, { size: 4, decode: 'threads' });`,
       'console.log(JSON.stringify({ listing: s.listing, walks: folderWalks(), length: s.length, last: s.pathOf(s.length - 1) }));',
       'await s.close();',

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { DataLoader } from '../../src/index.js';
-import { folderWalks } from '../../src/dataset/formats/folder-listing.js';
-import { imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { folderWalks } from '../../src/dataset/formats/images/folder-listing.js';
+import { imageFolderSource } from '../../src/dataset/formats/images/image-folder.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 import { HANG_MS, SUITE_MS, collect, range, sorted, within } from '../fixtures.js';
 

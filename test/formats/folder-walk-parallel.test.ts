@@ -10,8 +10,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type FolderListing, type SyncWalkReport, folderCacheWritten, folderWalks, listFolder, listFolderAsync, walkFolder, walkFolderParallel, walkFolderParallelSync } from '../../src/dataset/formats/folder-listing.js';
-import { DEFAULT_IMAGE_EXTENSIONS, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
+import { type FolderListing, type SyncWalkReport, folderCacheWritten, folderWalks, listFolder, listFolderAsync, walkFolder, walkFolderParallel, walkFolderParallelSync } from '../../src/dataset/formats/images/folder-listing.js';
+import { DEFAULT_IMAGE_EXTENSIONS, imageFolderSource } from '../../src/dataset/formats/images/image-folder.js';
 import { sources } from '../../src/index.js';
 import { HANG_MS, SUITE_MS, within } from '../fixtures.js';
 

@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
-import { DecodePool } from '../../src/dataset/formats/decode-pool.js';
-import { type DecodeImageOptions, decodeImage, loadImageDecoder } from '../../src/dataset/formats/image-decode.js';
-import { setVipsDirect, vipsDirectAvailable } from '../../src/dataset/formats/vips-direct.js';
+import { DecodePool } from '../../src/image/processes/decode-pool.js';
+import { type DecodeImageOptions, decodeImage, loadImageDecoder } from '../../src/image/image-decode.js';
+import { setVipsDirect, vipsDirectAvailable } from '../../src/image/vips-direct.js';
 import { photo } from '../fixtures/jpegs.js';
-import { type ViewOption, viewFrom } from '../../src/transforms/crop-box.js';
+import { type ViewOption, viewFrom } from '../../src/image/crop-box.js';
 
 function options(view: ViewOption, sample: number, extra: Partial<DecodeImageOptions> = {}): DecodeImageOptions {
   return { size: [224, 224], source: 'test.jpg', view: { view: viewFrom(view), sample, repeat: 0, epoch: 0, seed: { hi: 0, lo: 3 } }, ...extra };

@@ -13,9 +13,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type Batch, BatchError, DataLoader } from '../../src/index.js';
-import { decodeImage, hwcToChw } from '../../src/dataset/formats/image-decode.js';
-import { type ImageFolder, compareCodePoints, imageFolderSource } from '../../src/dataset/formats/image-folder.js';
-import { PROCESS_DECODE_PREFETCH } from '../../src/dataset/formats/image-decoding.js';
+import { decodeImage, hwcToChw } from '../../src/image/image-decode.js';
+import { type ImageFolder, compareCodePoints, imageFolderSource } from '../../src/dataset/formats/images/image-folder.js';
+import { PROCESS_DECODE_PREFETCH } from '../../src/image/processes/image-decoding.js';
 import { CHILD_MS, HANG_MS, SUITE_MS, collect, range, sorted, within } from '../fixtures.js';
 import { assertFuzzClean, fuzz } from './fuzz.js';
 
@@ -142,7 +142,7 @@ describe('sources.imageFolder: listing', () => {
     mkdirSync(join(many, 'only'), { recursive: true });
     const png = readFileSync(join(dir, 'zebra', 'z2.png'));
     for (let k = 0; k < 300; k++) writeFileSync(join(many, 'only', `${k}.png`), png);
-    const module = new URL('../../src/dataset/formats/image-folder.ts', import.meta.url).href;
+    const module = new URL('../../src/dataset/formats/images/image-folder.ts', import.meta.url).href;
     const script = `import { imageFolderSource } from ${JSON.stringify(module)};
       const ds = imageFolderSource(${JSON.stringify(many)}, { size: 4 });
       const all = await Promise.all(Array.from({ length: ds.length }, (_, i) => ds.get(i)));

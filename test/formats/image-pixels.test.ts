@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { crc32, deflateSync } from 'node:zlib';
 import sharp from 'sharp';
-import { decodeImage } from '../../src/dataset/formats/image-decode.js';
-import { coverPlan } from '../../src/dataset/formats/image-reference.js';
+import { decodeImage } from '../../src/image/image-decode.js';
+import { coverPlan } from '../../src/image/image-reference.js';
 
 /** A PNG written by hand (sharp cannot write chosen 16-bit samples): `samples` row-major, big-endian when 16-bit. */
 function png(width: number, height: number, colourType: 0 | 2, depth: 8 | 16, samples: readonly number[]): Buffer {

@@ -1,16 +1,16 @@
-// The resize of decode-time views (src/dataset/formats/image-resample.ts) is Pillow's BILINEAR
+// The resize of decode-time views (src/image/image-resample.ts) is Pillow's BILINEAR
 // resample byte for byte: shrinking, enlarging, mixed, fractional boxes, the identity, and the flip
 // (which mirrors the unflipped result). The reference bytes were written by Pillow
 // (test/fixtures/pillow_resample.py → pillow-resample.json). Both implementations are checked: the
-// WebAssembly one (kernels/resample.c, src/dataset/formats/resample-wasm.ts), which decodes use where
+// WebAssembly one (kernels/resample.c, src/image/resample-wasm.ts), which decodes use where
 // it instantiates, and the JavaScript loops; and the WebAssembly cast gives toFloats' JavaScript values.
 
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { toFloats } from '../../src/dataset/formats/image-decode.js';
-import { type ResampleBox, resampleBilinear, resampleBilinearJs } from '../../src/dataset/formats/image-resample.js';
-import { setWasmResample, wasmResampler } from '../../src/dataset/formats/resample-wasm.js';
+import { toFloats } from '../../src/image/image-decode.js';
+import { type ResampleBox, resampleBilinear, resampleBilinearJs } from '../../src/image/image-resample.js';
+import { setWasmResample, wasmResampler } from '../../src/image/resample-wasm.js';
 
 type Resample = (src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean) => Uint8Array;
 const wasm = wasmResampler();

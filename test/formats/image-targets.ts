@@ -2,7 +2,7 @@
 // folder does (every layout and channel path taken once per mutant).
 
 import { readFileSync } from 'node:fs';
-import { decodeImage } from '../../src/dataset/formats/image-decode.js';
+import { decodeImage } from '../../src/image/image-decode.js';
 
 async function decodeAll(path: string): Promise<void> {
   const bytes = readFileSync(path);

@@ -13,10 +13,10 @@ import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import sharp from 'sharp';
-import { type DecodeImageOptions, decodeImage, jpegHeader, loadImageDecoder } from '../../src/dataset/formats/image-decode.js';
-import { decodeJpegRegion, setTurboJpeg, turboJpegAvailable, turboJpegPath } from '../../src/dataset/formats/turbo-jpeg.js';
-import { type ViewOption, viewFrom } from '../../src/transforms/crop-box.js';
-import { workerBoot } from '../../src/pipeline/worker-boot.js';
+import { type DecodeImageOptions, decodeImage, jpegHeader, loadImageDecoder } from '../../src/image/image-decode.js';
+import { decodeJpegRegion, setTurboJpeg, turboJpegAvailable, turboJpegPath } from '../../src/image/turbo-jpeg.js';
+import { type ViewOption, viewFrom } from '../../src/image/crop-box.js';
+import { workerBoot } from '../../src/base/worker-boot.js';
 import { photo } from '../fixtures/jpegs.js';
 
 const skip = turboJpegPath() === undefined && 'libturbojpeg is not here (linux only, optional dependency @julusian/jpeg-turbo)';
@@ -154,8 +154,8 @@ describe('crop decode of JPEG views (libjpeg-turbo)', { skip }, () => {
     const here = (await decodeImage(jpeg, o)).data as Float32Array;
     // The project's worker boot (tsx registered first: workers do not inherit its hooks on Node 20).
     const body = `const { workerData, parentPort } = await import('node:worker_threads');
-      const m = await import(${JSON.stringify(new URL('../../src/dataset/formats/image-decode.ts', import.meta.url).href)});
-      const t = await import(${JSON.stringify(new URL('../../src/dataset/formats/turbo-jpeg.ts', import.meta.url).href)});
+      const m = await import(${JSON.stringify(new URL('../../src/image/image-decode.ts', import.meta.url).href)});
+      const t = await import(${JSON.stringify(new URL('../../src/image/turbo-jpeg.ts', import.meta.url).href)});
       m.loadImageDecoder();
       const out = await m.decodeImage(workerData.bytes, workerData.o);
       parentPort.postMessage({ turbo: t.turboJpegAvailable(), data: out.data });`;
@@ -178,9 +178,9 @@ describe('crop decode of JPEG views (libjpeg-turbo)', { skip }, () => {
     const file = join(dir, 'photo.jpg');
     await sharp(await photo(500, 375, 9)).toFile(file);
     const script = `import { readFileSync } from 'node:fs';
-      import { decodeImage, loadImageDecoder } from ${JSON.stringify(new URL('../../src/dataset/formats/image-decode.ts', import.meta.url).href)};
-      import { turboJpegAvailable, turboJpegPath } from ${JSON.stringify(new URL('../../src/dataset/formats/turbo-jpeg.ts', import.meta.url).href)};
-      import { viewFrom } from ${JSON.stringify(new URL('../../src/transforms/crop-box.ts', import.meta.url).href)};
+      import { decodeImage, loadImageDecoder } from ${JSON.stringify(new URL('../../src/image/image-decode.ts', import.meta.url).href)};
+      import { turboJpegAvailable, turboJpegPath } from ${JSON.stringify(new URL('../../src/image/turbo-jpeg.ts', import.meta.url).href)};
+      import { viewFrom } from ${JSON.stringify(new URL('../../src/image/crop-box.ts', import.meta.url).href)};
       loadImageDecoder();
       const t = await decodeImage(new Uint8Array(readFileSync(${JSON.stringify(file)})), { size: [224, 224], source: 'x', view: { view: viewFrom('train'), sample: 1, repeat: 0, epoch: 0, seed: { hi: 0, lo: 3 } } });
       let sum = 0; for (const v of t.data) sum = (sum * 31 + v) >>> 0;

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import sharp, { type JpegOptions } from 'sharp';
-import { decodeImage, jpegHeader } from '../../src/dataset/formats/image-decode.js';
-import { resampleBilinear } from '../../src/dataset/formats/image-resample.js';
+import { decodeImage, jpegHeader } from '../../src/image/image-decode.js';
+import { resampleBilinear } from '../../src/image/image-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
-import { type View, boxFor, viewFrom } from '../../src/transforms/crop-box.js';
+import { type View, boxFor, viewFrom } from '../../src/image/crop-box.js';
 
 /** A photo-like JPEG: a smooth random colour field with texture and noise (as bench/images.ts writes). */
 async function photo(w: number, h: number, seed: number, options: JpegOptions = {}): Promise<Buffer> {

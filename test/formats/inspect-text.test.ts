@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { detectFormat, inspectPath } from '../../src/dataset/formats/inspect.js';
+import { detectFormat, inspectPath } from '../../src/dataset/open-path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-inspect-text-'));
 const savedCache = process.env.XDG_CACHE_HOME;

@@ -10,7 +10,7 @@ import { Binary, Field, FixedSizeList, Float32, Int64, Struct, Table, Utf8, tabl
 import sharp from 'sharp';
 import { create as tarCreate } from 'tar';
 import { LoaderError } from '../../src/index.js';
-import { detectFormat, inspectPath } from '../../src/dataset/formats/inspect.js';
+import { detectFormat, inspectPath } from '../../src/dataset/open-path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-inspect-'));
 // Tar indexes go to the user's cache dir: this file's own.

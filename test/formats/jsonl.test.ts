@@ -9,8 +9,8 @@ import { appendFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jsonlCacheDir, jsonlIndexBuilds } from '../../src/dataset/formats/jsonl-index.js';
-import { JsonlSource, jsonlSource } from '../../src/dataset/formats/jsonl.js';
+import { jsonlCacheDir, jsonlIndexBuilds } from '../../src/dataset/formats/text/jsonl-index.js';
+import { JsonlSource, jsonlSource } from '../../src/dataset/formats/text/jsonl.js';
 import { openSource, specOf } from '../../src/dataset/source-spec.js';
 import { BatchError, DataLoader, type Tensor, sources } from '../../src/index.js';
 import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';

@@ -2,8 +2,8 @@
 // order, one in reverse, which defeats run coalescing) and require the two modes to agree.
 
 import { ArraySource } from '../../src/dataset/arrays-source.js';
-import type { FileColumnsSource } from '../../src/dataset/formats/columns-file.js';
-import { npySource } from '../../src/dataset/formats/npy.js';
+import type { FileColumnsSource } from '../../src/dataset/formats/columns/columns-file.js';
+import { npySource } from '../../src/dataset/formats/columns/npy.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 
 export function readBothModes(path: string): void {

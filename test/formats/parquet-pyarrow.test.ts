@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { openParquet } from '../../src/dataset/formats/parquet.js';
+import { openParquet } from '../../src/dataset/formats/text/parquet.js';
 import { specOf } from '../../src/dataset/source-spec.js';
 import { type Tensor, sources } from '../../src/index.js';
 import { TEST_MS, range } from '../fixtures.js';

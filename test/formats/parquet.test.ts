@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parquetWriteBuffer } from 'hyparquet-writer';
-import { ParquetSource, openParquet } from '../../src/dataset/formats/parquet.js';
+import { ParquetSource, openParquet } from '../../src/dataset/formats/text/parquet.js';
 import { specOf } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor, sources } from '../../src/index.js';
 import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';

@@ -2,7 +2,7 @@
 // the two modes to agree.
 
 import { ArraySource } from '../../src/dataset/arrays-source.js';
-import { safetensorsSource } from '../../src/dataset/formats/safetensors.js';
+import { safetensorsSource } from '../../src/dataset/formats/columns/safetensors.js';
 import { compareAll } from './npy-targets.js';
 
 export function readBothModes(path: string): void {

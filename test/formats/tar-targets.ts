@@ -6,7 +6,7 @@
 
 import { readFileSync } from 'node:fs';
 import { Parser } from 'tar';
-import { tarShardsSource } from '../../src/dataset/formats/tar-shards.js';
+import { tarShardsSource } from '../../src/dataset/formats/tar/tar-shards.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 
 /** Regular files as node-tar's Parser sees them: path → content; and its warnings. */

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { MegatronTokens, TokenWindows, tokensSource } from '../../src/dataset/formats/token-file.js';
+import { MegatronTokens, TokenWindows, tokensSource } from '../../src/dataset/formats/text/token-file.js';
 import { openSource, specOf } from '../../src/dataset/source-spec.js';
 import { DataLoader, sources } from '../../src/index.js';
 import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { resolveTokenizer, tokenize } from '../../src/dataset/formats/tokenizer.js';
+import { resolveTokenizer, tokenize } from '../../src/dataset/formats/text/tokenizer.js';
 import { EXPECTED, TOKENIZER } from './text-targets.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-tokenizer-'));

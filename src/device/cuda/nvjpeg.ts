@@ -24,16 +24,16 @@
 import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
-import { StreamScratch } from '../stream-scratch.js';
-import { CpuJpegRows } from '../sim/sim-jpeg.js';
-import type { NvjpegDecoded, SimDecoded } from '../jpeg-jobs.js';
-import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, type SlotTicket, slotThreads } from '../jpeg-slots.js';
+import { StreamScratch } from '../accelerator/stream-scratch.js';
+import { CpuJpegRows } from '../jpeg/sim-jpeg.js';
+import type { NvjpegDecoded, SimDecoded } from '../jpeg/jpeg-jobs.js';
+import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, type SlotTicket, slotThreads } from '../jpeg/jpeg-slots.js';
 import { CudaBackend } from './cuda-backend.js';
-import { type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, pixelLayout, writeJob, CHANNELS } from './nvjpeg-plan.js';
+import { type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, pixelLayout, writeJob, CHANNELS } from '../../image/jpeg-plan.js';
 import { NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_HARDWARE, type NvJpeg, nvjpeg, nvjpegFailed, statusName } from './nvjpeg-lib.js';
 
-export type { CropBox, CropBoxes, JpegBatchOutput } from './nvjpeg-plan.js';
-export type { SlotTicket } from '../jpeg-slots.js';
+export type { CropBox, CropBoxes, JpegBatchOutput } from '../../image/jpeg-plan.js';
+export type { SlotTicket } from '../jpeg/jpeg-slots.js';
 
 const CROP_RESIZE_PTX = new URL('../../../kernels/crop-resize.ptx', import.meta.url);
 const KERNELS = { uint8: 'stoker_crop_resize_u8', float32: 'stoker_crop_resize_f32', float16: 'stoker_crop_resize_f16', bfloat16: 'stoker_crop_resize_bf16' } as const;

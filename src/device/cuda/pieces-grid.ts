@@ -16,7 +16,7 @@ const PIECES_CHUNK_BYTES = 8192;
 
 /**
  * The grid of stoker_pieces: one column of blocks per piece (one block when there are none), each
- * piece's span (NOTE [piece-spans] in pipeline/pieces.ts) cut into chunks of whole positions.
+ * piece's span (NOTE [piece-spans] in collate/pieces.ts) cut into chunks of whole positions.
  */
 export function piecesGrid(posBytes: number, count: number, maxSpan: number): { x: number; y: number; chunk: number } {
   let chunk = Math.max(1, Math.floor(PIECES_CHUNK_BYTES / posBytes));

@@ -6,7 +6,7 @@
 
 import { LoaderError, invalidOption, unknownOption } from '../../errors.js';
 import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
-import { PIECE_INTS, applyPieces } from '../../pipeline/pieces.js';
+import { PIECE_INTS, applyPieces } from '../../collate/pieces.js';
 import type { MemInfo } from '../device.js';
 import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
 

@@ -9,10 +9,10 @@
 // buffer it read is handed back on failure.
 
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
-import type { VramPool } from '../../device/vram-pool.js';
+import type { VramPool } from '../../device/accelerator/vram-pool.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
 import type { PickKeys } from '../../sampler/pick-key.js';
-import type { Fetcher } from '../fetcher.js';
+import type { Fetcher } from '../../reader/fetcher.js';
 import type { EpochRoute, EpochStats } from '../stats.js';
 
 export interface AssembleContext {

@@ -4,14 +4,14 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AcceleratorDevice } from '../../device/accelerator-device.js';
+import { AcceleratorDevice } from '../../device/accelerator/accelerator-device.js';
 import { CpuDevice } from '../../device/cpu-device.js';
 import type { DeviceBatch } from '../../device/device.js';
 import { SimBackend } from '../../device/sim/sim-backend.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
 import { TierCounters } from '../../cache/tier-counters.js';
 import { Tensor } from '../../tensor/tensor.js';
-import type { Fetcher } from '../fetcher.js';
+import type { Fetcher } from '../../reader/fetcher.js';
 import { Governor } from '../governor.js';
 import { newEpochStats } from '../stats.js';
 import type { AssembleContext } from './assembler.js';

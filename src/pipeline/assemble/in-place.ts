@@ -5,10 +5,10 @@
 // planning when every row is small enough to cross at bus speed for the cost of one launch.
 
 import type { DeviceBatch, InPlaceDevice, PoolingDevice, ResidentStore } from '../../device/device.js';
-import type { UploadField } from '../../device/assembly.js';
-import { ROW_DMA_MIN_BYTES } from '../../device/in-place-rows.js';
-import type { MappedColumns } from '../../device/mapped-columns.js';
-import type { VramPool } from '../../device/vram-pool.js';
+import type { UploadField } from '../../device/accelerator/assembly.js';
+import { ROW_DMA_MIN_BYTES } from '../../device/accelerator/in-place-rows.js';
+import type { MappedColumns } from '../../device/accelerator/mapped-columns.js';
+import type { VramPool } from '../../device/accelerator/vram-pool.js';
 import type { TierCounters } from '../../cache/tier-counters.js';
 import type { Governor } from '../governor.js';
 import type { EpochStats } from '../stats.js';

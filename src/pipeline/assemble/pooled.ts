@@ -6,10 +6,10 @@
 // dormant]), eviction under pressure and promotion to resident once it holds every sample.
 
 import type { DeviceBatch, PoolingDevice, ResidentStore } from '../../device/device.js';
-import type { UploadField } from '../../device/assembly.js';
-import type { VramPool } from '../../device/vram-pool.js';
+import type { UploadField } from '../../device/accelerator/assembly.js';
+import type { VramPool } from '../../device/accelerator/vram-pool.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
-import type { Fetcher } from '../fetcher.js';
+import type { Fetcher } from '../../reader/fetcher.js';
 import type { Governor } from '../governor.js';
 import type { EpochStats } from '../stats.js';
 import { type AssembleContext, type BatchAssembler, fetchRows } from './assembler.js';

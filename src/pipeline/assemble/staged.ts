@@ -4,7 +4,7 @@
 
 import type { Device, DeviceBatch, ResidentStore } from '../../device/device.js';
 import type { PickKeys } from '../../sampler/pick-key.js';
-import type { Fetcher } from '../fetcher.js';
+import type { Fetcher } from '../../reader/fetcher.js';
 import type { EpochStats } from '../stats.js';
 import { type AssembleContext, type BatchAssembler, fetchRows } from './assembler.js';
 

@@ -1,0 +1,270 @@
+// `stoker inspect <path>`: open a path with the source its format calls for and describe what the
+// loader would see — sample count, columns with dtype and per-sample shape, bytes per sample. The
+// rule: the description comes from the same code path the loader uses (the source, then the probe
+// of sample 0), so what inspect prints is what training gets. Images decode in this thread (one
+// sample: no decode processes), and the source is closed after the probe.
+
+import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { extname, join } from 'node:path';
+import { Type } from 'apache-arrow';
+import { LoaderError, badFile, describeCause, fileAccess, show } from '../errors.js';
+import { elementSize } from '../tensor/dtype.js';
+import { type AnyDataset, closeDataset } from './dataset.js';
+import { SourceReader } from './source-reader.js';
+import { type ArrowImageDecoder, arrowSource } from './formats/arrow/arrow.js';
+import { buildIndex as buildArrowIndex } from './formats/arrow/arrow-index.js';
+import { PositionedFile } from './formats/file.js';
+import { loadImageDecoder } from '../image/image-decode.js';
+import { imageFolderSource } from './formats/images/image-folder.js';
+import { jsonlFirstRecord, jsonlSource } from './formats/text/jsonl.js';
+import { npySource } from './formats/columns/npy.js';
+import { parquetColumns, parquetSource } from './formats/text/parquet.js';
+import { safetensorsSource } from './formats/columns/safetensors.js';
+import { shardIndex } from './formats/tar/tar-index.js';
+import { expandShardPaths, tarShardsSource } from './formats/tar/tar-shards.js';
+import { type MegatronTokens, tokensSource } from './formats/text/token-file.js';
+
+export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards' | 'jsonl' | 'parquet' | 'megatron';
+
+export interface ColumnDescription {
+  readonly name: string;
+  readonly dtype: string;
+  /** Shape of one sample's field (no batch dimension). */
+  readonly shape: readonly number[];
+  readonly bytesPerSample: number;
+}
+
+export interface SourceDescription {
+  readonly path: string;
+  readonly format: SourceFormat;
+  /** Samples. */
+  readonly length: number;
+  readonly columns: readonly ColumnDescription[];
+  readonly bytesPerSample: number;
+  /** Format-specific facts (classes of an image folder, shards of a tar set, …). */
+  readonly details: Readonly<Record<string, unknown>>;
+}
+
+export interface InspectOptions {
+  /**
+   * Decode images to this [height, width]. Default: the first image's own size, for every image
+   * source (an image folder's first file; a tar shard's first sample's image fields; an Arrow image
+   * column's row 0), as a loader given that size would deliver it.
+   */
+  readonly size?: readonly [number, number];
+}
+
+/** Tar fields decoded as images by default (tar-shards.ts DEFAULT_DECODERS). */
+const TAR_IMAGE_FIELDS: readonly string[] = ['jpg', 'jpeg', 'png', 'webp'];
+
+/** Which source a path calls for: by extension, then by magic bytes; a directory by its contents. */
+export function detectFormat(path: string): SourceFormat {
+  let st;
+  try {
+    st = statSync(path);
+  } catch (cause) {
+    throw fileAccess(path, 'inspect it', cause);
+  }
+  if (st.isDirectory()) {
+    const entries = readdirSync(path, { withFileTypes: true });
+    if (entries.some((e) => e.isFile() && e.name.toLowerCase().endsWith('.tar'))) return 'tar-shards';
+    if (entries.some((e) => e.isDirectory())) return 'image-folder';
+    throw new LoaderError('ERR_INVALID_DATASET', `${path}: a folder with neither class sub-folders (an image folder) nor .tar shards; nothing to inspect`);
+  }
+  const ext = extname(path).toLowerCase();
+  if (ext === '.npy') return 'npy';
+  if (ext === '.safetensors') return 'safetensors';
+  if (ext === '.arrow' || ext === '.feather' || ext === '.ipc' || ext === '.arrows') return 'arrow';
+  if (ext === '.tar') return 'tar-shards';
+  if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
+  if (ext === '.parquet') return 'parquet';
+  if (ext === '.idx') return 'megatron';
+  const head = new Uint8Array(512);
+  let n = 0;
+  const fd = openSync(path, 'r');
+  try {
+    n = readSync(fd, head, 0, 512, 0);
+  } finally {
+    closeSync(fd);
+  }
+  const text = (a: number, b: number) => Buffer.from(head.subarray(a, b)).toString('latin1');
+  if (n >= 6 && text(0, 6) === '\x93NUMPY') return 'npy';
+  if (n >= 6 && text(0, 6) === 'ARROW1') return 'arrow';
+  // An IPC stream starts with the continuation marker 0xFFFFFFFF.
+  if (n >= 8 && head[0] === 0xff && head[1] === 0xff && head[2] === 0xff && head[3] === 0xff) return 'arrow';
+  if (n >= 262 && text(257, 262) === 'ustar') return 'tar-shards';
+  if (n >= 9 && head[8] === 0x7b /* { */ && head[5] === 0 && head[6] === 0 && head[7] === 0) return 'safetensors';
+  if (n >= 9 && text(0, 9) === 'MMIDIDX\x00\x00') return 'megatron';
+  if (n >= 4 && text(0, 4) === 'PAR1') return 'parquet';
+  throw new LoaderError('ERR_INVALID_DATASET', `${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a Megatron .idx, or a folder of class folders or .tar shards)`);
+}
+
+export async function openPath(path: string, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
+  const format = detectFormat(path);
+  switch (format) {
+    case 'npy':
+      return { format, dataset: npySource(path), details: {} };
+    case 'safetensors':
+      return { format, dataset: safetensorsSource(path), details: {} };
+    case 'arrow': {
+      const images = arrowImageColumns(path);
+      if (images.length === 0) return { format, dataset: arrowSource(path), details: {} };
+      const decoders: Record<string, ArrowImageDecoder> = {};
+      for (const c of images) decoders[c] = { kind: 'image', size: options.size ?? (await firstArrowImageSize(path, c)) };
+      const ds = arrowSource(path, { decoders, decode: 'threads' });
+      return { format, dataset: ds, details: { decodedTo: decodedTo(Object.fromEntries(images.map((c) => [c, decoders[c]!.size]))) } };
+    }
+    case 'image-folder': {
+      // The listing made for the size is the one decoded: both come from the source itself.
+      const probe = imageFolderSource(path, { size: [1, 1], decode: 'threads' });
+      const size = options.size ?? (await imageSize(await readBytes(probe.pathOf(0)), displayPath(probe.pathOf(0))));
+      const ds = imageFolderSource(path, { size, decode: 'threads' });
+      return { format, dataset: ds, details: { classes: ds.classes.length, classNames: ds.classes.slice(0, 20), decodedTo: `${size[0]}×${size[1]}` } };
+    }
+    case 'jsonl': {
+      // Every numeric or array field of record 0; text fields need a tokenizer, so they are listed, not read.
+      const first = jsonlFirstRecord(path);
+      const fields = Object.keys(first).filter((k) => typeof first[k] === 'number' || Array.isArray(first[k]));
+      const text = Object.keys(first).filter((k) => typeof first[k] === 'string');
+      const ds = jsonlSource(path, { fields });
+      return { format, dataset: ds, details: { records: ds.length, ...raggedDetails(ds), ...(text.length > 0 ? { text } : {}) } };
+    }
+    case 'parquet': {
+      const { readable, text } = await parquetColumns(path);
+      const ds = await parquetSource(path, { columns: readable });
+      return { format, dataset: ds, details: { rowGroups: ds.numRowGroups, ...raggedDetails(ds), ...(text.length > 0 ? { text } : {}) } };
+    }
+    case 'megatron': {
+      const ds = tokensSource(path.replace(/\.idx$/, '.bin'), { index: path }) as MegatronTokens;
+      return { format, dataset: ds, details: { dtype: ds.dtype, ...raggedDetails(ds) } };
+    }
+    case 'tar-shards': {
+      const isDir = statSync(path).isDirectory();
+      const shards = isDir ? join(path, '*.tar') : path;
+      const sizes = options.size === undefined ? await firstTarImageSizes(shards) : undefined;
+      const decoders = sizes === undefined ? undefined : Object.fromEntries(Object.entries(sizes).map(([f, size]) => [f, { image: { size } }]));
+      const ds = await tarShardsSource(shards, { ...(decoders === undefined ? {} : { decoders }), image: { size: options.size ?? [1, 1] }, decode: 'threads' });
+      const shown = sizes ?? Object.fromEntries(ds.fields.filter((f) => TAR_IMAGE_FIELDS.includes(f)).map((f) => [f, options.size!]));
+      return { format, dataset: ds, details: { shards: ds.shards.length, fields: ds.fields, ...(Object.keys(shown).length > 0 ? { decodedTo: decodedTo(shown) } : {}) } };
+    }
+  }
+}
+
+/** Open `path` and describe what a loader over it would deliver. */
+export async function inspectPath(path: string, options: InspectOptions = {}): Promise<SourceDescription> {
+  const { format, dataset, details } = await openPath(path, options);
+  let schema;
+  try {
+    schema = await SourceReader.probe(dataset, { signal: new AbortController().signal });
+  } finally {
+    await closeDataset(dataset);
+  }
+  const columns = schema.fields.map((f, i) => ({
+    name: schema.keys?.[i] ?? String(i),
+    dtype: f.dtype,
+    shape: f.shape,
+    bytesPerSample: f.rowSize * elementSize(f.dtype),
+  }));
+  return { path, format, length: dataset.length, columns, bytesPerSample: schema.sampleBytes, details };
+}
+
+/** Which fields vary in length (their shape above is sample 0's), and the bounds the source knows. */
+function raggedDetails(ds: { readonly ragged: readonly string[]; readonly raggedMax: Readonly<Record<string, number>> }): Record<string, unknown> {
+  return ds.ragged.length === 0 ? {} : { ragged: ds.ragged, ...(Object.keys(ds.raggedMax).length > 0 ? { raggedMax: ds.raggedMax } : {}) };
+}
+
+/** "32×32", or "image 32×32, thumb 8×8" when image columns or fields differ. */
+function decodedTo(sizes: Readonly<Record<string, readonly [number, number]>>): string {
+  const entries = Object.entries(sizes);
+  const text = (s: readonly [number, number]) => `${s[0]}×${s[1]}`;
+  if (entries.every(([, s]) => text(s) === text(entries[0]![1]))) return text(entries[0]![1]);
+  return entries.map(([c, s]) => `${c} ${text(s)}`).join(', ');
+}
+
+/** [height, width] of encoded image bytes, from its header (nothing is decoded). */
+async function imageSize(bytes: Uint8Array, source: string): Promise<[number, number]> {
+  let meta;
+  try {
+    meta = await loadImageDecoder()(bytes).metadata();
+  } catch (cause) {
+    throw badFile(source, 0, `cannot read the image size: ${describeCause(cause)}`, 'Pass the output size with --size, or fix the image');
+  }
+  if (meta.width === undefined || meta.height === undefined) throw badFile(source, 0, 'cannot read the image size', 'Pass the output size with --size');
+  return [meta.height, meta.width];
+}
+
+async function readBytes(path: string | Buffer): Promise<Uint8Array> {
+  try {
+    return await readFile(path);
+  } catch (cause) {
+    throw fileAccess(displayPath(path), 'read the first image', cause);
+  }
+}
+
+/** A path for messages: a byte path (a name that is not UTF-8) shown with U+FFFD. */
+function displayPath(path: string | Buffer): string {
+  return typeof path === 'string' ? path : path.toString('utf8');
+}
+
+/**
+ * The own size of each image field of the first sample of the first shard that has one, read from
+ * the shard's index (the one tarShardsSource then reuses from the cache).
+ */
+async function firstTarImageSizes(shards: string): Promise<Record<string, [number, number]>> {
+  for (const { path: shard, raw } of expandShardPaths(shards)) {
+    const ix = shardIndex(shard, 'auto', raw ?? shard);
+    if (ix.keys.length === 0) continue;
+    const out: Record<string, [number, number]> = {};
+    const file = new PositionedFile(shard, raw ?? shard);
+    try {
+      for (const [f, field] of ix.fields.entries()) {
+        const at = ix.table[f * 2]!;
+        if (at === -1 || !TAR_IMAGE_FIELDS.includes(field)) continue;
+        const where = `${shard}: sample ${show(ix.keys[0])} field ${show(field)} (data at byte ${at})`;
+        out[field] = await imageSize(file.read(at, ix.table[f * 2 + 1]!, where), where);
+      }
+    } finally {
+      file.close();
+    }
+    return out;
+  }
+  return {};
+}
+
+/**
+ * Columns inspect decodes as images: Hugging Face's image storage, struct<bytes, path>, unless the
+ * file's Hugging Face features say the column is something else (Audio has the same storage).
+ */
+function arrowImageColumns(path: string): string[] {
+  const file = new PositionedFile(path);
+  let schema;
+  try {
+    schema = buildArrowIndex(file).schema;
+  } finally {
+    file.close();
+  }
+  let features: Record<string, { _type?: unknown }> = {};
+  try {
+    const hf = JSON.parse(schema.metadata.get('huggingface') ?? '{}') as { info?: { features?: typeof features } };
+    features = hf.info?.features ?? {};
+  } catch {
+    // no usable Hugging Face metadata: go by the storage type alone
+  }
+  return schema.fields
+    .filter((f) => f.type.typeId === Type.Struct && (f.type.children as { name: string }[]).some((c) => c.name === 'bytes'))
+    .filter((f) => features[f.name]?._type === undefined || features[f.name]?._type === 'Image')
+    .map((f) => f.name);
+}
+
+/** Row 0's image size in column `column`: its bytes, or the file its path names, as the source reads them. */
+async function firstArrowImageSize(path: string, column: string): Promise<[number, number]> {
+  const ds = arrowSource(path, { columns: [column], decoders: { [column]: { kind: 'module', module: import.meta.url, export: 'imageBytes' } } });
+  const batch = (await ds.getBatch([0])) as Record<string, { data: Uint8Array }>;
+  return imageSize(batch[column]!.data, `${path} column ${show(column)} row 0`);
+}
+
+/** Internal: the module decoder that gives a row's encoded bytes as they are (for the size probe). */
+export function imageBytes(bytes: Uint8Array): Uint8Array {
+  return new Uint8Array(bytes);
+}
