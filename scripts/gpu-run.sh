@@ -88,7 +88,7 @@ gpu_route() {
   done
   echo "== images-gpu $v ${e[*]}"
   env STOKER_DECODE_TIMING=${STOKER_DECODE_TIMING-1} "${e[@]}" timeout "${T:-170}" $B images --files 4000 --classes 100 --decode gpu --device cuda --output bfloat16 --batch 256 --epochs "${EPOCHS:-5}" --no-torch 2>&1 \
-    | tee -a "$S/images-gpu-$v.txt" | grep -E '^\{|generated|rror|stoker decode timing: epoch [34]' | sed -E 's/"impl":"[^"]*",//' | cut -c1-900
+    | tee -a "$S/images-gpu-${v//+/-}.txt" | grep -E '^\{|generated|rror|stoker decode timing: epoch [34]' | sed -E 's/"impl":"[^"]*",//' | cut -c1-900
 }
 
 step() {
