@@ -8,7 +8,7 @@
 //
 // NOTE [resample in WebAssembly] Measured on the 2-core development machine: a box → 224² in
 // 0.26–0.59 ms against 0.89–3.75 for the JavaScript loops; the whole training recipe (bench
-// decode-scaling --rows a2) 4.35 → 3.38 CPU ms an image; on the H200 host 4.78 → 3.17 (BENCHMARKS.md,
+// decode-scaling --rows a2) 4.35 → 3.38 CPU ms an image; on the H200 host 4.78 → 3.17 (docs/benchmarks/history.md,
 // run 16). Why here and not libvips: libvips' reduce of a box
 // at least the output on both sides cost as much as its decode (1.5 ms of a 3.0 ms call) and its
 // enlargement more (NOTE [why not libvips' resize] in image-resample.ts); Pillow's two passes are

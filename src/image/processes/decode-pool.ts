@@ -16,7 +16,7 @@
 //   Two bench knobs, read from the environment by the parent and its children alike: STOKER_DECODE_HELD
 //   sets PER_CHILD (1–8), STOKER_DECODE_NICE starts the children that much nicer than the parent
 //   (0–19), so that a reader thread waiting for a CPU behind them gets it first. Neither is the
-//   default: on the H200 host at 16 cores (BENCHMARKS.md run 19c) nice 10 cut the reader's wait for a
+//   default: on the H200 host at 16 cores (docs/benchmarks/history.md, run 19c) nice 10 cut the reader's wait for a
 //   CPU from 0.33 to 0.20 of the wall and 3 held requests changed nothing, both within the host's drift.
 // - Every request settles exactly once: pixels, the child's error, abort (its signal), close(), or
 //   the death of the child holding it (ERR_WORKER_DIED; the child is replaced on demand). A reply
