@@ -104,7 +104,7 @@ export function kernelWithStream(loader: DataLoader<DeviceTensor>, ptx: string, 
     proto.loadKernel = original;
   }
   if (backend === undefined) {
-    throw new Error("part 4: loader.kernel() no longer goes through CudaBackend.prototype.loadKernel, so the bench cannot reach the consumer stream; update kernelWithStream() in bench/gpu.ts");
+    throw new Error("part 4: loader.kernel() no longer goes through CudaBackend.prototype.loadKernel, so the bench cannot reach the consumer stream; update kernelWithStream() in bench/gpu/part4-consumer.ts");
   }
   return { kernel, stream: backend.consumerStream };
 }
