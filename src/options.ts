@@ -8,7 +8,6 @@ import { MAX_IN_FLIGHT, RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from 
 import type { Sampler } from './sampler/sampler.js';
 import { DEVICE_PATTERN } from './device/open-device.js';
 import { type SimOptions, checkSimOptions } from './device/sim/sim-backend.js';
-import type { PickKey } from './sampler/pick-key.js';
 import { type U64, toU64 } from './sampler/rng.js';
 import type { Tensor } from './tensor/tensor.js';
 import type { AnyTensor } from './device/device-tensor.js';
@@ -16,14 +15,9 @@ import { type World, rankDevice, resolveWorld } from './distributed/launch.js';
 import type { LoaderState } from './distributed/resume.js';
 import type { ShardMode } from './distributed/shard.js';
 import { type PackSettings, parsePack } from './sampler/pack-plan.js';
+import type { Transform } from './transforms/transform.js';
 
-/**
- * A delivery transform: `(rows, keys) → rows`, one key per row. It runs on every delivery, on fresh
- * rows that never alias cached data, so it may write into them. It must be a pure function of
- * (rows, keys) — randomness only from `key.rng()` — and return as many tensors as it was given, each
- * with the same number of rows (shapes and dtypes may change: a cast or a crop is fine).
- */
-export type Transform<T extends AnyTensor = Tensor> = (rows: readonly T[], keys: readonly PickKey[]) => readonly T[] | Promise<readonly T[]>;
+export type { Transform };
 
 export interface LoaderOptions<T extends AnyTensor = Tensor> {
   /** Rows per batch. Required. */

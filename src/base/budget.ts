@@ -19,7 +19,6 @@
 //   that more readers never multiply it.
 
 import { readFileSync } from 'node:fs';
-import type { MemInfo } from '../device/device.js';
 
 /** Resident-fit cap (fixed; not the `vramMaxUsage` knob). */
 export const RESIDENT_MAX_USAGE = 0.9;
@@ -51,6 +50,13 @@ export const RAM_MAX_USAGE_RANGE = [0, RAM_SHARE_CEILING] as const;
 export type ReserveSource = 'bare' | 'auto' | 'user';
 
 /** A device's memory probe: undefined = the device has none (CPU); a function returning undefined = the probe failed. */
+/** A device's memory probe: what the driver counts (the budget law's input). */
+export interface MemInfo {
+  /** Bytes in use on the device, as the driver counts them. */
+  readonly used: number;
+  readonly total: number;
+}
+
 export type Probe = (() => MemInfo | undefined) | undefined;
 
 export function clamp(x: number, lo: number, hi: number): number {

@@ -5,8 +5,8 @@
 // same device-side policies in CI). The rule: an operation enqueued on a stream completes later;
 // nothing may be read from a buffer or reused until an event recorded after the operation is done.
 
-import type { MemInfo } from './device.js';
-import type { ImagePlan } from '../transforms/image.js';
+import type { JpegDecoder, MemInfo } from './device.js';
+import type { ImagePlan } from '../image/image-plan.js';
 
 export type StreamName = 'copy' | 'consumer';
 
@@ -38,6 +38,11 @@ export interface Backend {
   /** True after close(): device tensors refuse to be read. */
   readonly closed: boolean;
   memInfo(): MemInfo | undefined;
+  /**
+   * Capability: a GPU JPEG decoder for this device with `slots` decodes in flight (nvJPEG on CUDA,
+   * ERR_CUDA_UNAVAILABLE without libnvjpeg; the CPU behind sim). Absent: no GPU JPEG decoding.
+   */
+  openJpeg?(chroma: 'interpolate' | 'replicate', slots: number): JpegDecoder;
   /** Throws an error recognized by `isDeviceOutOfMemory` when the device is full. */
   alloc(bytes: number): DeviceBuffer;
   free(buffer: DeviceBuffer): void;

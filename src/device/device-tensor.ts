@@ -4,7 +4,7 @@
 // released (every accessor then throws ERR_BATCH_RELEASED).
 
 import { LoaderError, batchReleased, loaderClosed } from '../errors.js';
-import type { ImagePlan } from '../transforms/image.js';
+import type { ImagePlan } from '../image/image-plan.js';
 import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
 import type { Lease } from '../tensor/lease.js';
 import { Tensor } from '../tensor/tensor.js';

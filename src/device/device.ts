@@ -4,23 +4,19 @@
 // probe for the budget law. The rule: memory handed out in a DeviceBatch stays untouched until its
 // `free()` runs, and `free()` runs exactly once, when the batch's last lease ends.
 
+import type { MemInfo } from '../base/budget.js';
 import type { Allocate, StagedBatch } from '../dataset/source-reader.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { DType } from '../tensor/dtype.js';
+import type { PoolPayoff } from './pool-payoff.js';
 import type { DeviceBuffer } from './backend.js';
 import type { AnyTensor } from './device-tensor.js';
-import type { UploadField } from './accelerator/assembly.js';
-import type { MappedColumns } from './accelerator/mapped-columns.js';
-import type { PoolRoute } from './accelerator/staged-upload.js';
-import type { JpegDevice } from './jpeg/jpeg-batch.js';
+import type { StreamName } from './backend.js';
+import type { CropBoxes, JpegBatchOutput, JpegOutputDtype } from '../image/jpeg-plan.js';
 import type { KernelHost } from './user-kernel.js';
-import type { VramPool } from './accelerator/vram-pool.js';
 
-export interface MemInfo {
-  /** Bytes in use on the device, as the driver counts them. */
-  readonly used: number;
-  readonly total: number;
-}
+/** The device's memory probe (defined with the budget law that reads it). */
+export type { MemInfo };
 
 /** Batch memory on a device. */
 export interface DeviceBatch {
@@ -122,4 +118,215 @@ export interface InPlaceDevice {
   mapColumns(columns: readonly Tensor[]): MappedColumns;
   /** A batch gathered on the device from mapped rows (pooled rows from `pool` when given). */
   uploadRows(ids: Uint32Array, mapped: MappedColumns, fields: readonly UploadField[], pool: VramPool | undefined): DeviceBatch;
+}
+
+// The capability types: what a capability hands the pipeline, declared here with the interface so
+// that the pipeline (and this file) never import an implementation (accelerator/, cuda/, sim/, jpeg/).
+
+/** One field of a batch as a device lays it out: a sample's shape and bytes. */
+export interface UploadField {
+  readonly dtype: DType;
+  /** Shape of one sample's field. */
+  readonly shape: readonly number[];
+  readonly rowBytes: number;
+}
+
+/**
+ * Where a batch's rows come from, for the VRAM pool: the sample id of each row, and — when the
+ * batch was planned against the pool before it was read — which rows are pooled (staging then
+ * holds only the misses, in order).
+ */
+export interface PoolRoute {
+  readonly ids: Uint32Array;
+  readonly pool: VramPool;
+  readonly fields: readonly UploadField[];
+  readonly split: { readonly hits: readonly number[]; readonly misses: readonly number[] } | undefined;
+}
+
+/** How a mapped column's rows are addressed: rows [lo, hi) in place, the others in `edge` (device). */
+export interface MappedField {
+  readonly rowBytes: number;
+  readonly lo: number;
+  readonly hi: number;
+  /** Device address row 0 would have in the mapping (rows [lo, hi) are at base + id × rowBytes). */
+  readonly base: number;
+  /** Device copy of rows [0, lo) then [hi, n) (0 when there are none). */
+  readonly edge: number;
+  /** Alignment of `base` (a power of two ≤ 16): row copies and gathers move units no wider. */
+  readonly align: number;
+  /** The whole column is on the device (`edge`, which `base` then equals): every id is in place there. */
+  readonly onDevice: boolean;
+}
+
+/** A source's columns mapped for the device (see mapColumns). */
+export interface MappedColumns {
+  readonly fields: readonly MappedField[];
+  /** Device-visible address of field `f` of sample `id`, as an exact number. */
+  address(f: number, id: number): number;
+  /** Unmap once the copy stream has passed every batch that read the columns. Idempotent. */
+  release(): void;
+}
+
+/** Cumulative figures; the loader reports per-epoch differences. */
+export interface PoolFigures {
+  /** Rows served from the pool instead of crossing the bus. */
+  rowsServed: number;
+  /** Rows the pool was asked for (hits + misses) while active. */
+  rowsSeen: number;
+  /** Bytes of host-to-device traffic the hits saved. */
+  bytesSaved: number;
+  /** Rows captured into the pool. */
+  captured: number;
+}
+
+/**
+ * The VRAM sample pool (accelerator/vram-pool.ts, NOTE [VRAM pool budget]): samples captured on the
+ * device from batches that crossed the bus anyway, gathered on the device in later epochs.
+ */
+export interface VramPool {
+  readonly figures: PoolFigures;
+  /** Whether stitching its rows pays, epoch by epoch (NOTE [A pool that does not pay stays dormant]). */
+  readonly payoff: PoolPayoff;
+  /** True once a budget was installed and not fully evicted: partition may return hits. */
+  readonly active: boolean;
+  /** Active and not yet full: `admit` may take rows. */
+  readonly admitting: boolean;
+  readonly decided: boolean;
+  readonly budget: number;
+  /** Bytes held in slabs. */
+  readonly bytes: number;
+  readonly pooledRows: number;
+  /** Every sample of the dataset is pooled (and no eviction has happened since). */
+  readonly complete: boolean;
+  /** Install only a pool that can hold every sample (set before the budget decision). */
+  wholeOnly: boolean;
+  /** Bumped by every eviction: a batch planned under an older generation may name freed rows. */
+  generation: number;
+  /** The one budget decision (NOTE [VRAM pool budget]); a no-op before the honest probe or once decided. */
+  maybeInstall(honest: boolean, target: number, batchBytes: number): void;
+  installWithReserve(reserve: number): void;
+  /** Split batch positions into pooled (hits) and not (misses), both in caller order; counted unless `count` is false. */
+  partition(ids: ArrayLike<number>, count?: boolean): { hits: number[]; misses: number[] };
+  /** Count a split made with `partition(ids, false)` in `figures`. */
+  tally(split: { readonly hits: readonly number[]; readonly misses: readonly number[] }): void;
+  /** Device address of field `f` of pooled sample `id` (which must be pooled), as an exact number (< 2^53). */
+  address(f: number, id: number): number;
+  /** Admit rows at `positions` of a batch of `ids`; returns the ones taken. */
+  admit(ids: ArrayLike<number>, positions: readonly number[]): { position: number; id: number }[];
+  /** Evict the newest slab (last resort under a device out-of-memory); its buffers to free. */
+  evictOneSlab(): readonly DeviceBuffer[] | undefined;
+  /** All slab buffers, for the device to free at close. */
+  release(): readonly DeviceBuffer[];
+}
+
+// The `jpeg` capability (device/jpeg/jpeg-batch.ts implements it; nvJPEG on CUDA, the CPU behind sim).
+
+/** The image field a decoded batch holds: 3 channels of `size`, in `layout` and `dtype`, normalized when mean/std are given. */
+export interface JpegImageSpec {
+  readonly size: readonly [number, number];
+  readonly layout: 'chw' | 'hwc';
+  readonly dtype: JpegOutputDtype;
+  readonly mean?: readonly number[];
+  readonly std?: readonly number[];
+}
+
+/** A batch's wall time (ms) by phase (STOKER_DECODE_TIMING): the decoder's, plus the host's work around it. */
+
+export interface JpegBatchTiming extends DecodeCallTiming {
+  /** Before the decoder: retire, the batch's device buffers, the small fields' copies. */
+  prepMs: number;
+  /** The CPU decode of the files the GPU refused. */
+  cpuMs: number;
+}
+
+/** Optional parts of a `decodeBatch` call: the batch's place in the decoder's slot order (`decoder.reserve()`), its timing. */
+
+export interface JpegBatchCall {
+  readonly ticket?: SlotTicket;
+  readonly timing?: JpegBatchTiming;
+}
+
+export interface JpegDevice {
+  /** True when the decoder is the GPU's own (CUDA + nvJPEG); false on `sim`, whose decoder is the CPU (so `decode: 'auto'` never picks it). */
+  readonly native: boolean;
+  /** A decoder for this device; throws ERR_CUDA_UNAVAILABLE when nvJPEG cannot be loaded. */
+  open(): JpegDecoder;
+  /**
+   * Page-locked host memory for one batch's files, at least `bytes` long (NOTE [files in page-locked
+   * memory]): pass it to `decodeBatch`, which gives it back once the decoder is done with it, or
+   * give it back with `releaseFiles` when the batch never gets there.
+   */
+  fileMemory(bytes: number): Uint8Array;
+  releaseFiles(memory: Uint8Array): void;
+  /**
+   * One batch: `files[k]` decoded into row k of the image field (field `imageAt` of the batch), the
+   * rows of `others` (host tensors [rows, …], in field order without the image) copied beside it.
+   * `failed`: the files neither the GPU nor the CPU could decode (their rows hold garbage; the caller
+   * frees the batch and fails it).
+   */
+  decodeBatch(decoder: JpegDecoder, files: readonly Uint8Array[], host: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall): Promise<{ batch: DeviceBatch; failed: number[] }>;
+}
+
+/** Host time spent per phase (ms), for benches. */
+export interface DecodeStats {
+  probeMs: number;
+  decodeMs: number;
+  launchMs: number;
+  calls: number;
+}
+
+/** One call's wall time (ms) by phase, added to when given (STOKER_DECODE_TIMING, decode.ts). */
+
+export interface DecodeCallTiming {
+  /** Waiting for the decode slot. */
+  slotMs: number;
+  /** The slot's header probes and nvjpegDecodeBatched (on sim: the CPU decode and the resampler). */
+  probeMs: number;
+  decodeMs: number;
+  /** The slot's job round trip beyond probe and decode: the hand-off to a slot's thread and back (≈ 0 inline). */
+  handoffMs: number;
+  /** The crop kernel's table and launch (on sim: the rows' upload). */
+  launchMs: number;
+}
+
+/** Optional parts of a `decodeInto` call. */
+
+export interface DecodeCall<Slot = unknown> {
+  /** The caller's place in the slot order, from `reserve` (claimed by the call, even when it throws). */
+  readonly ticket?: SlotTicket<Slot>;
+  readonly timing?: DecodeCallTiming;
+}
+
+export interface DecodeResult {
+  /** Files not written (ascending): decode them on the CPU (decodeOnCpu) or fail their batch. */
+  readonly fallback: number[];
+}
+
+/**
+ * A place in a decoder's slot order, taken early (see `reserve`): `take` claims the slot (once; the
+ * decode call then releases it), `cancel` gives the place back when the batch never decodes (a no-op
+ * once taken). Exactly one of the two settles every ticket.
+ */
+export interface SlotTicket<Slot = unknown> {
+  take(): Promise<Slot>;
+  cancel(): void;
+}
+
+/** A GPU JPEG decoder (device/cuda/nvjpeg.ts: GpuJpegDecoder), as the pipeline holds it. */
+export interface JpegDecoder {
+  /** 'nvjpeg-hardware', 'nvjpeg-gpu-hybrid' or 'sim' (the CPU decoder behind the sim device). */
+  readonly kind: string;
+  /** The chroma upsampling in effect ('interpolate' on sim: libjpeg-turbo's). */
+  readonly chroma: 'interpolate' | 'replicate';
+  readonly stats: DecodeStats;
+  /** Decode `files`, crop each by its box and write row k of `out`. */
+  decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName, call?: DecodeCall): Promise<DecodeResult>;
+  /** A place in the slot order, taken now: pass it to a decode call as `call.ticket`, or `cancel` it. */
+  reserve(): SlotTicket;
+  /** Write rows `which` of `out` from the CPU decoder; `failed` are the files it could not decode. */
+  decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName): Promise<{ failed: number[] }>;
+  /** Resolves when no call is decoding (every slot free). */
+  whenIdle(): Promise<void>;
+  /** Waits for queued work, frees scratch memory and the library handles. Idempotent. */
+  close(): void;
 }

@@ -7,7 +7,7 @@
 
 import { totalmem } from 'node:os';
 import { isDeviceOutOfMemory } from '../device/backend.js';
-import type { Device, InPlaceDevice, ResidentStore } from '../device/device.js';
+import type { Device, InPlaceDevice, JpegDecoder, ResidentStore } from '../device/device.js';
 import type { MappedColumns } from '../device/accelerator/mapped-columns.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
@@ -32,7 +32,6 @@ import { PooledAssembler } from './assemble/pooled.js';
 import { StagedAssembler } from './assemble/staged.js';
 import { DecodeAssembler } from './assemble/decode/decode.js';
 import { type EncodedImages, encodedImagesOf } from '../dataset/formats/images/encoded-images.js';
-import type { GpuJpegDecoder } from '../device/cuda/nvjpeg.js';
 import { type Probe, canFitResident, pinSourceFits } from '../base/budget.js';
 import type { DeliveryConfig } from './delivery.js';
 import { type Fetcher, MainThreadFetcher } from '../reader/fetcher.js';
@@ -244,7 +243,7 @@ let gpuDecodeWarned = false;
  * the knob. 'auto' takes the route only on a device whose decoder is the GPU's own (CUDA) and when
  * nvJPEG loads; without it, one warning per process, then the CPU placement as before.
  */
-export function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedImages; decoder: GpuJpegDecoder } | undefined {
+export function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedImages; decoder: JpegDecoder } | undefined {
   const source = encodedImagesOf(ds);
   if (source === undefined || source.request === 'off') return undefined;
   const asked = source.request === 'gpu';

@@ -6,7 +6,7 @@
 import { Batch } from '../batch.js';
 import type { DeviceBatch } from '../device/device.js';
 import { LoaderError, show } from '../errors.js';
-import type { Transform } from '../options.js';
+import type { Transform } from '../transforms/transform.js';
 import { PickKey } from '../sampler/pick-key.js';
 import type { U64 } from '../sampler/rng.js';
 import { leased, Tensor } from '../tensor/tensor.js';

@@ -3,7 +3,7 @@
 // loader waiting for its next batch (the stall a training loop feels).
 
 import type { BatchStage } from '../errors.js';
-import type { PoolPhase } from '../device/accelerator/pool-payoff.js';
+import type { PoolPhase } from '../device/pool-payoff.js';
 
 /** How an epoch's batches were assembled (see `EpochStats.route`). */
 export type EpochRoute = 'resident' | 'staged' | 'in-place' | 'decode';

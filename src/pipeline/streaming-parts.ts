@@ -12,7 +12,7 @@ import type { Fetcher } from '../reader/fetcher.js';
 import type { Governor } from './governor.js';
 import type { ReaderPool } from '../reader/reader-pool.js';
 import type { Device } from '../device/device.js';
-import type { VramPool } from '../device/accelerator/vram-pool.js';
+import type { VramPool } from '../device/device.js';
 import type { BatchAssembler } from './assemble/assembler.js';
 import type { EpochStats } from './stats.js';
 

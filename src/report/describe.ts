@@ -5,7 +5,7 @@
 // never from defaults restated here, so the summary cannot drift from what runs.
 
 import type { World } from '../distributed/launch.js';
-import type { PoolPhase } from '../device/accelerator/pool-payoff.js';
+import type { PoolPhase } from '../device/pool-payoff.js';
 import type { EpochRoute } from '../pipeline/stats.js';
 import { bytes, int } from './figures.js';
 

@@ -8,13 +8,13 @@
 import type { AnyTensor } from '../device/device-tensor.js';
 import { DeviceTensor } from '../device/device-tensor.js';
 import { LoaderError, show } from '../errors.js';
-import type { Transform } from '../options.js';
+import type { Transform } from './transform.js';
 import type { PickKey } from '../sampler/pick-key.js';
 import { allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { toBFloat16Bits, toFloat16Bits } from '../tensor/half.js';
+import { type ImageOutput, type ImagePlan, runImagePlan } from '../image/image-plan.js';
 
-export type ImageOutput = 'uint8' | 'float32' | 'float16' | 'bfloat16';
+export type { ImageOutput, ImagePlan };
 
 export interface ImageTransformOptions {
   /** Position of the image field among the batch's fields. Default 0. */
@@ -27,26 +27,6 @@ export interface ImageTransformOptions {
   normalize?: { mean: readonly number[]; std: readonly number[] };
   /** Output dtype. Default 'float32' with `normalize`, else 'uint8' (crop and flip only). 'float*' without normalize gives x / 255. */
   output?: ImageOutput;
-}
-
-/** Geometry and arithmetic of one call, shared by the CPU loop, the sim and the CUDA kernel. */
-export interface ImagePlan {
-  readonly n: number;
-  readonly c: number;
-  readonly h: number;
-  readonly w: number;
-  readonly oh: number;
-  readonly ow: number;
-  readonly output: ImageOutput;
-  /** [oy, ox, flip] per row. */
-  readonly params: Int32Array;
-  /** scale[0..C) then bias[0..C), float32. */
-  readonly scaleBias: Float32Array;
-}
-
-/** Internal: lets device tensors run the transform on their device (see AcceleratorDevice). */
-export interface ImageDeviceOp {
-  (input: DeviceTensor, plan: ImagePlan): DeviceTensor;
 }
 
 /** The keyed image pipeline, usable on 'cpu', 'sim' and 'cuda'. */
@@ -98,67 +78,9 @@ function planImage(shape: readonly [number, number, number, number], options: Im
   return { n, c, h, w, oh, ow, output, params, scaleBias };
 }
 
-/** The CPU implementation; also the sim device's. `out` receives N × C × OH × OW elements. */
-export function runImagePlan(src: Uint8Array, plan: ImagePlan, out: Uint8Array | Float32Array | Uint16Array): void {
-  const { n, c, h, w, oh, ow, output, params, scaleBias } = plan;
-  if (output === 'uint8') return cropFlipBytes(src, plan, out as Uint8Array);
-  let i = 0;
-  for (let r = 0; r < n; r++) {
-    const oy = params[3 * r]!;
-    const ox = params[3 * r + 1]!;
-    const flip = params[3 * r + 2] !== 0;
-    for (let ch = 0; ch < c; ch++) {
-      const scale = scaleBias[ch]!;
-      const bias = scaleBias[c + ch]!;
-      const base = (r * c + ch) * h * w;
-      for (let y = 0; y < oh; y++) {
-        const sy = y + oy;
-        for (let x = 0; x < ow; x++, i++) {
-          const sx = ox + (flip ? ow - 1 - x : x);
-          const v = sy < 0 || sy >= h || sx < 0 || sx >= w ? 0 : src[base + sy * w + sx]!;
-          const f = Math.fround(Math.fround(v * scale) + bias);
-          out[i] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
-        }
-      }
-    }
-  }
-}
-
 function applyImageCpu(src: Uint8Array, plan: ImagePlan): Tensor {
   const dtype = plan.output;
   const data = allocStorage(dtype, plan.n * plan.c * plan.oh * plan.ow);
   runImagePlan(src, plan, data as Uint8Array | Float32Array | Uint16Array);
   return new Tensor(data as never, [plan.n, plan.c, plan.oh, plan.ow], dtype);
-}
-
-/** The uint8 path (crop and flip only): whole row segments copied at once, zeros for the padding. */
-function cropFlipBytes(src: Uint8Array, plan: ImagePlan, out: Uint8Array): void {
-  const { n, c, h, w, oh, ow, params } = plan;
-  let i = 0;
-  for (let r = 0; r < n; r++) {
-    const oy = params[3 * r]!;
-    const ox = params[3 * r + 1]!;
-    const flip = params[3 * r + 2] !== 0;
-    // Output columns whose source column ox + x (or ox + ow − 1 − x when flipped) is inside the image.
-    const lo = flip ? Math.max(0, ox + ow - w) : Math.max(0, -ox);
-    const hi = flip ? Math.min(ow, ox + ow) : Math.min(ow, w - ox);
-    for (let ch = 0; ch < c; ch++) {
-      const base = (r * c + ch) * h * w;
-      for (let y = 0; y < oh; y++, i += ow) {
-        const sy = y + oy;
-        if (sy < 0 || sy >= h || hi <= lo) {
-          out.fill(0, i, i + ow);
-          continue;
-        }
-        const srcRow = base + sy * w;
-        if (lo > 0) out.fill(0, i, i + lo);
-        if (hi < ow) out.fill(0, i + hi, i + ow);
-        if (!flip) {
-          out.set(src.subarray(srcRow + ox + lo, srcRow + ox + hi), i + lo);
-        } else {
-          for (let x = lo; x < hi; x++) out[i + x] = src[srcRow + ox + ow - 1 - x]!;
-        }
-      }
-    }
-  }
 }

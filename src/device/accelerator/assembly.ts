@@ -7,18 +7,13 @@
 
 import type { DeviceBuffer, DeviceEvent } from '../backend.js';
 import type { BatchPart } from './batch-memory.js';
-import type { DeviceBatch } from '../device.js';
+import type { DeviceBatch, UploadField } from '../device.js';
+
+export type { UploadField };
 import type { StreamMemory } from './stream-memory.js';
-import type { VramPool } from './vram-pool.js';
+import type { VramPool } from '../device.js';
 import type { DType } from '../../tensor/dtype.js';
 import { deviceTable } from './address-table.js';
-
-export interface UploadField {
-  readonly dtype: DType;
-  /** Shape of one sample's field. */
-  readonly shape: readonly number[];
-  readonly rowBytes: number;
-}
 
 export interface Assembly {
   readonly memory: StreamMemory;

@@ -11,7 +11,7 @@ import { type Assembly, type UploadField, capture, range } from './assembly.js';
 import type { BatchPart } from './batch-memory.js';
 import type { DeviceBatch } from '../device.js';
 import type { MappedColumns } from './mapped-columns.js';
-import type { VramPool } from './vram-pool.js';
+import type { VramPool } from '../device.js';
 
 /**
  * Rows at least this large are copied from mapped host memory by the copy engines (one batched copy

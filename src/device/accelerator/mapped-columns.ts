@@ -7,6 +7,9 @@
 
 import { addressAlign, type DeviceBuffer, type MappedHost } from '../backend.js';
 import type { StreamMemory } from './stream-memory.js';
+import type { MappedColumns, MappedField } from '../device.js';
+
+export type { MappedColumns, MappedField };
 import { elementSize } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 
@@ -16,30 +19,6 @@ import type { Tensor } from '../../tensor/tensor.js';
  * ~1 000 of them at each end), which keep a batch from being gathered in place by ids.
  */
 export const DEVICE_COLUMN_MAX_BYTES = 16 * 2 ** 20;
-
-/** How a mapped column's rows are addressed: rows [lo, hi) in place, the others in `edge` (device). */
-export interface MappedField {
-  readonly rowBytes: number;
-  readonly lo: number;
-  readonly hi: number;
-  /** Device address row 0 would have in the mapping (rows [lo, hi) are at base + id × rowBytes). */
-  readonly base: number;
-  /** Device copy of rows [0, lo) then [hi, n) (0 when there are none). */
-  readonly edge: number;
-  /** Alignment of `base` (a power of two ≤ 16): row copies and gathers move units no wider. */
-  readonly align: number;
-  /** The whole column is on the device (`edge`, which `base` then equals): every id is in place there. */
-  readonly onDevice: boolean;
-}
-
-/** A source's columns mapped for the device (see mapColumns). */
-export interface MappedColumns {
-  readonly fields: readonly MappedField[];
-  /** Device-visible address of field `f` of sample `id`, as an exact number. */
-  address(f: number, id: number): number;
-  /** Unmap once the copy stream has passed every batch that read the columns. Idempotent. */
-  release(): void;
-}
 
 /**
  * Map a source's in-memory columns (batch dimension = dataset rows) for the device. Each distinct

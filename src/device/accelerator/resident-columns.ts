@@ -8,7 +8,7 @@ import { TABLE_ROW_BYTES, deviceTable } from './address-table.js';
 import type { Assembly, UploadField } from './assembly.js';
 import type { BatchPart } from './batch-memory.js';
 import type { DeviceBatch, ResidentStore } from '../device.js';
-import type { VramPool } from './vram-pool.js';
+import type { VramPool } from '../device.js';
 import { elementSize } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 

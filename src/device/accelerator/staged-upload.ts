@@ -8,21 +8,10 @@ import type { StagedBatch } from '../../dataset/source-reader.js';
 import { elementSize } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 import { TABLE_ROW_BYTES, deviceTable } from './address-table.js';
-import { type Assembly, type UploadField, capture, range } from './assembly.js';
-import type { DeviceBatch } from '../device.js';
-import type { VramPool } from './vram-pool.js';
+import { type Assembly, capture, range } from './assembly.js';
+import type { DeviceBatch, PoolRoute } from '../device.js';
 
-/**
- * Where a batch's rows come from, for the VRAM pool: the sample id of each row, and — when the
- * batch was planned against the pool before it was read — which rows are pooled (staging then
- * holds only the misses, in order).
- */
-export interface PoolRoute {
-  readonly ids: Uint32Array;
-  readonly pool: VramPool;
-  readonly fields: readonly UploadField[];
-  readonly split: { readonly hits: readonly number[]; readonly misses: readonly number[] } | undefined;
-}
+export type { PoolRoute };
 
 export function uploadStaged(a: Assembly, staged: StagedBatch, route: PoolRoute | undefined): DeviceBatch {
   const memory = a.memory;

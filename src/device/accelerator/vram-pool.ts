@@ -11,7 +11,10 @@
 // budget is latched to what the pool holds, so memory freed under pressure is never refilled.
 
 import type { Backend, DeviceBuffer } from '../backend.js';
-import { PoolPayoff } from './pool-payoff.js';
+import { PoolPayoff } from '../pool-payoff.js';
+import type { PoolFigures, VramPool as SamplePool } from '../device.js';
+
+export type { PoolFigures };
 import { POOL_MARGIN_BYTES, flowReserveBytes, vramPoolBudget } from '../../base/budget.js';
 
 export const SLAB_BYTES = 64 * 2 ** 20;
@@ -25,24 +28,12 @@ export function vramPoolKilled(env: NodeJS.ProcessEnv = process.env): boolean {
   return v === 'off' || v === '0';
 }
 
-/** Cumulative figures; the loader reports per-epoch differences. */
-export interface PoolFigures {
-  /** Rows served from the pool instead of crossing the bus. */
-  rowsServed: number;
-  /** Rows the pool was asked for (hits + misses) while active. */
-  rowsSeen: number;
-  /** Bytes of host-to-device traffic the hits saved. */
-  bytesSaved: number;
-  /** Rows captured into the pool. */
-  captured: number;
-}
-
 interface Slab {
   readonly buffers: readonly DeviceBuffer[];
   used: number;
 }
 
-export class VramPool {
+export class VramPool implements SamplePool {
   readonly #backend: Backend;
   readonly #rowBytes: readonly number[];
   readonly #sampleBytes: number;

@@ -7,7 +7,7 @@
 import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import type { KernelHost } from '../user-kernel.js';
 import { CudaModule, type KernelArg } from './module.js';
-import type { ImagePlan } from '../../transforms/image.js';
+import type { ImagePlan } from '../../image/image-plan.js';
 
 /** Row copies through address tables (kernels/rows.cu), beside the package root from src/ or dist/. */
 const ROWS_PTX = new URL('../../../kernels/rows.ptx', import.meta.url);
@@ -18,6 +18,7 @@ const IMAGE_PTX = new URL('../../../kernels/image.ptx', import.meta.url);
 /** Ragged collates through piece tables (kernels/ragged.cu). */
 const RAGGED_PTX = new URL('../../../kernels/ragged.ptx', import.meta.url);
 import type { MemInfo } from '../device.js';
+import { NvJpegDecoder } from './nvjpeg.js';
 import { CudaContext } from './context.js';
 import { DeviceMemory } from './device-memory.js';
 import { CudaEvent } from './event.js';
@@ -87,6 +88,10 @@ export class CudaBackend implements Backend, KernelHost {
   /** Block until the consumer stream's queued work is done. */
   synchronizeConsumer(): void {
     this.#streams.consumer.synchronize();
+  }
+
+  openJpeg(chroma: 'interpolate' | 'replicate', slots: number): NvJpegDecoder {
+    return NvJpegDecoder.create(this, chroma, slots);
   }
 
   memInfo(): MemInfo | undefined {

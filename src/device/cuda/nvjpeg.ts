@@ -1,244 +1,38 @@
 // Internal: not exported from the package entry.
-// The GPU JPEG decoder: a batch of JPEG files in host memory in, a batch of cropped, resized, flipped,
-// normalized images out, written straight into device memory at row k of the batch. On CUDA the
-// files go through nvJPEG's batched decoder (the hardware engine on A100/H100/H200, else the GPU
-// hybrid backend) into a device scratch buffer, then kernels/crop-resize.cu writes the rows; on `sim`
-// the CPU decodes (sim-jpeg.ts) and uploads the same rows, so CI runs the same calls.
-//
-// The rules a caller must know:
-// - Every file the GPU cannot take (not a JPEG, CMYK, progressive or otherwise refused by the
-//   hardware engine, corrupt, too large) is reported in `fallback`, its row left unwritten: decode
-//   those on the CPU (`decodeOnCpu` writes the same rows from the same resampler). A bad file never
-//   fails the batch or the process; a bad box or output spec throws (the caller's bug).
-// - The work is enqueued on `stream` (the backend's copy stream by default): the rows are ready, and
-//   `files` may be reused, only once an event recorded on that stream after the call is done.
-// - A decoder serves `slots` calls at a time (default 2): each call holds one decode slot
-//   (jpeg-slots.ts), a worker thread that runs the blocking part — nvJPEG's header probes and
-//   nvjpegDecodeBatched on CUDA, sharp and the resampler on sim — while the main thread goes on
-//   (reads the next batch, hands out the last). Each slot has its own nvJPEG state and device
-//   scratch; stream order makes a slot's scratch safe to reuse. Calls beyond `slots` wait, in order.
-//   A caller may take its place in that order before the call (`reserve`, then pass the ticket in
-//   `call.ticket`; cancel it if the call never comes), so that order is the order of its batches.
-// - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
+// The nvJPEG decoder (GpuJpegDecoder on CUDA, device/jpeg/gpu-jpeg-decoder.ts has the rules a caller
+// must know): the files go through nvJPEG's batched decoder (the hardware engine on A100/H100/H200,
+// else the GPU hybrid backend) into a device scratch buffer, then kernels/crop-resize.cu writes the
+// rows. CudaBackend.openJpeg opens it.
 
 import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
-import { SimBackend } from '../sim/sim-backend.js';
 import { StreamScratch } from '../accelerator/stream-scratch.js';
 import { CpuJpegRows } from '../jpeg/sim-jpeg.js';
-import type { NvjpegDecoded, SimDecoded } from '../jpeg/jpeg-jobs.js';
+import type { NvjpegDecoded } from '../jpeg/jpeg-jobs.js';
 import { DEFAULT_JPEG_SLOTS, type JpegSlot, JpegSlots, type SlotTicket, slotThreads } from '../jpeg/jpeg-slots.js';
-import { CudaBackend } from './cuda-backend.js';
+import type { CudaBackend } from './cuda-backend.js';
+import { GpuJpegDecoder } from '../jpeg/gpu-jpeg-decoder.js';
 import { type CropBoxes, JOB_BYTES, type JpegBatchOutput, boxFor, checkBoxCount, checkOutput, dtypeBytes, pixelLayout, writeJob, CHANNELS } from '../../image/jpeg-plan.js';
 import { NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_HARDWARE, type NvJpeg, nvjpeg, nvjpegFailed, statusName } from './nvjpeg-lib.js';
 
 export type { CropBox, CropBoxes, JpegBatchOutput } from '../../image/jpeg-plan.js';
+import type { DecodeCall, DecodeCallTiming, DecodeResult, DecodeStats, JpegDecoder } from '../device.js';
+
 export type { SlotTicket } from '../jpeg/jpeg-slots.js';
+export { GpuJpegDecoder } from '../jpeg/gpu-jpeg-decoder.js';
+export type { GpuJpegOptions } from '../jpeg/gpu-jpeg-decoder.js';
+export type { DecodeCall, DecodeCallTiming, DecodeResult, DecodeStats };
 
 const CROP_RESIZE_PTX = new URL('../../../kernels/crop-resize.ptx', import.meta.url);
 const KERNELS = { uint8: 'stoker_crop_resize_u8', float32: 'stoker_crop_resize_f32', float16: 'stoker_crop_resize_f16', bfloat16: 'stoker_crop_resize_bf16' } as const;
 
-export interface DecodeResult {
-  /** Files not written (ascending): decode them on the CPU (decodeOnCpu) or fail their batch. */
-  readonly fallback: number[];
-}
-
-export interface GpuJpegOptions {
-  /**
-   * How nvJPEG brings 4:2:0 / 4:2:2 chroma to full size: 'interpolate' (default; libjpeg-turbo's
-   * "fancy" upsampling, as sharp and PIL do, so GPU rows match CPU rows closely) or 'replicate'
-   * (nvJPEG's default, what torchvision's decode_jpeg(device='cuda') gives). A library that refuses
-   * interpolation falls back to 'replicate' (see `chroma` on the decoder).
-   */
-  readonly chroma?: 'interpolate' | 'replicate';
-  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default $STOKER_JPEG_SLOTS or 2. */
-  readonly slots?: number;
-}
-
 /** NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION. */
 const FLAG_INTERPOLATE_CHROMA = 32;
-
-/** Host time spent per phase (ms), for benches. */
-export interface DecodeStats {
-  probeMs: number;
-  decodeMs: number;
-  launchMs: number;
-  calls: number;
-}
-
-/** One call's wall time (ms) by phase, added to when given (STOKER_DECODE_TIMING, decode.ts). */
-export interface DecodeCallTiming {
-  /** Waiting for the decode slot. */
-  slotMs: number;
-  /** The slot's header probes and nvjpegDecodeBatched (on sim: the CPU decode and the resampler). */
-  probeMs: number;
-  decodeMs: number;
-  /** The slot's job round trip beyond probe and decode: the hand-off to a slot's thread and back (≈ 0 inline). */
-  handoffMs: number;
-  /** The crop kernel's table and launch (on sim: the rows' upload). */
-  launchMs: number;
-}
-
-/** Optional parts of a `decodeInto` call. */
-export interface DecodeCall {
-  /** The caller's place in the slot order, from `reserve` (claimed by the call, even when it throws). */
-  readonly ticket?: SlotTicket;
-  readonly timing?: DecodeCallTiming;
-}
-
-export abstract class GpuJpegDecoder {
-  /** 'nvjpeg-hardware', 'nvjpeg-gpu-hybrid' or 'sim' (the CPU decoder behind the sim device). */
-  abstract readonly kind: string;
-  /** The chroma upsampling in effect ('interpolate' on sim: libjpeg-turbo's). */
-  abstract readonly chroma: 'interpolate' | 'replicate';
-  readonly stats: DecodeStats = { probeMs: 0, decodeMs: 0, launchMs: 0, calls: 0 };
-
-  /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
-  static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
-    if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
-    const fromEnv = process.env.STOKER_JPEG_SLOTS;
-    const slots = options.slots ?? (fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : DEFAULT_JPEG_SLOTS);
-    if (!Number.isInteger(slots) || slots < 1 || slots > 8) {
-      throw options.slots === undefined && fromEnv !== undefined ? invalidOption('STOKER_JPEG_SLOTS', 'an integer from 1 to 8 (decodes in flight)', fromEnv) : invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
-    }
-    if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate', slots);
-    if (backend instanceof SimBackend) return new SimJpegDecoder(backend, slots);
-    throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);
-  }
-
-  /** Decode `files`, crop each by its box and write row k of `out`; see the header for the rules. */
-  abstract decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName, call?: DecodeCall): Promise<DecodeResult>;
-
-  /**
-   * A place in the slot order, taken now (decode calls with it go in the order of their tickets,
-   * calls without one in the order they are made, after the tickets already out): pass it to
-   * `decodeInto` as `call.ticket`, or `cancel` it when that call never comes.
-   */
-  abstract reserve(): SlotTicket;
-
-  /** Write rows `which` of `out` from the CPU decoder (any format sharp reads); `failed` are the files it could not decode. */
-  abstract decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream?: StreamName): Promise<{ failed: number[] }>;
-
-  /** Resolves when no call is decoding (every slot free). */
-  abstract whenIdle(): Promise<void>;
-
-  /** Waits for queued work, frees scratch memory and the library handles (after the calls in flight, when there are). Idempotent. */
-  abstract close(): void;
-}
-
-/**
- * One view per file over one SharedArrayBuffer (what a decode thread can read): the files' own when
- * they all lie in one (the route's page-locked batch memory), else a copy.
- */
-function sharedFiles(files: readonly Uint8Array[]): { memory: SharedArrayBuffer; offsets: Float64Array; lengths: Float64Array } {
-  const n = files.length;
-  const offsets = new Float64Array(n);
-  const lengths = new Float64Array(n);
-  const first = files[0]?.buffer;
-  if (first instanceof SharedArrayBuffer && files.every((f) => f.buffer === first)) {
-    files.forEach((f, k) => {
-      offsets[k] = f.byteOffset;
-      lengths[k] = f.byteLength;
-    });
-    return { memory: first, offsets, lengths };
-  }
-  let total = 0;
-  for (const f of files) total += f.byteLength;
-  const memory = new SharedArrayBuffer(Math.max(1, total));
-  const all = new Uint8Array(memory);
-  let at = 0;
-  files.forEach((f, k) => {
-    all.set(f, at);
-    offsets[k] = at;
-    lengths[k] = f.byteLength;
-    at += f.byteLength;
-  });
-  return { memory, offsets, lengths };
-}
-
-class SimJpegDecoder extends GpuJpegDecoder {
-  readonly kind = 'sim';
-  readonly chroma = 'interpolate';
-  readonly #rows: CpuJpegRows;
-  readonly #slots: JpegSlots;
-  #closed = false;
-
-  constructor(backend: SimBackend, slots: number) {
-    super();
-    this.#rows = new CpuJpegRows(backend);
-    this.#slots = new JpegSlots(slots, slotThreads(true));
-  }
-
-  reserve(): SlotTicket {
-    return this.#slots.reserve();
-  }
-
-  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy', call?: DecodeCall): Promise<DecodeResult> {
-    const timing = call?.timing;
-    const tw = performance.now();
-    // The slot first, then the checks: a ticket's slot is this call's to release once claimed.
-    const slot = await (call?.ticket?.take() ?? this.#slots.acquire());
-    try {
-      if (this.#closed) throw new Error('this GPU JPEG decoder is closed');
-      checkBoxCount(boxes, files.length);
-      checkOutput(out);
-      const t0 = performance.now();
-      if (timing !== undefined) timing.slotMs += t0 - tw;
-      this.stats.calls++;
-      // What nvJPEG's hardware engine takes is decoded on the slot's thread; the rest is the caller's CPU fallback, as on a GPU.
-      const { widths, heights } = await slot.run<SimDecoded>({ op: 'sim-decode', ...sharedFiles(files), filter: 'gpu-jpeg' });
-      const t1 = performance.now();
-      this.stats.decodeMs += t1 - t0;
-      if (timing !== undefined) timing.decodeMs += t1 - t0;
-      const fallback: number[] = [];
-      const table = new Int32Array(5 * files.length);
-      const written: number[] = [];
-      for (let k = 0; k < files.length; k++) {
-        if (widths[k] === 0) {
-          fallback.push(k);
-          continue;
-        }
-        // A bad box is the caller's bug, not the file's: it throws.
-        const box = boxFor(boxes, k, widths[k]!, heights[k]!);
-        table.set([box.left, box.top, box.width, box.height, box.flip ? 1 : 0], 5 * k);
-        written.push(k);
-      }
-      const spec = { size: out.size, layout: out.layout, dtype: out.dtype, ...(out.mean !== undefined ? { mean: out.mean } : {}), ...(out.std !== undefined ? { std: out.std } : {}) };
-      const { rows } = await slot.run<{ rows: Uint8Array }>({ op: 'sim-rows', boxes: table, out: spec });
-      const payload = CHANNELS * out.size[0] * out.size[1] * dtypeBytes(out.dtype);
-      if (written.length > 0) this.#rows.upload(written.map((k, r) => ({ k, bytes: rows.subarray(r * payload, (r + 1) * payload) })), payload, out, stream);
-      this.stats.launchMs += performance.now() - t1;
-      if (timing !== undefined) timing.launchMs += performance.now() - t1;
-      return { fallback };
-    } finally {
-      this.#slots.release(slot);
-    }
-  }
-
-  async decodeOnCpu(files: readonly Uint8Array[], which: readonly number[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy'): Promise<{ failed: number[] }> {
-    return { failed: (await this.#rows.write(files, boxes, out, stream, which, 'any')).skipped };
-  }
-
-  whenIdle(): Promise<void> {
-    return this.#slots.whenIdle();
-  }
-
-  close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    const finish = () => {
-      this.#slots.close();
-      this.#rows.close();
-    };
-    if (this.#slots.held === 0) finish();
-    else void this.#slots.whenIdle().then(finish);
-  }
-}
 
 /** Fewer bytes than this cannot be a JPEG with a frame: not worth a library call. */
 const MIN_JPEG_BYTES = 128;
 
-class NvJpegDecoder extends GpuJpegDecoder {
+export class NvJpegDecoder extends GpuJpegDecoder {
   readonly kind: 'nvjpeg-hardware' | 'nvjpeg-gpu-hybrid';
   readonly chroma: 'interpolate' | 'replicate';
   readonly #backend: CudaBackend;
@@ -325,7 +119,7 @@ class NvJpegDecoder extends GpuJpegDecoder {
     return this.#slots.reserve();
   }
 
-  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy', call?: DecodeCall): Promise<DecodeResult> {
+  async decodeInto(files: readonly Uint8Array[], boxes: CropBoxes, out: JpegBatchOutput, stream: StreamName = 'copy', call?: DecodeCall<JpegSlot>): Promise<DecodeResult> {
     const timing = call?.timing;
     const tw = performance.now();
     // The slot first, then the checks: a ticket's slot is this call's to release once claimed.

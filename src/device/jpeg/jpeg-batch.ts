@@ -11,54 +11,12 @@
 import type { Tensor } from '../../tensor/tensor.js';
 import type { Assembly } from '../accelerator/assembly.js';
 import type { Backend } from '../backend.js';
-import type { DeviceBatch } from '../device.js';
+import type { DeviceBatch, JpegBatchCall, JpegBatchTiming, JpegDecoder, JpegDevice, JpegImageSpec } from '../device.js';
+
+export type { JpegBatchCall, JpegBatchTiming, JpegDevice, JpegImageSpec };
 import { type CropBoxes, type JpegOutputDtype, dtypeBytes } from '../../image/jpeg-plan.js';
-import { type DecodeCallTiming, GpuJpegDecoder, type SlotTicket } from '../cuda/nvjpeg.js';
+import { GpuJpegDecoder } from './gpu-jpeg-decoder.js';
 import { SimBackend } from '../sim/sim-backend.js';
-
-/** The image field a decoded batch holds: 3 channels of `size`, in `layout` and `dtype`, normalized when mean/std are given. */
-export interface JpegImageSpec {
-  readonly size: readonly [number, number];
-  readonly layout: 'chw' | 'hwc';
-  readonly dtype: JpegOutputDtype;
-  readonly mean?: readonly number[];
-  readonly std?: readonly number[];
-}
-
-/** A batch's wall time (ms) by phase (STOKER_DECODE_TIMING): the decoder's, plus the host's work around it. */
-export interface JpegBatchTiming extends DecodeCallTiming {
-  /** Before the decoder: retire, the batch's device buffers, the small fields' copies. */
-  prepMs: number;
-  /** The CPU decode of the files the GPU refused. */
-  cpuMs: number;
-}
-
-/** Optional parts of a `decodeBatch` call: the batch's place in the decoder's slot order (`decoder.reserve()`), its timing. */
-export interface JpegBatchCall {
-  readonly ticket?: SlotTicket;
-  readonly timing?: JpegBatchTiming;
-}
-
-export interface JpegDevice {
-  /** True when the decoder is the GPU's own (CUDA + nvJPEG); false on `sim`, whose decoder is the CPU (so `decode: 'auto'` never picks it). */
-  readonly native: boolean;
-  /** A decoder for this device; throws ERR_CUDA_UNAVAILABLE when nvJPEG cannot be loaded. */
-  open(): GpuJpegDecoder;
-  /**
-   * Page-locked host memory for one batch's files, at least `bytes` long (NOTE [files in page-locked
-   * memory]): pass it to `decodeBatch`, which gives it back once the decoder is done with it, or
-   * give it back with `releaseFiles` when the batch never gets there.
-   */
-  fileMemory(bytes: number): Uint8Array;
-  releaseFiles(memory: Uint8Array): void;
-  /**
-   * One batch: `files[k]` decoded into row k of the image field (field `imageAt` of the batch), the
-   * rows of `others` (host tensors [rows, …], in field order without the image) copied beside it.
-   * `failed`: the files neither the GPU nor the CPU could decode (their rows hold garbage; the caller
-   * frees the batch and fails it).
-   */
-  decodeBatch(decoder: GpuJpegDecoder, files: readonly Uint8Array[], host: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall): Promise<{ batch: DeviceBatch; failed: number[] }>;
-}
 
 /**
  * What `decodeBatch` throws once it has queued work: the files' memory is then given back by it, in
@@ -96,7 +54,7 @@ const PIN_CLASS = 4 * 2 ** 20;
 const FILE_FIT = 1.5;
 
 async function decodeBatch(
-  a: Assembly, decoder: GpuJpegDecoder, files: readonly Uint8Array[], pinned: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall,
+  a: Assembly, decoder: JpegDecoder, files: readonly Uint8Array[], pinned: Uint8Array, boxes: CropBoxes, image: JpegImageSpec, imageAt: number, others: readonly Tensor[], call?: JpegBatchCall,
 ): Promise<{ batch: DeviceBatch; failed: number[] }> {
   const timing = call?.timing;
   const t0 = timing !== undefined ? performance.now() : 0;

@@ -12,6 +12,7 @@
 //   no slot is held (`whenIdle`); `close` then ends the threads. STOKER_JPEG_WORKERS=0 runs the same
 //   jobs inline on the main thread (no overlap).
 
+import type { SlotTicket as DeviceSlotTicket } from '../device.js';
 import { Worker } from 'node:worker_threads';
 import { LoaderError, type LoaderErrorCode } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
@@ -49,15 +50,8 @@ export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process
   return byDefault;
 }
 
-/**
- * A place in a decoder's slot order, taken early (see `reserve`): `take` claims the slot (once; the
- * decode call then releases it), `cancel` gives the place back when the batch never decodes (a no-op
- * once taken). Exactly one of the two settles every ticket.
- */
-export interface SlotTicket {
-  take(): Promise<JpegSlot>;
-  cancel(): void;
-}
+/** A ticket of these slots (the device interface's SlotTicket, NOTE in device.ts). */
+export type SlotTicket = DeviceSlotTicket<JpegSlot>;
 
 export class JpegSlots {
   readonly #slots: (WorkerSlot | InlineSlot)[];

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeImage } from '../../image/image-decode.js';
 import { SimBackend } from '../sim/sim-backend.js';
-import { GpuJpegDecoder } from '../cuda/nvjpeg.js';
+import { GpuJpegDecoder } from './gpu-jpeg-decoder.js';
 import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../image/jpeg-plan.js';
 import { cropResize, encodeRow } from '../../image/jpeg-resample.js';
 import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';

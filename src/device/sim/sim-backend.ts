@@ -8,7 +8,8 @@ import { LoaderError, invalidOption, unknownOption } from '../../errors.js';
 import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import { PIECE_INTS, applyPieces } from '../../collate/pieces.js';
 import type { MemInfo } from '../device.js';
-import { type ImagePlan, runImagePlan } from '../../transforms/image.js';
+import { SimJpegDecoder } from '../jpeg/sim-jpeg.js';
+import { type ImagePlan, runImagePlan } from '../../image/image-plan.js';
 
 export interface SimOptions {
   /** Device memory in bytes. Default 16 GiB. */
@@ -137,6 +138,11 @@ export class SimBackend implements Backend {
   /** Bytes allocated through this backend and not freed, and host bytes pinned (leak checks). */
   live(): { device: number; pinned: number } {
     return { device: this.#allocated, pinned: this.#pinned };
+  }
+
+  /** The CPU decodes behind the same interface (chroma is libjpeg-turbo's interpolation). */
+  openJpeg(_chroma: 'interpolate' | 'replicate', slots: number): SimJpegDecoder {
+    return new SimJpegDecoder(this, slots);
   }
 
   memInfo(): MemInfo {

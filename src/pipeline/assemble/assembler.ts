@@ -9,7 +9,7 @@
 // buffer it read is handed back on failure.
 
 import type { DeviceBatch, ResidentStore } from '../../device/device.js';
-import type { VramPool } from '../../device/accelerator/vram-pool.js';
+import type { VramPool } from '../../device/device.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
 import type { PickKeys } from '../../sampler/pick-key.js';
 import type { Fetcher } from '../../reader/fetcher.js';

@@ -7,7 +7,7 @@
 
 import type { DeviceBatch, PoolingDevice, ResidentStore } from '../../device/device.js';
 import type { UploadField } from '../../device/accelerator/assembly.js';
-import type { VramPool } from '../../device/accelerator/vram-pool.js';
+import type { VramPool } from '../../device/device.js';
 import type { StagedBatch } from '../../dataset/source-reader.js';
 import type { Fetcher } from '../../reader/fetcher.js';
 import type { Governor } from '../governor.js';

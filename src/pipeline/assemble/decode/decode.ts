@@ -21,7 +21,7 @@
 import { badFile, fileAccess } from '../../../errors.js';
 import type { DeviceBatch, ResidentStore } from '../../../device/device.js';
 import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../../device/jpeg/jpeg-batch.js';
-import type { GpuJpegDecoder, SlotTicket } from '../../../device/cuda/nvjpeg.js';
+import type { JpegDecoder, SlotTicket } from '../../../device/device.js';
 import type { CropBox } from '../../../image/jpeg-plan.js';
 import type { EncodedImages } from '../../../dataset/formats/images/encoded-images.js';
 import { decodeImage } from '../../../image/image-decode.js';
@@ -56,7 +56,7 @@ export class DecodeAssembler implements BatchAssembler {
   readonly pool = undefined;
   readonly #source: EncodedImages;
   readonly #jpeg: JpegDevice;
-  readonly #decoder: GpuJpegDecoder;
+  readonly #decoder: JpegDecoder;
   readonly #image: JpegImageSpec;
   readonly #imageAt: number;
   /** The schema's other fields, in order: key, dtype, shape, elements per row. */
@@ -73,7 +73,7 @@ export class DecodeAssembler implements BatchAssembler {
   readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
 
-  constructor(source: EncodedImages, jpeg: JpegDevice, decoder: GpuJpegDecoder, schema: Schema) {
+  constructor(source: EncodedImages, jpeg: JpegDevice, decoder: JpegDecoder, schema: Schema) {
     this.#source = source;
     this.#jpeg = jpeg;
     this.#decoder = decoder;
