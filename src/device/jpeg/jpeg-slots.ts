@@ -13,7 +13,7 @@
 //   jobs inline on the main thread (no overlap).
 
 import { Worker } from 'node:worker_threads';
-import { LoaderError, type LoaderErrorCode } from '../../errors.js';
+import { revivedError } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
 import { type JpegJob, type JpegReply, jpegJobs } from './jpeg-jobs.js';
 
@@ -286,6 +286,6 @@ class WorkerSlot implements JpegSlot {
 }
 
 function rebuild(e: { message: string; code?: string; name?: string }): Error {
-  if (e.name === 'LoaderError' && e.code !== undefined) return new LoaderError(e.code as LoaderErrorCode, e.message);
+  if (e.name === 'LoaderError' && e.code !== undefined) return revivedError(e.code, e.message);
   return new Error(e.message);
 }
