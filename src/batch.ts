@@ -9,7 +9,7 @@
 // delivery lease stays until `release()` (or the garbage collector). When no lease is left, the
 // memory goes back to the device's pool and the batch is dead.
 
-import { LoaderError, batchReleased, show } from './errors.js';
+import { batchReleased, show, unknownFieldError } from './errors.js';
 import type { Lease } from './tensor/lease.js';
 import type { AnyTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
@@ -71,7 +71,7 @@ export class Batch<T extends AnyTensor = Tensor> implements Lease {
     this.#check();
     const t = this.#tensors[i];
     if (t === undefined) {
-      throw new LoaderError('ERR_UNKNOWN_FIELD', `Batch: position ${show(i)} is out of range; this batch has ${this.#tensors.length} tensors (0 … ${this.#tensors.length - 1})`);
+      throw unknownFieldError(`Batch: position ${show(i)} is out of range; this batch has ${this.#tensors.length} tensors (0 … ${this.#tensors.length - 1})`);
     }
     return t;
   }
@@ -80,7 +80,7 @@ export class Batch<T extends AnyTensor = Tensor> implements Lease {
   get(name: string): T {
     this.#check();
     const i = this.names.indexOf(name);
-    if (i < 0) throw new LoaderError('ERR_UNKNOWN_FIELD', `Batch: unknown field ${show(name)}. Available: [${this.names.join(', ')}]`);
+    if (i < 0) throw unknownFieldError(`Batch: unknown field ${show(name)}. Available: [${this.names.join(', ')}]`);
     return this.#tensors[i]!;
   }
 

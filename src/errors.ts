@@ -4,40 +4,47 @@
 
 import { nearestName } from './base/nearest-name.js';
 
+/**
+ * Stable error codes, one per kind of failure; docs/errors.md has a section per code (what causes it,
+ * the fix). Tests and callers match on these, never on message text.
+ */
+export const ERROR_CODES = [
+  'ERR_INVALID_OPTION',
+  'ERR_UNSUPPORTED_OPTION',
+  'ERR_EMPTY_DATASET',
+  'ERR_INVALID_DATASET',
+  'ERR_EMPTY_SAMPLE',
+  'ERR_SAMPLE_MISMATCH',
+  'ERR_NAMES_COUNT',
+  'ERR_AUGMENT_WITH_SAMPLER',
+  'ERR_SAMPLER_OUTPUT',
+  'ERR_BATCH_FAILED',
+  'ERR_TRANSFORM_OUTPUT',
+  'ERR_BATCH_RELEASED',
+  'ERR_UNKNOWN_FIELD',
+  'ERR_EPOCH_ACTIVE',
+  'ERR_LOADER_CLOSED',
+  'ERR_INVALID_TENSOR',
+  'ERR_DISK_STAGE',
+  'ERR_IMPURE_DATASET',
+  'ERR_WORKER_START',
+  'ERR_WORKER_DIED',
+  'ERR_NEEDS_SAMPLE_LAYER',
+  'ERR_DEVICE_OOM',
+  'ERR_CUDA',
+  'ERR_CUDA_UNAVAILABLE',
+  'ERR_KERNEL_MISSING',
+  'ERR_IMPURE_TRANSFORM',
+  'ERR_BAD_FILE',
+  'ERR_FILE_ACCESS',
+  'ERR_LAUNCH_ENV',
+  'ERR_RESUME_MISMATCH',
+  'ERR_TOO_LONG',
+  'ERR_PIN_SOURCE',
+] as const;
+
 /** Stable error codes. Tests and callers match on these, never on message text. */
-export type LoaderErrorCode =
-  | 'ERR_INVALID_OPTION'
-  | 'ERR_UNSUPPORTED_OPTION'
-  | 'ERR_EMPTY_DATASET'
-  | 'ERR_INVALID_DATASET'
-  | 'ERR_EMPTY_SAMPLE'
-  | 'ERR_SAMPLE_MISMATCH'
-  | 'ERR_NAMES_COUNT'
-  | 'ERR_AUGMENT_WITH_SAMPLER'
-  | 'ERR_SAMPLER_OUTPUT'
-  | 'ERR_BATCH_FAILED'
-  | 'ERR_TRANSFORM_OUTPUT'
-  | 'ERR_BATCH_RELEASED'
-  | 'ERR_UNKNOWN_FIELD'
-  | 'ERR_EPOCH_ACTIVE'
-  | 'ERR_LOADER_CLOSED'
-  | 'ERR_INVALID_TENSOR'
-  | 'ERR_DISK_STAGE'
-  | 'ERR_IMPURE_DATASET'
-  | 'ERR_WORKER_START'
-  | 'ERR_WORKER_DIED'
-  | 'ERR_NEEDS_SAMPLE_LAYER'
-  | 'ERR_DEVICE_OOM'
-  | 'ERR_CUDA'
-  | 'ERR_CUDA_UNAVAILABLE'
-  | 'ERR_KERNEL_MISSING'
-  | 'ERR_IMPURE_TRANSFORM'
-  | 'ERR_BAD_FILE'
-  | 'ERR_FILE_ACCESS'
-  | 'ERR_LAUNCH_ENV'
-  | 'ERR_RESUME_MISMATCH'
-  | 'ERR_TOO_LONG'
-  | 'ERR_PIN_SOURCE';
+export type LoaderErrorCode = (typeof ERROR_CODES)[number];
 
 export class LoaderError extends Error {
   readonly code: LoaderErrorCode;
@@ -149,3 +156,177 @@ export function fileAccess(path: string, doing: string, cause: unknown): LoaderE
   const code = (cause as { code?: unknown } | null)?.code;
   return new LoaderError('ERR_FILE_ACCESS', `${path}: cannot ${doing}: ${typeof code === 'string' ? `${code}, ` : ''}${describeCause(cause)}`, { cause });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Factories by failure. Where several sites share a failure, the factory takes its parts; where a
+// site's message is its own, the code's generic factory (`…Error(message)`) takes the message.
+// docs/errors.md documents every code.
+
+/** `where`: `unit` `index` is out of range [0, `length`) — a dataset asked for a row it does not have. */
+export function indexOutOfRange(where: string, unit: string, index: unknown, length: number): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${where}: ${unit} ${show(index)} is out of range [0, ${length})`);
+}
+
+/** A ragged read of a column or field that was not declared ragged. */
+export function notRaggedField(path: string, kind: string, name: unknown): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${path}: ${kind} ${show(name)} is not a ragged field`);
+}
+
+/** A file source opened with something other than a file path (`fn` is e.g. `sources.jsonl`). */
+export function invalidSourcePath(fn: string, path: unknown): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${fn}(path): path must be a non-empty file path, got ${show(path)}`);
+}
+
+/** A source module (`kind` 'source' or 'decoder') that cannot be imported. */
+export function moduleImport(kind: string, module: string, cause: unknown): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${kind} module ${module} cannot be imported: ${describeCause(cause)}`, { cause });
+}
+
+/** A source module (`kind` 'source' or 'decoder') without the function export asked for. */
+export function moduleExport(kind: string, module: string, exportName: unknown, mod: object): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${kind} module ${module} has no function export ${show(exportName)} (exports: ${Object.keys(mod).join(', ') || 'none'})`);
+}
+
+/** A file that holds nothing to load: `what` says what it lacks (`rows`, `records (no non-blank lines)`). */
+export function emptyFile(path: string, what: string): LoaderError {
+  return new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no ${what}`);
+}
+
+/** A helper worker (`who`, e.g. `x: a lengths worker`) raised an uncaught error. */
+export function workerFailed(who: string, error: Error): LoaderError {
+  return new LoaderError('ERR_WORKER_DIED', `${who} failed: ${error.message}`);
+}
+
+/** A helper worker (`who`) exited before it reported its result. */
+export function workerExited(who: string, exitCode: number): LoaderError {
+  return new LoaderError('ERR_WORKER_DIED', `${who} exited with code ${exitCode} before it finished`);
+}
+
+/** A device tensor handed to `who` that is no batch's in delivery. */
+export function foreignDeviceTensor(who: string): LoaderError {
+  return new LoaderError('ERR_INVALID_TENSOR', `${who}: this device tensor does not belong to a batch being delivered`);
+}
+
+/** `api`: `knob` must be <expected>, got <value> — an option of a function other than `DataLoader.create`. */
+export function invalidOptionOf(api: string, knob: string, expected: string, value: unknown): LoaderError {
+  return new LoaderError('ERR_INVALID_OPTION', `${api}: \`${knob}\` must be ${expected}, got ${show(value)}`);
+}
+
+/** A ragged row longer than its capacity (`by` 'collate' at collation, 'read' when the sample is read). */
+export function raggedTooLong(field: string, id: number, length: number, capacity: number, by: 'collate' | 'read'): LoaderError {
+  return new LoaderError(
+    'ERR_TOO_LONG',
+    by === 'collate'
+      ? `ragged field \`${field}\`: sample ${id} has length ${length}, over the capacity ${capacity}. Set \`collate.${field}.*.truncate: true\` to keep its first ${capacity}, or raise \`maxLength\` (or the pad \`to\`)`
+      : `ragged field \`${field}\`: sample ${id} has length ${length}, over the capacity ${capacity}. Set \`collate.${field}.*.truncate: true\` (or \`pack.truncate\`) to keep its first ${capacity}, or raise \`maxLength\``,
+  );
+}
+
+/** `diskStage.dir` cannot take the stage: `what` could not be created there. */
+export function stageDirUnwritable(dir: string, what: string, cause: unknown): LoaderError {
+  return new LoaderError('ERR_DISK_STAGE', `diskStage.dir ${JSON.stringify(dir)}: ${what} (${describeCause(cause)}). Point diskStage.dir at a writable local drive`, { cause });
+}
+
+export function namesCount(given: number, count: number): LoaderError {
+  return new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${given}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
+}
+
+export function augmentWithSampler(augment: number): LoaderError {
+  return new LoaderError(
+    'ERR_AUGMENT_WITH_SAMPLER',
+    `augment(${augment}) composes with the built-in samplers only: a custom sampler owns its index stream. Emit each sample id ${augment} times from the sampler instead, or drop \`sampler\``,
+  );
+}
+
+export function epochActive(epoch: number, active: number): LoaderError {
+  return new LoaderError(
+    'ERR_EPOCH_ACTIVE',
+    `epoch ${epoch} cannot start while epoch ${active} is still being iterated. Finish or break out of that loop first (a loader runs one epoch at a time)`,
+  );
+}
+
+/** `perSample`: the dataset has get(i) (so only `sampleCache: false` is in the way). */
+export function needsSampleLayer(perSample: boolean): LoaderError {
+  return new LoaderError(
+    'ERR_NEEDS_SAMPLE_LAYER',
+    `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
+  );
+}
+
+export function impureDataset(id: number): LoaderError {
+  return new LoaderError(
+    'ERR_IMPURE_DATASET',
+    `dataset.get(${id}) returned different content on two reads. A dataset must be a pure function of the index: the sample cache and the disk stage keep the first read and serve it every epoch. Move randomness into the loader's transform (take it from key.rng()), or pass sampleCache: false`,
+  );
+}
+
+export function impureTransform(): LoaderError {
+  return new LoaderError(
+    'ERR_IMPURE_TRANSFORM',
+    'the transform gave different results for the same rows and keys. It must be a pure function of (rows, keys): take randomness only from key.rng(), so every (seed, epoch, sample, repeat) gives the same view. (Checked once per loader in development; NODE_ENV=production skips the check.)',
+  );
+}
+
+/** `pinSource: true` and the arrays could not be page-locked: `why` says how it failed. */
+export function pinSourceFailed(why: string, cause: unknown): LoaderError {
+  return new LoaderError('ERR_PIN_SOURCE', `${why}. Pass pinSource: 'auto' or false to stream through staging instead`, { cause });
+}
+
+/** No usable CUDA driver or device in this process. */
+export function cudaUnavailable(why: string, cause?: unknown): LoaderError {
+  return new LoaderError(
+    'ERR_CUDA_UNAVAILABLE',
+    `CUDA is not available: ${why}. Fix: install the NVIDIA driver, or use device: 'cpu' (or 'sim' to rehearse GPU policies)`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** libnvjpeg missing or unusable: GPU JPEG decoding is off. */
+export function nvjpegUnavailable(why: string, cause?: unknown): LoaderError {
+  return new LoaderError(
+    'ERR_CUDA_UNAVAILABLE',
+    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point STOKER_NVJPEG at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** A compiled kernel file is missing from kernels/. */
+export function kernelMissing(path: string, cause: unknown): LoaderError {
+  return new LoaderError(
+    'ERR_KERNEL_MISSING',
+    `the CUDA kernel file ${path} could not be read (${cause instanceof Error ? cause.message : String(cause)}). Fix: build the kernels with npm run kernels (needs nvcc), or reinstall the package`,
+    { cause },
+  );
+}
+
+/**
+ * A LoaderError rebuilt from its code and message after crossing a thread or process boundary
+ * (the code is the one the other side raised, so it is trusted as a LoaderErrorCode).
+ */
+export function revivedError(code: string, message: string, cause?: unknown): LoaderError {
+  return new LoaderError(code as LoaderErrorCode, message, cause === undefined ? undefined : { cause });
+}
+
+type Cause = { cause?: unknown } | undefined;
+const withCause = (cause: unknown): Cause => (cause === undefined ? undefined : { cause });
+
+// Generic factories, one per code, for failures whose message is the site's own.
+export const invalidOptionError = (message: string): LoaderError => new LoaderError('ERR_INVALID_OPTION', message);
+export const unsupportedOptionError = (message: string): LoaderError => new LoaderError('ERR_UNSUPPORTED_OPTION', message);
+export const emptyDatasetError = (message: string): LoaderError => new LoaderError('ERR_EMPTY_DATASET', message);
+export const invalidDatasetError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_INVALID_DATASET', message, withCause(cause));
+export const emptySampleError = (message: string): LoaderError => new LoaderError('ERR_EMPTY_SAMPLE', message);
+export const sampleMismatchError = (message: string): LoaderError => new LoaderError('ERR_SAMPLE_MISMATCH', message);
+export const samplerOutputError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_SAMPLER_OUTPUT', message, withCause(cause));
+export const transformOutputError = (message: string): LoaderError => new LoaderError('ERR_TRANSFORM_OUTPUT', message);
+export const unknownFieldError = (message: string): LoaderError => new LoaderError('ERR_UNKNOWN_FIELD', message);
+export const loaderClosedError = (message: string): LoaderError => new LoaderError('ERR_LOADER_CLOSED', message);
+export const invalidTensorError = (message: string): LoaderError => new LoaderError('ERR_INVALID_TENSOR', message);
+export const diskStageError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_DISK_STAGE', message, withCause(cause));
+export const workerStartError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_WORKER_START', message, withCause(cause));
+export const workerDiedError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_WORKER_DIED', message, withCause(cause));
+export const cudaFailure = (message: string): LoaderError => new LoaderError('ERR_CUDA', message);
+export const badFileError = (message: string, cause?: unknown): LoaderError => new LoaderError('ERR_BAD_FILE', message, withCause(cause));
+export const launchEnvError = (message: string): LoaderError => new LoaderError('ERR_LAUNCH_ENV', message);
+export const resumeMismatchError = (message: string): LoaderError => new LoaderError('ERR_RESUME_MISMATCH', message);
+export const tooLongError = (message: string): LoaderError => new LoaderError('ERR_TOO_LONG', message);

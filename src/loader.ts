@@ -12,7 +12,7 @@ import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import type { SourceSpec } from './dataset/source-spec.js';
 import type { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
-import { LoaderError, invalidOption, loaderClosed } from './errors.js';
+import { epochActive, invalidOption, loaderClosed, resumeMismatchError } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type DeliveryConfig, deliveredNames } from './pipeline/delivery.js';
 import { type Built, buildLoader } from './pipeline/build.js';
@@ -421,16 +421,12 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   #segmentFor(epoch: number): Segment {
     if (this.#closed) throw loaderClosed();
     if (this.#active !== undefined) {
-      throw new LoaderError(
-        'ERR_EPOCH_ACTIVE',
-        `epoch ${epoch} cannot start while epoch ${this.#active.plan.epoch} is still being iterated. Finish or break out of that loop first (a loader runs one epoch at a time)`,
-      );
+      throw epochActive(epoch, this.#active.plan.epoch);
     }
     let position = 0;
     if (this.#resume !== undefined) {
       if (epoch !== this.#resume.epoch) {
-        throw new LoaderError(
-          'ERR_RESUME_MISMATCH',
+        throw resumeMismatchError(
           `this loader resumes epoch ${this.#resume.epoch} at pick ${this.#resume.position}, so its first epoch must be ${this.#resume.epoch}, not ${epoch}. Loop from state.epoch: for (let e = state.epoch; …)`,
         );
       }

@@ -3,7 +3,7 @@
 // the bad value and the fix — nothing is discovered later, mid-epoch.
 
 import { availableParallelism } from 'node:os';
-import { invalidOption, LoaderError, show, unknownOption } from './errors.js';
+import { augmentWithSampler, invalidOption, show, unknownOption } from './errors.js';
 import { MAX_IN_FLIGHT, RAM_MAX_USAGE_RANGE, VRAM_MAX_USAGE_RANGE, clamp } from './base/budget.js';
 import type { Sampler } from './sampler/sampler.js';
 import { DEVICE_PATTERN } from './device/open-device.js';
@@ -264,10 +264,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
   const augment = o.augment === undefined ? 1 : o.augment;
   if (!isInt(augment) || augment < 1) throw invalidOption('augment', 'an integer ≥ 1 (views per sample per epoch)', augment);
   if (augment > 1 && sampler !== undefined) {
-    throw new LoaderError(
-      'ERR_AUGMENT_WITH_SAMPLER',
-      `augment(${augment}) composes with the built-in samplers only: a custom sampler owns its index stream. Emit each sample id ${augment} times from the sampler instead, or drop \`sampler\``,
-    );
+    throw augmentWithSampler(augment);
   }
 
   const transform = o.transform;

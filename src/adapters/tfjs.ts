@@ -22,7 +22,7 @@
 
 import type { Batch } from '../batch.js';
 import { DeviceTensor, type AnyTensor } from '../device/device-tensor.js';
-import { LoaderError, show } from '../errors.js';
+import { LoaderError, invalidOptionError, invalidOptionOf, invalidTensorError, show, unknownFieldError } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fromBFloat16Bits, fromFloat16Bits } from '../tensor/half.js';
 
@@ -137,28 +137,28 @@ export function toTfDataset<TF extends TfNamespace>(loader: TfLoader, options: T
   // Typed structurally inside (NOTE [structural tfjs types]); the caller sees its own tfjs types.
   const tf = options.tf as TfNamespace as TfCalls;
   if (tf === null || typeof tf !== 'object' || typeof tf.tensor !== 'function' || typeof tf.data?.generator !== 'function') {
-    throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`tf\` must be the @tensorflow/tfjs namespace, got ${show(tf)}. Pass { tf } with tf from \`import * as tf from '@tensorflow/tfjs'\``);
+    throw invalidOptionError(`toTfDataset: \`tf\` must be the @tensorflow/tfjs namespace, got ${show(tf)}. Pass { tf } with tf from \`import * as tf from '@tensorflow/tfjs'\``);
   }
   const names = loader.names;
   const fieldList = (knob: 'x' | 'y', value: string | readonly string[] | undefined, fallback: number): readonly string[] => {
     const list = value === undefined ? (names[fallback] === undefined ? [] : [names[fallback]!]) : typeof value === 'string' ? [value] : value;
-    if (list.length === 0) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`${knob}\` names no field and the batches have no field ${fallback}. Pass ${knob}: 'fieldName' (fields: [${names.join(', ')}])`);
+    if (list.length === 0) throw invalidOptionError(`toTfDataset: \`${knob}\` names no field and the batches have no field ${fallback}. Pass ${knob}: 'fieldName' (fields: [${names.join(', ')}])`);
     for (const name of list) {
-      if (!names.includes(name)) throw new LoaderError('ERR_UNKNOWN_FIELD', `toTfDataset: \`${knob}\` names the field ${show(name)}, which the batches do not have. Available: [${names.join(', ')}]`);
+      if (!names.includes(name)) throw unknownFieldError(`toTfDataset: \`${knob}\` names the field ${show(name)}, which the batches do not have. Available: [${names.join(', ')}]`);
     }
     return list;
   };
   const map = options.map as ((fields: Record<string, TfTensorLike>, tf: TfCalls) => TfContainer) | undefined;
-  if (map !== undefined && typeof map !== 'function') throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`map\` must be a function, got ${show(map)}`);
+  if (map !== undefined && typeof map !== 'function') throw invalidOptionOf('toTfDataset', 'map', 'a function', map);
   const xs = map === undefined ? fieldList('x', options.x, 0) : [];
   const ys = map === undefined ? fieldList('y', options.y, 1) : [];
   const oneHot = options.oneHot;
   if (oneHot !== undefined) {
-    if (!Number.isSafeInteger(oneHot) || oneHot < 2) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`oneHot\` must be a class count ≥ 2, got ${show(oneHot)}`);
-    if (ys.length !== 1) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`oneHot\` encodes one label field, but \`y\` names ${ys.length}. Name one field in y, or build ys in \`map\``);
+    if (!Number.isSafeInteger(oneHot) || oneHot < 2) throw invalidOptionOf('toTfDataset', 'oneHot', 'a class count ≥ 2', oneHot);
+    if (ys.length !== 1) throw invalidOptionError(`toTfDataset: \`oneHot\` encodes one label field, but \`y\` names ${ys.length}. Name one field in y, or build ys in \`map\``);
   }
   const firstEpoch = options.epoch ?? 0;
-  if (!Number.isSafeInteger(firstEpoch) || firstEpoch < 0) throw new LoaderError('ERR_INVALID_OPTION', `toTfDataset: \`epoch\` must be an integer ≥ 0, got ${show(firstEpoch)}`);
+  if (!Number.isSafeInteger(firstEpoch) || firstEpoch < 0) throw invalidOptionOf('toTfDataset', 'epoch', 'an integer ≥ 0', firstEpoch);
   const needed = map === undefined ? [...new Set([...xs, ...ys])] : names;
 
   let nextEpoch = firstEpoch;
@@ -331,8 +331,7 @@ export function tfValues(tensor: Tensor, field: string): TfValues {
 }
 
 function outOfInt32(field: string, dtype: string, value: number | bigint, index: number): LoaderError {
-  return new LoaderError(
-    'ERR_INVALID_TENSOR',
+  return invalidTensorError(
     `toTfDataset: field ${show(field)} (${dtype}) holds ${show(value)} at element ${index}, outside tfjs's int32 range. Map it in a Stoker transform first (e.g. to float32)`,
   );
 }

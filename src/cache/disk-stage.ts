@@ -55,7 +55,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
-import { LoaderError, describeCause, invalidOption } from '../errors.js';
+import { LoaderError, describeCause, diskStageError, invalidOption, stageDirUnwritable } from '../errors.js';
 
 /** Structured-cloneable description, posted to workers (SharedArrayBuffer-backed arrays share memory). */
 export interface DiskStageShared {
@@ -180,11 +180,7 @@ export class DiskStage {
       makeDirs(base);
       dir = fs.mkdtempSync(path.join(base, `stoker-stage-${process.pid}-`)); // mkdtemp(3): mode 0700, fresh name; the pid tells ranks' stages apart
     } catch (err) {
-      throw new LoaderError(
-        'ERR_DISK_STAGE',
-        `diskStage.dir ${JSON.stringify(base)}: the stage directory cannot be created there (${describeCause(err)}). Point diskStage.dir at a writable local drive`,
-        { cause: err },
-      );
+      throw stageDirUnwritable(base, 'the stage directory cannot be created there', err);
     }
     const file = path.join(dir, 'stage.pack');
     let fd: number;
@@ -192,11 +188,7 @@ export class DiskStage {
       fd = fs.openSync(file, 'wx+', 0o600);
     } catch (err) {
       removeQuietly(file, dir);
-      throw new LoaderError(
-        'ERR_DISK_STAGE',
-        `diskStage.dir ${JSON.stringify(base)}: the pack file ${file} cannot be created (${describeCause(err)}). Point diskStage.dir at a writable local drive`,
-        { cause: err },
-      );
+      throw stageDirUnwritable(base, `the pack file ${file} cannot be created`, err);
     }
 
     warnIfRamBacked(dir, warn);
@@ -380,14 +372,13 @@ function writeFully(fd: number, buf: Buffer, position: number): void {
 }
 
 function sizeMismatch(op: string, what: string, got: number, want: number): LoaderError {
-  return new LoaderError('ERR_DISK_STAGE', `disk stage ${op}: \`${what}\` has ${got} bytes but every sample of this stage has payloadBytes = ${want}. Pack the sample into exactly ${want} bytes`);
+  return diskStageError(`disk stage ${op}: \`${what}\` has ${got} bytes but every sample of this stage has payloadBytes = ${want}. Pack the sample into exactly ${want} bytes`);
 }
 
 function attachFailed(shared: DiskStageShared, err: unknown): LoaderError {
-  return new LoaderError(
-    'ERR_DISK_STAGE',
+  return diskStageError(
     `disk stage pack file ${shared.file} cannot be opened through ${shared.path} (${describeCause(err)}). Attach before the stage's owner closes it, and keep diskStage.dir on a local drive`,
-    { cause: err },
+    err,
   );
 }
 

@@ -10,7 +10,7 @@
 // A row longer than the capacity (`length`, else `maxLength`) is truncated when `truncate: true`,
 // else refused with ERR_TOO_LONG naming the field, the sample, its length and the capacity.
 
-import { LoaderError, invalidOption, show, unknownOption } from '../errors.js';
+import { invalidOption, raggedTooLong, show, unknownOption } from '../errors.js';
 
 export type RaggedRow = Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | Float32Array | Float64Array;
 
@@ -115,10 +115,7 @@ function clip(field: string, row: RaggedRow, id: number, per: number, cap: numbe
 export function clipLength(field: string, len: number, id: number, cap: number | undefined, truncate: boolean): number {
   if (cap === undefined || len <= cap) return len;
   if (truncate) return cap;
-  throw new LoaderError(
-    'ERR_TOO_LONG',
-    `ragged field \`${field}\`: sample ${id} has length ${len}, over the capacity ${cap}. Set \`collate.${field}.*.truncate: true\` to keep its first ${cap}, or raise \`maxLength\` (or the pad \`to\`)`,
-  );
+  throw raggedTooLong(field, id, len, cap, 'collate');
 }
 
 function alloc(like: RaggedRow, n: number): RaggedRow {

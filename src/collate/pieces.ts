@@ -18,7 +18,7 @@
 // separate fill pass (on the device: no memset before the copy, one launch per field per batch).
 // `maxSpan` (the widest span) sizes the device grid.
 
-import { LoaderError } from '../errors.js';
+import { LoaderError, invalidTensorError } from '../errors.js';
 import { type PadSpec, type PackSpec, type RaggedRow, clipLength, padLength } from './collate.js';
 import type { PackPlan } from '../sampler/pack-plan.js';
 import { type DType, allocStorage } from '../tensor/dtype.js';
@@ -49,7 +49,7 @@ export interface PieceRows {
 const MAX_INT32 = 0x7fffffff;
 
 function badTable(message: string): LoaderError {
-  return new LoaderError('ERR_INVALID_TENSOR', `piece table: ${message}`);
+  return invalidTensorError(`piece table: ${message}`);
 }
 
 /**

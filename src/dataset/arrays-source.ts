@@ -2,7 +2,7 @@
 // same number of rows. A batch is one gather per column. The rule: the columns are read, never
 // written, so the caller must not mutate them while a loader uses them.
 
-import { LoaderError, show } from '../errors.js';
+import { indexOutOfRange, invalidDatasetError, show } from '../errors.js';
 import { type DType, type TypedArray, allocStorage, elementSize, storageView } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -28,25 +28,24 @@ export class ArraySource implements BatchDataset, Reopenable {
   constructor(columns: ArrayColumns) {
     const isList = Array.isArray(columns);
     if (!isList && (columns === null || typeof columns !== 'object' || ArrayBuffer.isView(columns) || columns instanceof Tensor)) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.arrays(columns): columns must be an array or a record of tensors or typed arrays, got ${show(columns)}`);
+      throw invalidDatasetError(`sources.arrays(columns): columns must be an array or a record of tensors or typed arrays, got ${show(columns)}`);
     }
     const keys = isList ? undefined : Object.keys(columns);
     const values = isList ? (columns as readonly unknown[]) : keys!.map((k) => (columns as Record<string, unknown>)[k]);
-    if (values.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.arrays(columns): give at least one column');
+    if (values.length === 0) throw invalidDatasetError('sources.arrays(columns): give at least one column');
     const tensors = values.map((v, i) => {
       const label = `sources.arrays: column ${keys ? show(keys[i]) : i}`;
       if (v instanceof Tensor) {
-        if (v.shape.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `${label} is a scalar; its first dimension must be the row count`);
+        if (v.shape.length === 0) throw invalidDatasetError(`${label} is a scalar; its first dimension must be the row count`);
         return v;
       }
       if (ArrayBuffer.isView(v)) return new Tensor(v as TypedArray);
-      throw new LoaderError('ERR_INVALID_DATASET', `${label} is ${show(v)}; expected a Tensor or a typed array`);
+      throw invalidDatasetError(`${label} is ${show(v)}; expected a Tensor or a typed array`);
     });
     const rows = tensors[0]!.shape[0]!;
     tensors.forEach((t, i) => {
       if (t.shape[0] !== rows) {
-        throw new LoaderError(
-          'ERR_INVALID_DATASET',
+        throw invalidDatasetError(
           `sources.arrays: column ${keys ? show(keys[i]) : i} has ${t.shape[0]} rows but column ${keys ? show(keys[0]) : 0} has ${rows}. All columns need the same first dimension`,
         );
       }
@@ -82,7 +81,7 @@ export class ArraySource implements BatchDataset, Reopenable {
     const { tensors, keys } = this[kColumns];
     for (const i of indices) {
       if (!Number.isInteger(i) || i < 0 || i >= this.length) {
-        throw new LoaderError('ERR_INVALID_DATASET', `sources.arrays: index ${show(i)} is out of range [0, ${this.length})`);
+        throw indexOutOfRange('sources.arrays', 'index', i, this.length);
       }
     }
     const out = tensors.map((t) => {

@@ -6,7 +6,7 @@
 // `classes`) must name the same ones in the same order: a label is an index into that list, so
 // [apple, banana] + [banana, cherry] would make label 0 mean two things; such a concat is refused.
 
-import { LoaderError, describeCause, show } from '../errors.js';
+import { describeCause, indexOutOfRange, invalidDatasetError, sampleMismatchError, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { hasColumns } from './arrays-source.js';
@@ -104,7 +104,7 @@ abstract class ConcatBase {
   /** The part holding global sample `index`, and its index there. */
   protected locate(index: number): { part: number; local: number } {
     if (!Number.isInteger(index) || index < 0 || index >= this.length) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: index ${show(index)} is out of range [0, ${this.length})`);
+      throw indexOutOfRange('sources.concat', 'index', index, this.length);
     }
     const offsets = this.#offsets;
     let lo = 0;
@@ -129,7 +129,7 @@ abstract class ConcatBase {
           const own = ownLengths(part);
           const got = own !== undefined ? own : await (part as unknown as LoadsLengths).loadLengths(field);
           if (!(got instanceof Uint32Array) || got.length !== part.length) {
-            throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${k}'s lengths are ${got instanceof Uint32Array ? `${got.length} entries` : show(got)}; want a Uint32Array of ${part.length} (one per sample)`);
+            throw invalidDatasetError(`sources.concat: part ${k}'s lengths are ${got instanceof Uint32Array ? `${got.length} entries` : show(got)}; want a Uint32Array of ${part.length} (one per sample)`);
           }
           out.set(got, this.#offsets[k]!);
         }
@@ -210,8 +210,7 @@ export class ConcatBatchSource extends ConcatBase implements BatchDataset {
       const { tensors, keys } = batchColumns(cols, rows, undefined, where);
       const own = schemaOfColumns(tensors, keys);
       if (!sameColumns(schema, own)) {
-        throw new LoaderError(
-          'ERR_SAMPLE_MISMATCH',
+        throw sampleMismatchError(
           `sources.concat: part ${p} gives columns ${describeColumns(own)} but part ${part} gives ${describeColumns(schema)}. Every part must give the same column names, dtypes and row shapes`,
         );
       }
@@ -244,18 +243,18 @@ export function concatSource(parts: readonly AnyDataset[]): ConcatSource {
 }
 
 function makeConcat(parts: readonly AnyDataset[], specs: readonly (SourceSpec | undefined)[]): ConcatSource {
-  if (!Array.isArray(parts)) throw new LoaderError('ERR_INVALID_DATASET', `sources.concat(parts): parts must be an array of datasets, got ${show(parts)}`);
-  if (parts.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.concat(parts): give at least one part');
+  if (!Array.isArray(parts)) throw invalidDatasetError(`sources.concat(parts): parts must be an array of datasets, got ${show(parts)}`);
+  if (parts.length === 0) throw invalidDatasetError('sources.concat(parts): give at least one part');
   parts.forEach((p, i) => {
     if (isSourceSpec(p)) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} is a source spec (${show((p as SourceSpec).export)}), not an opened dataset. Open it first, or pass the list to await openConcat({ parts })`);
+      throw invalidDatasetError(`sources.concat: part ${i} is a source spec (${show((p as SourceSpec).export)}), not an opened dataset. Open it first, or pass the list to await openConcat({ parts })`);
     }
     const ds = p as Partial<Dataset & BatchDataset> | null;
     if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} is ${show(p)}; a part must be a dataset with get(i) or getBatch(ids)`);
+      throw invalidDatasetError(`sources.concat: part ${i} is ${show(p)}; a part must be a dataset with get(i) or getBatch(ids)`);
     }
     if (!Number.isSafeInteger(ds.length) || ds.length! < 1) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: part ${i} has length ${show(ds.length)}; every part needs a positive integer length`);
+      throw invalidDatasetError(`sources.concat: part ${i} has length ${show(ds.length)}; every part needs a positive integer length`);
     }
   });
   checkClasses(parts);
@@ -269,7 +268,7 @@ function makeConcat(parts: readonly AnyDataset[], specs: readonly (SourceSpec | 
  */
 export async function openConcat(options: ConcatOptions): Promise<ConcatSource> {
   const parts = options?.parts;
-  if (!Array.isArray(parts)) throw new LoaderError('ERR_INVALID_DATASET', `openConcat: options.parts must be an array, got ${show(parts)}`);
+  if (!Array.isArray(parts)) throw invalidDatasetError(`openConcat: options.parts must be an array, got ${show(parts)}`);
   const opened: AnyDataset[] = [];
   try {
     for (let i = 0; i < parts.length; i++) {
@@ -281,7 +280,7 @@ export async function openConcat(options: ConcatOptions): Promise<ConcatSource> 
       try {
         opened.push(await openSource(p));
       } catch (cause) {
-        throw new LoaderError('ERR_INVALID_DATASET', `sources.concat: opening part ${i} failed: ${describeCause(cause)}`, { cause });
+        throw invalidDatasetError(`sources.concat: opening part ${i} failed: ${describeCause(cause)}`, cause);
       }
     }
     return makeConcat(opened, parts.map((p) => (isSourceSpec(p) ? p : undefined)));
@@ -306,8 +305,7 @@ function checkClasses(parts: readonly AnyDataset[]): void {
     const gave = got === undefined ? 'names no classes' : `has classes ${show(got.slice(0, 20))}`;
     const clash = got?.findIndex((c, k) => c !== want[k]) ?? -1;
     const why = got !== undefined && clash >= 0 && clash < want.length ? `: label ${clash} would mean ${show(want[clash])} in part ${first} and ${show(got[clash])} in part ${i}` : '';
-    throw new LoaderError(
-      'ERR_SAMPLE_MISMATCH',
+    throw sampleMismatchError(
       `sources.concat: part ${i} ${gave} but part ${first} has ${show(want.slice(0, 20))}${why}. Every part's labels must index the same class list: give each part the same class folders, or make one image folder of all of them`,
     );
   });

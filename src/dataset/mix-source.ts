@@ -5,7 +5,7 @@
 // `window` picks (default: the loader's batchSize, so each batch of a full step is one window), and
 // each part cycles through its own shuffled epochs, independently of the others.
 
-import { LoaderError, invalidOption, show } from '../errors.js';
+import { invalidDatasetError, invalidOption, show } from '../errors.js';
 import type { LoaderState } from '../distributed/resume.js';
 import { MixSampler, checkWeights } from '../sampler/mix-sampler.js';
 import { type U64, toU64 } from '../sampler/rng.js';
@@ -72,10 +72,10 @@ export async function openMix(options: OpenMixOptions): Promise<MixSource> {
 }
 
 function checkParts(parts: unknown): number[] {
-  if (!Array.isArray(parts) || parts.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.mix(parts): parts must be a non-empty array of { dataset, weight }, got ${show(parts)}`);
+  if (!Array.isArray(parts) || parts.length === 0) throw invalidDatasetError(`sources.mix(parts): parts must be a non-empty array of { dataset, weight }, got ${show(parts)}`);
   parts.forEach((p: Partial<MixPart> | null, i) => {
     if (p === null || typeof p !== 'object' || p.dataset === undefined || isSourceSpec(p) || typeof (p as { get?: unknown }).get === 'function') {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.mix: part ${i} is ${show(p)}; each part is { dataset, weight }`);
+      throw invalidDatasetError(`sources.mix: part ${i} is ${show(p)}; each part is { dataset, weight }`);
     }
   });
   return checkWeights(parts.map((p: MixPart) => p.weight), 'sources.mix(parts)');

@@ -8,7 +8,7 @@ import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { Type } from 'apache-arrow';
-import { LoaderError, badFile, describeCause, fileAccess, show } from '../errors.js';
+import { badFile, describeCause, fileAccess, invalidDatasetError, show } from '../errors.js';
 import { elementSize } from '../tensor/dtype.js';
 import { type AnyDataset, closeDataset } from './dataset.js';
 import { SourceReader } from './source-reader.js';
@@ -70,7 +70,7 @@ export function detectFormat(path: string): SourceFormat {
     const entries = readdirSync(path, { withFileTypes: true });
     if (entries.some((e) => e.isFile() && e.name.toLowerCase().endsWith('.tar'))) return 'tar-shards';
     if (entries.some((e) => e.isDirectory())) return 'image-folder';
-    throw new LoaderError('ERR_INVALID_DATASET', `${path}: a folder with neither class sub-folders (an image folder) nor .tar shards; nothing to inspect`);
+    throw invalidDatasetError(`${path}: a folder with neither class sub-folders (an image folder) nor .tar shards; nothing to inspect`);
   }
   const ext = extname(path).toLowerCase();
   if (ext === '.npy') return 'npy';
@@ -97,7 +97,7 @@ export function detectFormat(path: string): SourceFormat {
   if (n >= 9 && head[8] === 0x7b /* { */ && head[5] === 0 && head[6] === 0 && head[7] === 0) return 'safetensors';
   if (n >= 9 && text(0, 9) === 'MMIDIDX\x00\x00') return 'megatron';
   if (n >= 4 && text(0, 4) === 'PAR1') return 'parquet';
-  throw new LoaderError('ERR_INVALID_DATASET', `${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a Megatron .idx, or a folder of class folders or .tar shards)`);
+  throw invalidDatasetError(`${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a Megatron .idx, or a folder of class folders or .tar shards)`);
 }
 
 export async function openPath(path: string, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {

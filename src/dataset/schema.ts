@@ -3,7 +3,7 @@
 // read, so that a sample that changes shape or dtype fails its batch with a message naming it
 // instead of producing a silently wrong batch.
 
-import { LoaderError, show } from '../errors.js';
+import { emptySampleError, invalidDatasetError, invalidOptionError, sampleMismatchError, show } from '../errors.js';
 import { type DType, elementSize, inferDType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import type { BatchColumns, Sample, SampleValue } from './dataset.js';
@@ -71,9 +71,9 @@ export function raggedSchema(schema: Schema, names: readonly string[], plans: Re
   for (const [name, plan] of plans) {
     const f = names.indexOf(name);
     const spec = fields[f];
-    if (spec === undefined) throw new LoaderError('ERR_INVALID_OPTION', `ragged field ${show(name)} is not a field of the dataset (its fields: ${names.map((n) => show(n)).join(', ')})`);
+    if (spec === undefined) throw invalidOptionError(`ragged field ${show(name)} is not a field of the dataset (its fields: ${names.map((n) => show(n)).join(', ')})`);
     if (spec.shape.length === 0) {
-      throw new LoaderError('ERR_INVALID_OPTION', `ragged field ${show(name)} is a scalar in sample 0; a ragged field has a first dimension that varies (shape [len, …])`);
+      throw invalidOptionError(`ragged field ${show(name)} is a scalar in sample 0; a ragged field has a first dimension that varies (shape [len, …])`);
     }
     const per = spec.shape.slice(1).reduce((a, b) => a * b, 1);
     fields[f] = { dtype: spec.dtype, shape: [plan.capacity, ...spec.shape.slice(1)], rowSize: plan.capacity * per };
@@ -101,17 +101,17 @@ export interface Fields {
 export function sampleFields(sample: Sample, schemaKeys: readonly string[] | undefined, where: string): Fields {
   if (Array.isArray(sample)) return { values: sample as readonly SampleValue[], keys: undefined };
   if (sample === null || typeof sample !== 'object' || ArrayBuffer.isView(sample) || sample instanceof Tensor) {
-    throw new LoaderError('ERR_INVALID_DATASET', `${where} must be an array of fields or a record of named fields, got ${show(sample)}`);
+    throw invalidDatasetError(`${where} must be an array of fields or a record of named fields, got ${show(sample)}`);
   }
   const record = sample as { readonly [name: string]: SampleValue };
   const keys = schemaKeys ?? Object.keys(record);
   const values = keys.map((k) => {
     const v = record[k];
-    if (v === undefined) throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} has no field ${show(k)}; sample 0 had fields ${show(schemaKeys)}`);
+    if (v === undefined) throw sampleMismatchError(`${where} has no field ${show(k)}; sample 0 had fields ${show(schemaKeys)}`);
     return v;
   });
   if (schemaKeys !== undefined && Object.keys(record).length !== schemaKeys.length) {
-    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} has fields ${show(Object.keys(record))}; sample 0 had ${show(schemaKeys)}`);
+    throw sampleMismatchError(`${where} has fields ${show(Object.keys(record))}; sample 0 had ${show(schemaKeys)}`);
   }
   return { values, keys };
 }
@@ -123,14 +123,14 @@ export function describeValue(value: SampleValue, where: string): FieldSpec {
   if (typeof value === 'bigint') return { dtype: 'int64', shape: [], rowSize: 1 };
   const dtype = inferDType(value);
   if (dtype === undefined) {
-    throw new LoaderError('ERR_INVALID_DATASET', `${where} is ${show(value)}; a field must be a Tensor, a typed array, a number or a bigint`);
+    throw invalidDatasetError(`${where} is ${show(value)}; a field must be a Tensor, a typed array, a number or a bigint`);
   }
   return { dtype, shape: [(value as { length: number }).length], rowSize: (value as { length: number }).length };
 }
 
 export function schemaOf(fields: Fields, where: string): Schema {
   if (fields.values.length === 0) {
-    throw new LoaderError('ERR_EMPTY_SAMPLE', `${where} has no fields; a sample needs at least one tensor`);
+    throw emptySampleError(`${where} has no fields; a sample needs at least one tensor`);
   }
   const specs = fields.values.map((v, i) => describeValue(v, `${where}, field ${fieldLabel(fields.keys, i)}`));
   return { fields: specs, keys: fields.keys, sampleBytes: specs.reduce((s, f) => s + f.rowSize * elementSize(f.dtype), 0) };
@@ -138,8 +138,7 @@ export function schemaOf(fields: Fields, where: string): Schema {
 
 export function checkField(spec: FieldSpec, got: FieldSpec, where: string): void {
   if (got.dtype !== spec.dtype || !sameShape(got.shape, spec.shape)) {
-    throw new LoaderError(
-      'ERR_SAMPLE_MISMATCH',
+    throw sampleMismatchError(
       `${where} is ${got.dtype} [${got.shape.join(', ')}] but sample 0 had ${spec.dtype} [${spec.shape.join(', ')}]. Every sample must have the same dtypes and shapes`,
     );
   }
@@ -159,20 +158,20 @@ export function batchColumns(cols: BatchColumns, rows: number, schema: Schema | 
     keys = schema?.keys ?? Object.keys(record);
     values = keys.map((k) => record[k]);
   } else {
-    throw new LoaderError('ERR_INVALID_DATASET', `${where} must return an array or a record of columns, got ${show(cols)}`);
+    throw invalidDatasetError(`${where} must return an array or a record of columns, got ${show(cols)}`);
   }
-  if (values.length === 0) throw new LoaderError('ERR_EMPTY_SAMPLE', `${where} returned no columns; a batch needs at least one tensor`);
+  if (values.length === 0) throw emptySampleError(`${where} returned no columns; a batch needs at least one tensor`);
   if (schema !== undefined && values.length !== schema.fields.length) {
-    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where} returned ${values.length} columns; the first batch had ${schema.fields.length}`);
+    throw sampleMismatchError(`${where} returned ${values.length} columns; the first batch had ${schema.fields.length}`);
   }
   const tensors = values.map((v, i) => {
     const label = `${where}, column ${fieldLabel(keys, i)}`;
     let t: Tensor;
     if (v instanceof Tensor) t = v;
     else if (ArrayBuffer.isView(v) && inferDType(v) !== undefined) t = new Tensor(v as never);
-    else throw new LoaderError('ERR_INVALID_DATASET', `${label} is ${show(v)}; a column must be a Tensor or a typed array`);
+    else throw invalidDatasetError(`${label} is ${show(v)}; a column must be a Tensor or a typed array`);
     if (t.shape.length === 0 || t.shape[0] !== rows) {
-      throw new LoaderError('ERR_SAMPLE_MISMATCH', `${label} has shape [${t.shape.join(', ')}]; its first dimension must be the ${rows} requested rows`);
+      throw sampleMismatchError(`${label} has shape [${t.shape.join(', ')}]; its first dimension must be the ${rows} requested rows`);
     }
     const spec = schema?.fields[i];
     if (spec !== undefined) checkField(spec, { dtype: t.dtype, shape: t.shape.slice(1), rowSize: t.rowSize }, label);

@@ -8,7 +8,7 @@
 import type { SampleCache } from '../cache/sample-cache.js';
 import type { TierCounters } from '../cache/tier-counters.js';
 import type { DiskStage } from '../cache/disk-stage.js';
-import { LoaderError, show } from '../errors.js';
+import { LoaderError, impureDataset, raggedTooLong, sampleMismatchError, show } from '../errors.js';
 import { type DType, type Storage, type StorageOf, allocStorage, elementSize, inferDType } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
@@ -314,10 +314,7 @@ function cancelledError(): Error {
 }
 
 function impure(id: number): LoaderError {
-  return new LoaderError(
-    'ERR_IMPURE_DATASET',
-    `dataset.get(${id}) returned different content on two reads. A dataset must be a pure function of the index: the sample cache and the disk stage keep the first read and serve it every epoch. Move randomness into the loader's transform (take it from key.rng()), or pass sampleCache: false`,
-  );
+  return impureDataset(id);
 }
 
 function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
@@ -332,7 +329,7 @@ export function writeSample(sample: unknown, id: number, row: number, schema: Sc
   const { values } = sampleFields(sample as never, keys, where);
   const visible = schema.visible ?? fields.length;
   if (values.length !== visible) {
-    throw new LoaderError('ERR_SAMPLE_MISMATCH', `${where}: sample ${id} has ${values.length} tensors, expected ${visible} (same as sample 0)`);
+    throw sampleMismatchError(`${where}: sample ${id} has ${values.length} tensors, expected ${visible} (same as sample 0)`);
   }
   let ragged = 0;
   for (let f = 0; f < visible; f++) {
@@ -381,8 +378,7 @@ function writeRagged(
   const rest = spec.shape.slice(1);
   if (got === undefined || got.dtype !== spec.dtype || got.shape.length !== spec.shape.length || got.shape.some((d, k) => k > 0 && d !== rest[k - 1])) {
     const shown = got === undefined ? show(value) : `${got.dtype} [${got.shape.join(', ')}]`;
-    throw new LoaderError(
-      'ERR_SAMPLE_MISMATCH',
+    throw sampleMismatchError(
       `${where} is ${shown} but the ragged field is ${spec.dtype} [len${rest.map((d) => `, ${d}`).join('')}] (from sample 0). A ragged field varies only in its first dimension`,
     );
   }
@@ -390,10 +386,7 @@ function writeRagged(
   let n = len;
   if (len > r.capacity) {
     if (!r.truncate) {
-      throw new LoaderError(
-        'ERR_TOO_LONG',
-        `ragged field \`${r.name}\`: sample ${id} has length ${len}, over the capacity ${r.capacity}. Set \`collate.${r.name}.*.truncate: true\` (or \`pack.truncate\`) to keep its first ${r.capacity}, or raise \`maxLength\``,
-      );
+      throw raggedTooLong(r.name, id, len, r.capacity, 'read');
     }
     n = r.capacity;
   }

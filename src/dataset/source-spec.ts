@@ -5,7 +5,7 @@
 
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { LoaderError, describeCause, show } from '../errors.js';
+import { describeCause, invalidDatasetError, moduleExport, moduleImport, show } from '../errors.js';
 import type { AnyDataset } from './dataset.js';
 
 export interface SourceSpec {
@@ -47,16 +47,16 @@ export function specOf(dataset: unknown): SourceSpec | undefined {
  */
 export function moduleSource(module: string | URL, exportName: string, options?: unknown): SourceSpec {
   let specifier = module instanceof URL ? module.href : module;
-  if (typeof specifier !== 'string' || specifier.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.module: the module must be a path or URL, got ${show(module)}`);
+  if (typeof specifier !== 'string' || specifier.length === 0) throw invalidDatasetError(`sources.module: the module must be a path or URL, got ${show(module)}`);
   if (isAbsolute(specifier)) specifier = pathToFileURL(specifier).href;
   if (specifier.startsWith('.')) {
-    throw new LoaderError('ERR_INVALID_DATASET', `sources.module: ${show(specifier)} is relative, and workers resolve from elsewhere. Pass new URL(${show(specifier)}, import.meta.url)`);
+    throw invalidDatasetError(`sources.module: ${show(specifier)} is relative, and workers resolve from elsewhere. Pass new URL(${show(specifier)}, import.meta.url)`);
   }
-  if (typeof exportName !== 'string' || exportName.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.module: the export name must be a non-empty string, got ${show(exportName)}`);
+  if (typeof exportName !== 'string' || exportName.length === 0) throw invalidDatasetError(`sources.module: the export name must be a non-empty string, got ${show(exportName)}`);
   try {
     structuredClone(options);
   } catch (cause) {
-    throw new LoaderError('ERR_INVALID_DATASET', `sources.module: options must survive structured clone to reach the workers: ${describeCause(cause)}`, { cause });
+    throw invalidDatasetError(`sources.module: options must survive structured clone to reach the workers: ${describeCause(cause)}`, cause);
   }
   return Object.freeze({ module: specifier, export: exportName, options });
 }
@@ -67,11 +67,11 @@ export async function openSource(spec: SourceSpec): Promise<AnyDataset> {
   try {
     mod = (await import(spec.module)) as Record<string, unknown>;
   } catch (cause) {
-    throw new LoaderError('ERR_INVALID_DATASET', `source module ${spec.module} cannot be imported: ${describeCause(cause)}`, { cause });
+    throw moduleImport('source', spec.module, cause);
   }
   const factory = mod[spec.export];
   if (typeof factory !== 'function') {
-    throw new LoaderError('ERR_INVALID_DATASET', `source module ${spec.module} has no function export ${show(spec.export)} (exports: ${Object.keys(mod).join(', ') || 'none'})`);
+    throw moduleExport('source', spec.module, spec.export, mod);
   }
   return (await factory(spec.options)) as AnyDataset;
 }

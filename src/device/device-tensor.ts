@@ -3,7 +3,7 @@
 // event — Stoker makes the consumer stream wait on it before delivery — and never after its batch is
 // released (every accessor then throws ERR_BATCH_RELEASED).
 
-import { LoaderError, batchReleased, loaderClosed } from '../errors.js';
+import { batchReleased, foreignDeviceTensor, loaderClosed } from '../errors.js';
 import type { ImagePlan } from '../image/image-plan.js';
 import { type DType, type StorageOf, allocStorage, elementSize } from '../tensor/dtype.js';
 import type { Lease } from '../tensor/lease.js';
@@ -103,7 +103,7 @@ export class DeviceTensor<D extends DType = DType> {
   runImage(plan: ImagePlan): DeviceTensor {
     this.#check();
     const owner = this.#owner;
-    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'transforms.image: this device tensor does not belong to a batch being delivered');
+    if (owner === undefined) throw foreignDeviceTensor('transforms.image');
     const backend = this.#backend;
     const dst = owner.alloc(plan.n * plan.c * plan.oh * plan.ow * elementSize(plan.output));
     const tables = owner.alloc(plan.params.byteLength + plan.scaleBias.byteLength);
@@ -127,7 +127,7 @@ export class DeviceTensor<D extends DType = DType> {
   runPieces(job: { table: PieceTable; fill: bigint; shape: readonly number[]; segment?: 'int32' | 'uint8'; position?: boolean }): { data: DeviceTensor; segment?: DeviceTensor; position?: DeviceTensor } {
     this.#check();
     const owner = this.#owner;
-    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
+    if (owner === undefined) throw foreignDeviceTensor('collate');
     const backend = this.#backend;
     const { table, fill } = job;
     const rows = this.shape[0]!;
@@ -169,7 +169,7 @@ export class DeviceTensor<D extends DType = DType> {
   sibling<T extends DType>(host: Tensor<T>): DeviceTensor<T> {
     this.#check();
     const owner = this.#owner;
-    if (owner === undefined) throw new LoaderError('ERR_INVALID_TENSOR', 'collate: this device tensor does not belong to a batch being delivered');
+    if (owner === undefined) throw foreignDeviceTensor('collate');
     const backend = this.#backend;
     const buffer = owner.alloc(Math.max(4, host.byteLength));
     // SAFETY: `host` is fresh per batch and nothing writes to it; pageable memory is staged by the driver before the call returns.

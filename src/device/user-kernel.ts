@@ -3,7 +3,7 @@
 // The rule: pass DeviceTensors of live batches (their addresses are read at launch); the kernel must
 // not touch a tensor after its batch is released.
 
-import { LoaderError, show } from '../errors.js';
+import { invalidOptionError, show, unsupportedOptionError } from '../errors.js';
 import type { AnyTensor } from './device-tensor.js';
 import { DeviceTensor } from './device-tensor.js';
 
@@ -30,13 +30,13 @@ export interface KernelHost {
 
 export function makeUserKernel(host: KernelHost | undefined, device: string, ptx: string | Uint8Array, name: string): UserKernel {
   if (host === undefined) {
-    throw new LoaderError('ERR_UNSUPPORTED_OPTION', `loader.kernel(): ${device} cannot run PTX; user kernels need device: 'cuda'`);
+    throw unsupportedOptionError(`loader.kernel(): ${device} cannot run PTX; user kernels need device: 'cuda'`);
   }
-  if (typeof name !== 'string' || name.length === 0) throw new LoaderError('ERR_INVALID_OPTION', `loader.kernel(ptx, name): name must be the kernel's extern "C" name, got ${show(name)}`);
+  if (typeof name !== 'string' || name.length === 0) throw invalidOptionError(`loader.kernel(ptx, name): name must be the kernel's extern "C" name, got ${show(name)}`);
   const launch = host.loadKernel(ptx, name);
   const dim3 = (d: number | readonly [number, number, number], what: string): [number, number, number] => {
     const v = typeof d === 'number' ? [d, 1, 1] : [...d];
-    if (v.length !== 3 || !v.every((x) => Number.isInteger(x) && x >= 1)) throw new LoaderError('ERR_INVALID_OPTION', `kernel ${what} must be a positive integer or [x, y, z], got ${show(d)}`);
+    if (v.length !== 3 || !v.every((x) => Number.isInteger(x) && x >= 1)) throw invalidOptionError(`kernel ${what} must be a positive integer or [x, y, z], got ${show(d)}`);
     return v as [number, number, number];
   };
   return {

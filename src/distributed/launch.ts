@@ -5,7 +5,7 @@
 // error naming the variables, never a silent single-process run that trains on the whole dataset
 // in every rank.
 
-import { LoaderError, invalidOption, show } from '../errors.js';
+import { LoaderError, invalidOption, launchEnvError, show } from '../errors.js';
 
 export type Launcher = 'torchrun' | 'openmpi' | 'mpich' | 'slurm' | 'options' | 'single';
 
@@ -47,8 +47,7 @@ export function detectLaunch(env: Env = process.env): World | undefined {
     if (present.length === 0) continue;
     if (env[f.rank] === undefined || env[f.size] === undefined || env[f.rank] === '' || env[f.size] === '') {
       const missing = [f.rank, f.size].filter((k) => env[k] === undefined || env[k] === '');
-      throw new LoaderError(
-        'ERR_LAUNCH_ENV',
+      throw launchEnvError(
         `the ${f.launcher} environment is partial: ${present.map((k) => `${k}=${env[k]}`).join(', ')} is set but ${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not. ` +
           'Start every process through the launcher, or unset the stray variables, or pass rank and worldSize explicitly',
       );
@@ -103,8 +102,7 @@ export function resolveWorld(options: { rank?: unknown; worldSize?: unknown; loc
 export function rankDevice(device: string, world: World): string {
   if (device !== 'cuda' || world.worldSize === 1) return device;
   if (world.localRank === undefined) {
-    throw new LoaderError(
-      'ERR_LAUNCH_ENV',
+    throw launchEnvError(
       `device 'cuda' with ${world.worldSize} ranks needs this rank's local rank to pick its GPU, and the ${world.launcher} launcher does not export one. Pass localRank, or device: 'cuda:N'`,
     );
   }
@@ -118,10 +116,10 @@ function checkLocalRank(v: unknown): void {
 function envInt(env: Env, name: string, min: number): number {
   const raw = env[name]!;
   const n = /^\s*\d+\s*$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < min) throw new LoaderError('ERR_LAUNCH_ENV', `environment variable ${name}=${show(raw)} must be an integer ≥ ${min}`);
+  if (!Number.isSafeInteger(n) || n < min) throw launchEnvError(`environment variable ${name}=${show(raw)} must be an integer ≥ ${min}`);
   return n;
 }
 
 function launchConflict(what: string): LoaderError {
-  return new LoaderError('ERR_LAUNCH_ENV', `the launch environment contradicts itself: ${what}. Fix the launcher's variables or drop the conflicting options`);
+  return launchEnvError(`the launch environment contradicts itself: ${what}. Fix the launcher's variables or drop the conflicting options`);
 }

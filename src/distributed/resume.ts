@@ -5,7 +5,7 @@
 // seed, the dataset length, `augment` and the kind of order may not. A mixture's weights may
 // change too (from the resume point on: NOTE [Mixture order], sampler/mix-sampler.ts).
 
-import { LoaderError, show } from '../errors.js';
+import { resumeMismatchError, show } from '../errors.js';
 import type { U64 } from '../sampler/rng.js';
 import type { MixState } from '../sampler/mix-sampler.js';
 
@@ -54,7 +54,7 @@ export function seedString(seed: U64): string {
 export function checkResume(state: unknown, shape: OrderShape): LoaderState {
   const s = state as Partial<Record<keyof LoaderState, unknown>> | null;
   if (s === null || typeof s !== 'object' || s.stoker !== 1) {
-    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume\` must be a state from loader.state() (an object with stoker: 1), got ${show(state)}`);
+    throw resumeMismatchError(`\`resume\` must be a state from loader.state() (an object with stoker: 1), got ${show(state)}`);
   }
   const expect: [keyof LoaderState, unknown, string][] = [
     ['seed', seedString(shape.seed), 'seed'],
@@ -65,8 +65,7 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
   ];
   for (const [key, want, what] of expect) {
     if (s[key] !== want) {
-      throw new LoaderError(
-        'ERR_RESUME_MISMATCH',
+      throw resumeMismatchError(
         `\`resume\`: the state was saved with ${what} ${show(s[key])}, but this loader has ${show(want)}. A different order cannot continue the saved one: ` +
           `create the loader with the same ${what}, or start without \`resume\``,
       );
@@ -75,12 +74,12 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
   for (const key of ['epoch', 'position', 'worldSize', 'batchSize'] as const) {
     const v = s[key];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (key === 'worldSize' || key === 'batchSize' ? 1 : 0)) {
-      throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.${key}\` must be a non-negative integer, got ${show(v)}; the state is corrupt`);
+      throw resumeMismatchError(`\`resume.${key}\` must be a non-negative integer, got ${show(v)}; the state is corrupt`);
     }
   }
   // A packed state counts windows (NOTE [pack-position]); the planner checks its position.
   if (s.pack === undefined && (s.position as number) >= shape.picks) {
-    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.position\` ${s.position} is not below the ${shape.picks} picks of an epoch; the state is corrupt`);
+    throw resumeMismatchError(`\`resume.position\` ${s.position} is not below the ${shape.picks} picks of an epoch; the state is corrupt`);
   }
   return s as LoaderState;
 }

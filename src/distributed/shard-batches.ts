@@ -10,7 +10,7 @@
 // - 'drop': m = ⌊R / W⌋, the last R − m·W batches of the list are not delivered this epoch, so no
 //   sample comes twice (and with W = 1, or R divisible by W, each comes exactly once).
 
-import { LoaderError } from '../errors.js';
+import { resumeMismatchError } from '../errors.js';
 import type { ShardMode } from './shard.js';
 import type { BatchList } from '../sampler/token-batches.js';
 
@@ -32,8 +32,7 @@ export function batchAt(list: BatchList, position: number, epoch: number): numbe
     else hi = mid;
   }
   if (b[lo] !== position) {
-    throw new LoaderError(
-      'ERR_RESUME_MISMATCH',
+    throw resumeMismatchError(
       `\`resume.position\` ${position} falls inside a token-budget batch of epoch ${epoch}: the state was saved with other batchTokens, bucketWindow, batchSize or lengths. Resume with those, or from the start of an epoch`,
     );
   }

@@ -35,7 +35,7 @@
 
 import { createRequire } from 'node:module';
 import type sharpModule from 'sharp';
-import { badFile, invalidOption, LoaderError } from '../errors.js';
+import { badFile, invalidDatasetError, invalidOption } from '../errors.js';
 import { Tensor } from '../tensor/tensor.js';
 import { PickKey } from '../sampler/pick-key.js';
 import type { U64 } from '../sampler/rng.js';
@@ -130,10 +130,9 @@ export function loadImageDecoder(): Sharp {
   try {
     lib = require('sharp') as Sharp;
   } catch (cause) {
-    throw new LoaderError(
-      'ERR_INVALID_DATASET',
+    throw invalidDatasetError(
       `image decoding needs the package "sharp", which failed to load: ${(cause as Error)?.message ?? String(cause)}. Reinstall it with npm install sharp`,
-      { cause },
+      cause,
     );
   }
   lib.cache(false);

@@ -4,7 +4,7 @@
 // distributed/shard-batches.ts). The rule: a position is always picks of the epoch's global order
 // consumed by all ranks together, so `loader.state()` and resume mean the same in both.
 
-import { LoaderError } from '../errors.js';
+import { resumeMismatchError } from '../errors.js';
 import type { World } from '../distributed/launch.js';
 import { type ShardMode, consumedPicks, sharePicks, shardPicks } from '../distributed/shard.js';
 import { batchAt, consumedBatchPicks, shardBatches, shareBatches } from '../distributed/shard-batches.js';
@@ -115,8 +115,7 @@ export class TokenPlanner implements BatchPlanner {
     const s = (saved ?? {}) as Partial<TokenSettings>;
     for (const key of ['batchTokens', 'bucketWindow', 'batchSize'] as const) {
       if (s[key] !== now[key]) {
-        throw new LoaderError(
-          'ERR_RESUME_MISMATCH',
+        throw resumeMismatchError(
           `\`resume\`: the state was saved mid-epoch with ${key} ${String(s[key])} under token budgets, but this loader has ${now[key]}; other ${key} cut other batches. Resume with ${key}: ${String(s[key])}, or from an epoch's start`,
         );
       }
@@ -198,8 +197,7 @@ export class PackPlanner implements BatchPlanner {
     const s = (saved ?? {}) as Partial<PackSettings>;
     for (const key of ['contextLength', 'mode', 'window', 'truncate'] as const) {
       if (s[key] !== now[key]) {
-        throw new LoaderError(
-          'ERR_RESUME_MISMATCH',
+        throw resumeMismatchError(
           `\`resume\`: the state was saved mid-epoch with pack.${key} ${String(s[key])}, but this loader has ${String(now[key])}; other settings cut other context windows. Resume with pack.${key}: ${String(s[key])}, or from an epoch's start`,
         );
       }
@@ -209,7 +207,7 @@ export class PackPlanner implements BatchPlanner {
 
 function checkWindowPosition(position: number, windows: number, epoch: number): number {
   if (position > windows) {
-    throw new LoaderError('ERR_RESUME_MISMATCH', `\`resume.position\` ${position} is past the ${windows} context windows of epoch ${epoch}: the state was saved with other pack settings or lengths. Resume with those, or from the start of an epoch`);
+    throw resumeMismatchError(`\`resume.position\` ${position} is past the ${windows} context windows of epoch ${epoch}: the state was saved with other pack settings or lengths. Resume with those, or from the start of an epoch`);
   }
   return position;
 }

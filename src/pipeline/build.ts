@@ -19,7 +19,7 @@ import { DiskStage } from '../cache/disk-stage.js';
 import { SampleCache } from '../cache/sample-cache.js';
 import { TierCounters } from '../cache/tier-counters.js';
 import { type LoaderState, type OrderShape, checkResume } from '../distributed/resume.js';
-import { LoaderError, describeCause, invalidOption, show } from '../errors.js';
+import { LoaderError, describeCause, emptyDatasetError, invalidDatasetError, invalidOption, namesCount, needsSampleLayer, pinSourceFailed, show } from '../errors.js';
 import type { ResolvedOptions } from '../options.js';
 import { RandomSampler } from '../sampler/random-sampler.js';
 import type { Sampler } from '../sampler/sampler.js';
@@ -93,14 +93,11 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   }
   const count = schema.fields.length;
   if (opts.names !== undefined && opts.names.length !== count) {
-    throw new LoaderError('ERR_NAMES_COUNT', `DataLoader: names count (${opts.names.length}) does not match dataset tensor count (${count}). Pass ${count} names, or omit \`names\``);
+    throw namesCount(opts.names.length, count);
   }
   const perSample = SourceReader.isPerSample(ds);
   if (opts.diskStage !== undefined && (!perSample || !opts.sampleCache)) {
-    throw new LoaderError(
-      'ERR_NEEDS_SAMPLE_LAYER',
-      `DataLoader: diskStage requires the sample layer: a per-sample dataset (get(i)) with sampleCache on. ${perSample ? 'Remove sampleCache: false' : 'This dataset reads whole batches (getBatch), which the tiers cannot key by sample'}, or drop diskStage`,
-    );
+    throw needsSampleLayer(perSample);
   }
   checkKeyed(ds, opts);
   if (opts.mode === 'resident' && encodedImagesOf(ds)?.request === 'gpu') {
@@ -285,7 +282,7 @@ function mapSource(device: InPlaceDevice, name: string, ds: ColumnsSource, opts:
   } catch (error) {
     const size = bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
     const why = `page-locking the in-memory source (${size}) for ${name} failed: ${describeCause(error)}`;
-    if (opts.pinSource === true) throw new LoaderError('ERR_PIN_SOURCE', `${why}. Pass pinSource: 'auto' or false to stream through staging instead`, { cause: error });
+    if (opts.pinSource === true) throw pinSourceFailed(why, error);
     process.emitWarning(`stoker: ${why}; streaming through staging instead`, { code: 'STOKER_PIN_SOURCE' });
     return undefined;
   }
@@ -370,19 +367,19 @@ function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Devic
 function checkDataset(dataset: unknown): number {
   const ds = dataset as { length?: unknown; get?: unknown; getBatch?: unknown } | null;
   if (ds === null || typeof ds !== 'object' || (typeof ds.get !== 'function' && typeof ds.getBatch !== 'function')) {
-    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: the dataset must have \`length\` and \`get(i)\` or \`getBatch(indices)\`, got ${show(dataset)}. Wrap arrays with sources.arrays(...)`);
+    throw invalidDatasetError(`DataLoader: the dataset must have \`length\` and \`get(i)\` or \`getBatch(indices)\`, got ${show(dataset)}. Wrap arrays with sources.arrays(...)`);
   }
   if (typeof ds.length !== 'number' || !Number.isSafeInteger(ds.length) || ds.length < 0) {
-    throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length must be an integer ≥ 0, got ${show(ds.length)}`);
+    throw invalidDatasetError(`DataLoader: dataset.length must be an integer ≥ 0, got ${show(ds.length)}`);
   }
-  if (ds.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', 'DataLoader: empty dataset (length 0). Give the loader at least one sample');
-  if (ds.length > 2 ** 32 - 2) throw new LoaderError('ERR_INVALID_DATASET', `DataLoader: dataset.length ${ds.length} exceeds the 2^32 − 2 samples a sampler can address`);
+  if (ds.length === 0) throw emptyDatasetError('DataLoader: empty dataset (length 0). Give the loader at least one sample');
+  if (ds.length > 2 ** 32 - 2) throw invalidDatasetError(`DataLoader: dataset.length ${ds.length} exceeds the 2^32 − 2 samples a sampler can address`);
   return ds.length;
 }
 
 function wrapDatasetError(what: string, cause: unknown): LoaderError {
   if (cause instanceof LoaderError) return cause;
-  return new LoaderError('ERR_INVALID_DATASET', `DataLoader: ${what}: ${describeCause(cause)}`, { cause });
+  return invalidDatasetError(`DataLoader: ${what}: ${describeCause(cause)}`, cause);
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */

@@ -5,7 +5,7 @@
 
 import { Batch } from '../batch.js';
 import type { DeviceBatch } from '../device/device.js';
-import { LoaderError, show } from '../errors.js';
+import { LoaderError, impureTransform, show, transformOutputError } from '../errors.js';
 import type { Transform } from '../transforms/transform.js';
 import { PickKey } from '../sampler/pick-key.js';
 import type { U64 } from '../sampler/rng.js';
@@ -118,10 +118,7 @@ async function probeTransformPurity(apply: (rows: readonly AnyTensor[], keys: re
     return x === undefined || y === undefined ? x === y : x.dtype === y.dtype && x.shape === y.shape && x.bytes.equals(y.bytes);
   });
   if (!same && a !== undefined && b !== undefined) {
-    throw new LoaderError(
-      'ERR_IMPURE_TRANSFORM',
-      'the transform gave different results for the same rows and keys. It must be a pure function of (rows, keys): take randomness only from key.rng(), so every (seed, epoch, sample, repeat) gives the same view. (Checked once per loader in development; NODE_ENV=production skips the check.)',
-    );
+    throw impureTransform();
   }
 }
 
@@ -129,18 +126,17 @@ async function probeTransformPurity(apply: (rows: readonly AnyTensor[], keys: re
 function checkTransformOutput(out: unknown, rowsOf: readonly number[]): readonly AnyTensor[] {
   const count = rowsOf.length;
   if (!Array.isArray(out)) {
-    throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform must return an array of ${count} tensors (one per field), got ${show(out)}`);
+    throw transformOutputError(`transform must return an array of ${count} tensors (one per field), got ${show(out)}`);
   }
   if (out.length !== count) {
-    throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform returned ${out.length} tensors but the batch has ${count} fields; return one tensor per field, in order`);
+    throw transformOutputError(`transform returned ${out.length} tensors but the batch has ${count} fields; return one tensor per field, in order`);
   }
   return out.map((t: unknown, i) => {
     const tensor = t instanceof Tensor || t instanceof DeviceTensor ? t : ArrayBuffer.isView(t) ? new Tensor(t as never) : undefined;
-    if (tensor === undefined) throw new LoaderError('ERR_TRANSFORM_OUTPUT', `transform output ${i} is ${show(t)}; return Tensors, DeviceTensors or typed arrays`);
+    if (tensor === undefined) throw transformOutputError(`transform output ${i} is ${show(t)}; return Tensors, DeviceTensors or typed arrays`);
     const rows = rowsOf[i];
     if (tensor.shape[0] !== rows) {
-      throw new LoaderError(
-        'ERR_TRANSFORM_OUTPUT',
+      throw transformOutputError(
         `transform output ${i} has shape [${tensor.shape.join(', ')}] but the batch has ${rows} rows; a transform must keep the row count (first dimension)`,
       );
     }

@@ -5,7 +5,7 @@
 // The rule: the outputs depend only on the rows and their lengths, never on which tier served them,
 // and the hidden length fields never reach the user.
 
-import { LoaderError, invalidOption, show } from '../errors.js';
+import { invalidOption, show, transformOutputError } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
 import { type CollateSpec, type RaggedRow, collateField, parseCollate } from '../collate/collate.js';
@@ -173,7 +173,7 @@ export function collateHost(d: RaggedDelivery, visible: readonly string[], tenso
       how.outputs = names;
       learned = true;
     } else if (spec.kind === 'function' && (Object.keys(got).length !== names.length || !names.every((n) => n in got))) {
-      throw new LoaderError('ERR_TRANSFORM_OUTPUT', `collate.${r.name}: the function returned ${show(Object.keys(got))}; its first batch returned ${show(names)}. Return the same outputs every batch`);
+      throw transformOutputError(`collate.${r.name}: the function returned ${show(Object.keys(got))}; its first batch returned ${show(names)}. Return the same outputs every batch`);
     }
     for (const name of names) {
       const o = got[name]!;

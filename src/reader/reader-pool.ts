@@ -23,7 +23,7 @@ import type { SampleCacheShared } from '../cache/sample-cache.js';
 import type { Schema } from '../dataset/schema.js';
 import type { StagedBatch } from '../dataset/source-reader.js';
 import type { SourceSpec } from '../dataset/source-spec.js';
-import { LoaderError, describeCause, formatIds } from '../errors.js';
+import { LoaderError, describeCause, formatIds, invalidOptionError, loaderClosedError, revivedError, workerDiedError, workerStartError } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
 import type { PickKeys } from '../sampler/pick-key.js';
 import type { Fetcher } from './fetcher.js';
@@ -144,14 +144,14 @@ export class ReaderPool implements Fetcher {
 
   fetch(sampleIds: Uint32Array, signal: AbortSignal, inFlight = 1, keys?: PickKeys): Promise<StagedBatch> {
     if (this.#failure) return Promise.reject(this.#failure);
-    if (this.#closing) return Promise.reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
+    if (this.#closing) return Promise.reject(loaderClosedError('the reader pool is closed'));
     signal.throwIfAborted();
     if (this.#free.length > 0 || this.#slots.length < this.#limit) return this.#start(sampleIds, signal, inFlight, keys);
     return new Promise<StagedBatch>((resolve, reject) => {
       const go = () => {
         signal.removeEventListener('abort', abort);
         if (this.#failure) return reject(this.#failure);
-        if (this.#closing) return reject(new LoaderError('ERR_LOADER_CLOSED', 'the reader pool is closed'));
+        if (this.#closing) return reject(loaderClosedError('the reader pool is closed'));
         this.#start(sampleIds, signal, inFlight, keys).then(resolve, reject);
       };
       const abort = () => {
@@ -177,7 +177,7 @@ export class ReaderPool implements Fetcher {
       this.#refresh();
       const members = this.#live();
       if (members.length === 0) {
-        this.#finish(job, new LoaderError('ERR_WORKER_DIED', 'no reader worker is alive to read this batch'));
+        this.#finish(job, workerDiedError('no reader worker is alive to read this batch'));
         return;
       }
       const n = sampleIds.length;
@@ -218,7 +218,7 @@ export class ReaderPool implements Fetcher {
 
   async #close(): Promise<void> {
     this.#closing = true;
-    const error = new LoaderError('ERR_LOADER_CLOSED', 'the loader closed while this batch was being read');
+    const error = loaderClosedError('the loader closed while this batch was being read');
     for (const go of this.#waiting.splice(0)) go();
     for (const job of this.#jobs.values()) this.#finish(job, error);
     await Promise.all(this.#members.map((m) => (m ? this.#stop(m) : undefined)));
@@ -232,7 +232,7 @@ export class ReaderPool implements Fetcher {
   #acquireSlot(): number {
     const free = this.#free.pop();
     if (free !== undefined) return free;
-    if (this.#slots.length >= this.#tokens.length) throw new LoaderError('ERR_INVALID_OPTION', `more than ${this.#tokens.length} batches in flight; lower \`prefetch\``);
+    if (this.#slots.length >= this.#tokens.length) throw invalidOptionError(`more than ${this.#tokens.length} batches in flight; lower \`prefetch\``);
     const memory = new SharedArrayBuffer(slotAllocation(this.#layout));
     // Page-locked once, from its first page-aligned byte, so that every copy from it is truly async.
     const base = this.#opts.pin?.(memory) ?? 0;
@@ -267,10 +267,9 @@ export class ReaderPool implements Fetcher {
         if (this.#members[index] === member) this.#members[index] = undefined;
         if (!member.ready) {
           const why = member.cause !== undefined ? describeCause(member.cause) : `it exited with code ${code}`;
-          const failure = new LoaderError(
-            'ERR_WORKER_START',
+          const failure = workerStartError(
             `a reader worker failed to start: ${why}. Respawning stopped. Check that ${this.#opts.spec.module} (export ${JSON.stringify(this.#opts.spec.export)}) opens in a worker thread, or pass workers: 0 to read on the main thread`,
-            { cause: member.cause },
+            member.cause,
           );
           if (!this.#closing) this.#fail(failure);
           reject(failure);
@@ -292,8 +291,7 @@ export class ReaderPool implements Fetcher {
       for (const start of starts) {
         const error =
           failure ??
-          new LoaderError(
-            'ERR_WORKER_DIED',
+          workerDiedError(
             `reader worker ${member.index} died (${why}) while reading samples ${formatIds(job?.ids ?? [])}; this batch fails and the worker is replaced`,
           );
         this.#settle(member, jobId, start, error);
@@ -398,7 +396,7 @@ function bootCode(spec: SourceSpec): string {
 }
 
 function fromWire(w: WireError): Error {
-  const error = w.code !== undefined ? new LoaderError(w.code as never, w.message) : new Error(w.message);
+  const error = w.code !== undefined ? revivedError(w.code, w.message) : new Error(w.message);
   error.name = w.name;
   if (w.stack !== undefined) error.stack = w.stack;
   return error;

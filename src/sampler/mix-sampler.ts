@@ -19,7 +19,7 @@
 // - At the next epoch the segments collapse into one, with the latest weights: every later epoch is
 //   a closed-form jump from the anchor, so any epoch's order costs one epoch of work.
 
-import { LoaderError, invalidOption, show } from '../errors.js';
+import { invalidOption, resumeMismatchError, show } from '../errors.js';
 import { type U64, Rng, addU64, epochPermutation, mulU64, toU64, u64ToBigInt, xorU64 } from './rng.js';
 import type { Sampler } from './sampler.js';
 
@@ -239,7 +239,7 @@ export function checkWeights(weights: readonly unknown[], where: string): number
 
 function checkMixState(saved: unknown, shape: MixShape, epoch: number): MixState {
   const corrupt = (what: string) =>
-    new LoaderError('ERR_RESUME_MISMATCH', `\`resume.mix\`: ${what}. Pass the state loader.state() returned for this mixture, or start without \`resume\``);
+    resumeMismatchError(`\`resume.mix\`: ${what}. Pass the state loader.state() returned for this mixture, or start without \`resume\``);
   const s = saved as Partial<MixState> | null | undefined;
   if (s === null || typeof s !== 'object') throw corrupt(`the dataset is a mixture but the state has no mixture position (got ${show(saved)})`);
   if (s.epoch !== epoch) throw corrupt(`its epoch ${show(s.epoch)} is not the state's epoch ${epoch}`);

@@ -13,7 +13,7 @@
 // `bounds` over the windows; a position (picks consumed) is only meaningful at a group boundary in
 // best-fit mode, which is why the state records the settings and a resume mismatch is refused.
 
-import { LoaderError, invalidOption } from '../errors.js';
+import { invalidOption, tooLongError } from '../errors.js';
 
 export interface PackSettings {
   readonly contextLength: number;
@@ -64,7 +64,7 @@ export function packPlan(order: Uint32Array, lengthOf: (sample: number) => numbe
     const n = lengthOf(order[p]!);
     if (s.mode === 'best-fit' && n > C) {
       if (!s.truncate) {
-        throw new LoaderError('ERR_TOO_LONG', `\`pack\`: document ${order[p]} has ${n} tokens, over contextLength ${C}; best-fit never splits a document. Set \`pack.truncate: true\` to keep its first ${C} tokens, or use mode 'concat'`);
+        throw tooLongError(`\`pack\`: document ${order[p]} has ${n} tokens, over contextLength ${C}; best-fit never splits a document. Set \`pack.truncate: true\` to keep its first ${C} tokens, or use mode 'concat'`);
       }
       return C;
     }

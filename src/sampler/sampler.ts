@@ -2,7 +2,7 @@
 // of the epoch (the loader may ask for the same epoch again, e.g. to resume) and is validated on
 // every call, because a wrong pick would silently train on the wrong rows.
 
-import { LoaderError, show } from '../errors.js';
+import { samplerOutputError, show } from '../errors.js';
 
 /**
  * A stream of picks per epoch.
@@ -24,14 +24,13 @@ export function validatedPicks(sampler: Sampler, epoch: number, datasetLength: n
   try {
     raw = sampler.indices(epoch);
   } catch (cause) {
-    throw new LoaderError('ERR_SAMPLER_OUTPUT', `sampler.indices(${epoch}) threw: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    throw samplerOutputError(`sampler.indices(${epoch}) threw: ${cause instanceof Error ? cause.message : String(cause)}`, cause);
   }
   if (raw === null || typeof raw !== 'object' || typeof raw.length !== 'number') {
-    throw new LoaderError('ERR_SAMPLER_OUTPUT', `sampler.indices(${epoch}) must return an array of sample ids, got ${show(raw)}`);
+    throw samplerOutputError(`sampler.indices(${epoch}) must return an array of sample ids, got ${show(raw)}`);
   }
   if (raw.length !== sampler.length) {
-    throw new LoaderError(
-      'ERR_SAMPLER_OUTPUT',
+    throw samplerOutputError(
       `sampler.indices(${epoch}) returned ${raw.length} picks but sampler.length is ${sampler.length}. Return exactly sampler.length ids, or fix sampler.length`,
     );
   }
@@ -39,8 +38,7 @@ export function validatedPicks(sampler: Sampler, epoch: number, datasetLength: n
   for (let i = 0; i < raw.length; i++) {
     const v = raw[i]!;
     if (!Number.isInteger(v) || v < 0 || v >= datasetLength) {
-      throw new LoaderError(
-        'ERR_SAMPLER_OUTPUT',
+      throw samplerOutputError(
         `sampler.indices(${epoch})[${i}] is ${show(v)}, outside the dataset's range [0, ${datasetLength}). A custom sampler returns sample ids`,
       );
     }

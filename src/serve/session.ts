@@ -31,7 +31,7 @@ import type { Batch } from '../batch.js';
 import type { AnyTensor } from '../device/device-tensor.js';
 import { DeviceTensor } from '../device/device-tensor.js';
 import { closeDataset } from '../dataset/dataset.js';
-import { BatchError, LoaderError, describeCause, invalidOption } from '../errors.js';
+import { BatchError, LoaderError, describeCause, invalidOption, invalidTensorError } from '../errors.js';
 import { CudaExport } from './cuda-export.js';
 import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
@@ -297,7 +297,7 @@ export class Session {
       }
       for (let i = 0; i < tensors.length; i++) {
         const t = tensors[i]!;
-        if (t instanceof DeviceTensor) throw new LoaderError('ERR_INVALID_TENSOR', 'stoker serve: a device tensor reached the CPU route');
+        if (t instanceof DeviceTensor) throw invalidTensorError('stoker serve: a device tensor reached the CPU route');
         this.#ring!.write(slot, layout[i]!, t.data);
         key += `${batch.names[i]}|${t.dtype}|${t.shape.join(',')}|${layout[i]}|${t.byteLength};`;
         fields.push({ name: batch.names[i], dtype: t.dtype, shape: t.shape, slab: slab.id, offset: layout[i]!, bytes: t.byteLength });

@@ -6,7 +6,7 @@
 
 import { extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LoaderError, show } from '../errors.js';
+import { LoaderError, invalidDatasetError, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import { openPath } from '../dataset/open-path.js';
 import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
@@ -46,8 +46,7 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
 }
 
 function badSource(source: unknown): LoaderError {
-  return new LoaderError(
-    'ERR_INVALID_DATASET',
+  return invalidDatasetError(
     `stoker serve: the source must be a dataset path, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
       'Pass --source <path> or send one in the open message',
   );

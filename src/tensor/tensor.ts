@@ -2,7 +2,7 @@
 // The rule: a tensor never copies on construction; it is a view of the array it is given.
 // Tensors that belong to a batch stop answering `data` once the batch is released.
 
-import { batchReleased, LoaderError, show } from '../errors.js';
+import { batchReleased, invalidTensorError, show } from '../errors.js';
 import { type DType, type StorageOf, type TypedArray, elementSize, inferDType, isDType, storageMatches } from './dtype.js';
 import type { Lease } from './lease.js';
 
@@ -32,21 +32,21 @@ export class Tensor<D extends DType = DType> {
     }
     const resolved = (dtype ?? inferDType(data)) as D | undefined;
     if (resolved === undefined || !isDType(resolved)) {
-      throw new LoaderError('ERR_INVALID_TENSOR', `tensor data must be a typed array of a supported dtype, got ${show(data)}${dtype !== undefined ? ` with dtype ${show(dtype)}` : ''}`);
+      throw invalidTensorError(`tensor data must be a typed array of a supported dtype, got ${show(data)}${dtype !== undefined ? ` with dtype ${show(dtype)}` : ''}`);
     }
     let storage: unknown = data;
     if (data instanceof Uint8ClampedArray) storage = new Uint8Array(data.buffer, data.byteOffset, data.length);
     if (!storageMatches(resolved, storage)) {
-      throw new LoaderError('ERR_INVALID_TENSOR', `dtype ${resolved} is stored in a ${storageName(resolved)}, got a ${(data as object).constructor.name}. Pass matching data or omit the dtype`);
+      throw invalidTensorError(`dtype ${resolved} is stored in a ${storageName(resolved)}, got a ${(data as object).constructor.name}. Pass matching data or omit the dtype`);
     }
     const dims = shape === undefined ? [data.length] : [...shape];
     let size = 1;
     for (const d of dims) {
-      if (!Number.isSafeInteger(d) || d < 0) throw new LoaderError('ERR_INVALID_TENSOR', `tensor shape must hold non-negative integers, got ${show(dims)}`);
+      if (!Number.isSafeInteger(d) || d < 0) throw invalidTensorError(`tensor shape must hold non-negative integers, got ${show(dims)}`);
       size *= d;
     }
     if (size !== data.length) {
-      throw new LoaderError('ERR_INVALID_TENSOR', `tensor shape ${show(dims)} holds ${size} elements but the data has ${data.length}. Fix the shape or the data length`);
+      throw invalidTensorError(`tensor shape ${show(dims)} holds ${size} elements but the data has ${data.length}. Fix the shape or the data length`);
     }
     this.dtype = resolved;
     this.shape = Object.freeze(dims);

@@ -7,7 +7,7 @@
 
 import type { AnyTensor } from '../device/device-tensor.js';
 import { DeviceTensor } from '../device/device-tensor.js';
-import { LoaderError, show } from '../errors.js';
+import { invalidOptionError, show } from '../errors.js';
 import type { Transform } from './transform.js';
 import type { PickKey } from '../sampler/pick-key.js';
 import { allocStorage } from '../tensor/dtype.js';
@@ -34,15 +34,15 @@ export function imageTransform(options: ImageTransformOptions): Transform<Tensor
   const field = options.field ?? 0;
   const padding = options.crop?.padding ?? 0;
   const output: ImageOutput = options.output ?? (options.normalize !== undefined ? 'float32' : 'uint8');
-  if (!Number.isInteger(field) || field < 0) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: field must be a field position ≥ 0, got ${show(field)}`);
-  if (!Number.isInteger(padding) || padding < 0) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: crop.padding must be an integer ≥ 0, got ${show(padding)}`);
-  if (!['uint8', 'float32', 'float16', 'bfloat16'].includes(output)) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: output must be 'uint8', 'float32', 'float16' or 'bfloat16', got ${show(output)}`);
-  if (output === 'uint8' && options.normalize !== undefined) throw new LoaderError('ERR_INVALID_OPTION', 'transforms.image: normalize needs a float output (output: \'float32\', \'float16\' or \'bfloat16\')');
+  if (!Number.isInteger(field) || field < 0) throw invalidOptionError(`transforms.image: field must be a field position ≥ 0, got ${show(field)}`);
+  if (!Number.isInteger(padding) || padding < 0) throw invalidOptionError(`transforms.image: crop.padding must be an integer ≥ 0, got ${show(padding)}`);
+  if (!['uint8', 'float32', 'float16', 'bfloat16'].includes(output)) throw invalidOptionError(`transforms.image: output must be 'uint8', 'float32', 'float16' or 'bfloat16', got ${show(output)}`);
+  if (output === 'uint8' && options.normalize !== undefined) throw invalidOptionError('transforms.image: normalize needs a float output (output: \'float32\', \'float16\' or \'bfloat16\')');
   const transform: Transform<AnyTensor> = (rows, keys) => {
     const input = rows[field];
-    if (input === undefined) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: the batch has no field at position ${field}`);
+    if (input === undefined) throw invalidOptionError(`transforms.image: the batch has no field at position ${field}`);
     if (input.dtype !== 'uint8' || input.shape.length !== 4) {
-      throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: field ${field} must be uint8 [N, C, H, W], got ${input.dtype} [${input.shape.join(', ')}]`);
+      throw invalidOptionError(`transforms.image: field ${field} must be uint8 [N, C, H, W], got ${input.dtype} [${input.shape.join(', ')}]`);
     }
     const plan = planImage(input.shape as [number, number, number, number], options, padding, output, keys);
     const out = input instanceof DeviceTensor ? input.runImage(plan) : applyImageCpu(input.data as Uint8Array, plan);
@@ -56,7 +56,7 @@ function planImage(shape: readonly [number, number, number, number], options: Im
   const [n, c, h, w] = shape;
   const [oh, ow] = options.crop?.size ?? [h, w];
   if (!Number.isInteger(oh) || !Number.isInteger(ow) || oh < 1 || ow < 1 || oh > h + 2 * padding || ow > w + 2 * padding) {
-    throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: crop.size ${show([oh, ow])} must fit the padded image ${h + 2 * padding}×${w + 2 * padding}`);
+    throw invalidOptionError(`transforms.image: crop.size ${show([oh, ow])} must fit the padded image ${h + 2 * padding}×${w + 2 * padding}`);
   }
   const params = new Int32Array(3 * n);
   keys.forEach((key, r) => {
@@ -71,7 +71,7 @@ function planImage(shape: readonly [number, number, number, number], options: Im
   for (let ch = 0; ch < c; ch++) {
     const mean = options.normalize?.mean[ch % options.normalize.mean.length] ?? 0;
     const std = options.normalize?.std[ch % options.normalize.std.length] ?? 1;
-    if (!(std > 0)) throw new LoaderError('ERR_INVALID_OPTION', `transforms.image: normalize.std must be > 0, got ${show(std)}`);
+    if (!(std > 0)) throw invalidOptionError(`transforms.image: normalize.std must be > 0, got ${show(std)}`);
     scaleBias[ch] = output === 'uint8' ? 1 : 1 / (255 * std);
     scaleBias[c + ch] = output === 'uint8' ? 0 : -mean / std;
   }

@@ -70,20 +70,5 @@ export class CudaError extends LoaderError {
 /** True for a device out-of-memory error, from CUDA or from the `sim` device (one recognizer for both). */
 export { isDeviceOutOfMemory as isOutOfMemory } from '../backend.js';
 
-/** No usable CUDA driver or device in this process. */
-export function cudaUnavailable(why: string, cause?: unknown): LoaderError {
-  return new LoaderError(
-    'ERR_CUDA_UNAVAILABLE',
-    `CUDA is not available: ${why}. Fix: install the NVIDIA driver, or use device: 'cpu' (or 'sim' to rehearse GPU policies)`,
-    cause === undefined ? undefined : { cause },
-  );
-}
-
-/** A compiled kernel file is missing from kernels/. */
-export function kernelMissing(path: string, cause: unknown): LoaderError {
-  return new LoaderError(
-    'ERR_KERNEL_MISSING',
-    `the CUDA kernel file ${path} could not be read (${cause instanceof Error ? cause.message : String(cause)}). Fix: build the kernels with npm run kernels (needs nvcc), or reinstall the package`,
-    { cause },
-  );
-}
+/** No usable CUDA driver or device in this process; a compiled kernel file missing from kernels/. */
+export { cudaUnavailable, kernelMissing } from '../../errors.js';

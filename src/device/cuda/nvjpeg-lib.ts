@@ -13,7 +13,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { LoaderError } from '../../errors.js';
+import { LoaderError, cudaFailure, nvjpegUnavailable } from '../../errors.js';
 
 type Koffi = typeof import('koffi');
 type Native = (...args: unknown[]) => unknown;
@@ -131,11 +131,7 @@ export function openNvJpeg(candidates: readonly string[]): NvJpeg {
 }
 
 function nvjpegMissing(why: string, cause?: unknown): LoaderError {
-  return new LoaderError(
-    'ERR_CUDA_UNAVAILABLE',
-    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point STOKER_NVJPEG at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
-    cause === undefined ? undefined : { cause },
-  );
+  return nvjpegUnavailable(why, cause);
 }
 
 function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>, path: string): NvJpeg {
@@ -184,5 +180,5 @@ function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>, path: string): NvJpe
 
 /** A failed nvJPEG call the decoder cannot route around (handle or state creation): names the call and status. */
 export function nvjpegFailed(call: string, status: number, fix?: string): LoaderError {
-  return new LoaderError('ERR_CUDA', `${call} failed: ${statusName(status)} (${status})${fix ? `. Fix: ${fix}` : ''}`);
+  return cudaFailure(`${call} failed: ${statusName(status)} (${status})${fix ? `. Fix: ${fix}` : ''}`);
 }

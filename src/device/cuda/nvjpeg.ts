@@ -4,7 +4,6 @@
 // else the GPU hybrid backend) into a device scratch buffer, then kernels/crop-resize.cu writes the
 // rows. CudaBackend.openJpeg opens it.
 
-import { LoaderError, invalidOption } from '../../errors.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { StreamScratch } from '../accelerator/stream-scratch.js';
 import { CpuJpegRows } from '../jpeg/sim-jpeg.js';

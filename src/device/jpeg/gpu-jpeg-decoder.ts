@@ -21,7 +21,7 @@
 //   `call.ticket`; cancel it if the call never comes), so that order is the order of its batches.
 // - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
 
-import { LoaderError, invalidOption } from '../../errors.js';
+import { invalidOption, unsupportedOptionError } from '../../errors.js';
 import type { Backend, StreamName } from '../backend.js';
 import type { DecodeCall, DecodeResult, DecodeStats, JpegDecoder } from '../device.js';
 import type { CropBoxes, JpegBatchOutput } from '../../image/jpeg-plan.js';
@@ -56,7 +56,7 @@ export abstract class GpuJpegDecoder implements JpegDecoder {
     }
     const decoder = backend.openJpeg?.(options.chroma ?? 'interpolate', slots);
     if (decoder instanceof GpuJpegDecoder) return decoder;
-    throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);
+    throw unsupportedOptionError(`GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);
   }
 
   /** Decode `files`, crop each by its box and write row k of `out`; see the header for the rules. */

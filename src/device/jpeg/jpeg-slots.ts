@@ -14,7 +14,7 @@
 
 import type { SlotTicket as DeviceSlotTicket } from '../device.js';
 import { Worker } from 'node:worker_threads';
-import { LoaderError, type LoaderErrorCode } from '../../errors.js';
+import { revivedError } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
 import { type JpegJob, type JpegReply, jpegJobs } from './jpeg-jobs.js';
 
@@ -280,6 +280,6 @@ class WorkerSlot implements JpegSlot {
 }
 
 function rebuild(e: { message: string; code?: string; name?: string }): Error {
-  if (e.name === 'LoaderError' && e.code !== undefined) return new LoaderError(e.code as LoaderErrorCode, e.message);
+  if (e.name === 'LoaderError' && e.code !== undefined) return revivedError(e.code, e.message);
   return new Error(e.message);
 }

@@ -4,7 +4,7 @@
 // runs later (on a later turn of the event loop), so events, waits and slot reuse follow the same
 // rules as on CUDA and every device-side policy runs the same code paths.
 
-import { LoaderError, invalidOption, unknownOption } from '../../errors.js';
+import { LoaderError, cudaFailure, invalidOption, invalidTensorError, unknownOption } from '../../errors.js';
 import { type Backend, type DeviceBuffer, type DeviceEvent, type MappedHost, type PiecesOp, type StreamName, checkPiecesOp, gatherColsWidth, rowCopyWidth } from '../backend.js';
 import { PIECE_INTS, applyPieces } from '../../collate/pieces.js';
 import type { MemInfo } from '../device.js';
@@ -197,7 +197,7 @@ export class SimBackend implements Backend {
 
   mapHost(memory: ArrayBufferLike, byteOffset: number, byteLength: number): MappedHost {
     if (byteOffset < 0 || byteOffset + byteLength > memory.byteLength) throw new RangeError(`sim: map range [${byteOffset}, ${byteOffset + byteLength}) is outside the buffer`);
-    if (this.#failMapHost) throw new LoaderError('ERR_CUDA', 'sim: mapping host memory failed (SimOptions.failMapHost; CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED on a real driver, say)');
+    if (this.#failMapHost) throw cudaFailure('sim: mapping host memory failed (SimOptions.failMapHost; CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED on a real driver, say)');
     // Whole simulated pages only, as cuMemHostRegister.
     let start = Math.ceil((byteOffset + SIM_HOST_MISALIGN) / SIM_PAGE) * SIM_PAGE - SIM_HOST_MISALIGN;
     let end = Math.floor((byteOffset + byteLength + SIM_HOST_MISALIGN) / SIM_PAGE) * SIM_PAGE - SIM_HOST_MISALIGN;
@@ -260,7 +260,7 @@ export class SimBackend implements Backend {
     for (const c of columns) {
       // As the CUDA kernel: 16-, 4- or 1-byte units by the row size, so the source must be that aligned.
       const width = gatherColsWidth(c.rowBytes);
-      if (c.src.ptr % BigInt(width) !== 0n) throw new LoaderError('ERR_CUDA', `sim: misaligned gather source 0x${c.src.ptr.toString(16)} for ${width}-byte units (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
+      if (c.src.ptr % BigInt(width) !== 0n) throw cudaFailure(`sim: misaligned gather source 0x${c.src.ptr.toString(16)} for ${width}-byte units (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
       this.gather(c.dst, c.src, c.rowBytes, ids, idsOffset, rows, stream);
     }
   }
@@ -273,7 +273,7 @@ export class SimBackend implements Backend {
       for (let r = 0; r < rows; r++) {
         // As the CUDA kernel, which moves rowCopyWidth-byte units: a misaligned address is a device fault.
         if (addr[r]! % width !== 0n || addr[rows + r]! % width !== 0n) {
-          throw new LoaderError('ERR_CUDA', `sim: misaligned row copy (${width}-byte units) between 0x${addr[rows + r]!.toString(16)} and 0x${addr[r]!.toString(16)} (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
+          throw cudaFailure(`sim: misaligned row copy (${width}-byte units) between 0x${addr[rows + r]!.toString(16)} and 0x${addr[r]!.toString(16)} (CUDA_ERROR_MISALIGNED_ADDRESS on a GPU)`);
         }
         const dst = this.#resolve(addr[r]!, rowBytes);
         const src = this.#resolve(addr[rows + r]!, rowBytes);
@@ -296,7 +296,7 @@ export class SimBackend implements Backend {
       this.#lastResolved = b;
       return b.data.subarray(off, off + bytes);
     }
-    throw new LoaderError('ERR_INVALID_TENSOR', `sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
+    throw invalidTensorError(`sim: device address 0x${ptr.toString(16)} (+${bytes}) is in no live buffer`);
   }
 
   /** Every live buffer (mapped host memory included), in address order. */
@@ -402,7 +402,7 @@ export class SimBackend implements Backend {
 
   #data(buffer: DeviceBuffer): Uint8Array {
     const b = this.#buffers.get(buffer.ptr);
-    if (b === undefined) throw new LoaderError('ERR_INVALID_TENSOR', `sim: device buffer ${buffer.ptr.toString(16)} was freed or never allocated`);
+    if (b === undefined) throw invalidTensorError(`sim: device buffer ${buffer.ptr.toString(16)} was freed or never allocated`);
     return b.data;
   }
 }

@@ -75,7 +75,7 @@ import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { availableParallelism, getPriority, setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { LoaderError, type LoaderErrorCode, badFile, describeCause, fileAccess, invalidOption } from '../../errors.js';
+import { LoaderError, badFile, describeCause, fileAccess, invalidOption, loaderClosedError, revivedError, workerDiedError } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeImage, outputOf } from '../image-decode.js';
 
@@ -226,7 +226,7 @@ export class FrameReader {
 /** The error a WireError describes, as the child had it (same class for LoaderErrors, same code and message). */
 export function fromWire(e: WireError): Error {
   const cause = e.causeMessage === undefined ? undefined : Object.assign(new Error(e.causeMessage), e.causeCode === undefined ? {} : { code: e.causeCode });
-  if (e.code !== null && e.code.startsWith('ERR_')) return new LoaderError(e.code as LoaderErrorCode, e.message, cause === undefined ? undefined : { cause });
+  if (e.code !== null && e.code.startsWith('ERR_')) return revivedError(e.code, e.message, cause);
   return new Error(e.message, cause === undefined ? undefined : { cause });
 }
 
@@ -684,7 +684,7 @@ export class DecodePool {
     child.held.delete(id);
     if (kind === FromChild.Pixels) {
       if (payload.length !== request.bytes) {
-        this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${payload.length} bytes where ${request.shape.join('×')} were asked for`), undefined);
+        this.#settle(request, badFile(request.options.source, 0, `cannot decode the image: the decode process gave ${payload.length} bytes where ${request.shape.join('×')} were asked for`), undefined);
       } else this.#settle(request, undefined, new Tensor(typedView(payload, request.dtype) as never, request.shape, request.dtype));
     } else if (kind === FromChild.PixelsInSlab && payload.length === 8 && child.slab !== undefined) {
       const view = Buffer.from(payload.buffer, payload.byteOffset, payload.length);
@@ -693,7 +693,7 @@ export class DecodePool {
       if (request.settled) {
         // Aborted while the child decoded it: nothing reads these pixels, and `into` may be reused already.
       } else if (length !== request.bytes || region >= PER_CHILD) {
-        this.#settle(request, new LoaderError('ERR_BAD_FILE', `${request.options.source}: at byte 0: cannot decode the image: the decode process gave ${length} bytes where ${request.shape.join('×')} were asked for`), undefined);
+        this.#settle(request, badFile(request.options.source, 0, `cannot decode the image: the decode process gave ${length} bytes where ${request.shape.join('×')} were asked for`), undefined);
       } else {
         // Into the row it is for (NOTE [pixels into their row]), else memory of its own: never pooled, so
         // offset 0 (aligned for any dtype), and not zero-filled: every byte is read into.
@@ -706,7 +706,7 @@ export class DecodePool {
             done += n;
           }
         } catch (cause) {
-          error = new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) left pixels of ${request.options.source} that cannot be read: ${describeCause(cause)}`);
+          error = workerDiedError(`the decode process (pid ${child.pid}) left pixels of ${request.options.source} that cannot be read: ${describeCause(cause)}`);
         }
         if (error !== undefined) this.#settle(request, error, undefined);
         else this.#settle(request, undefined, new Tensor(typedView(new Uint8Array(pixels.buffer, pixels.byteOffset, length), request.dtype) as never, request.shape, request.dtype));
@@ -716,11 +716,11 @@ export class DecodePool {
       try {
         error = fromWire(JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8')) as WireError);
       } catch (cause) {
-        error = new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) sent an unreadable error for ${request.options.source}: ${describeCause(cause)}`);
+        error = workerDiedError(`the decode process (pid ${child.pid}) sent an unreadable error for ${request.options.source}: ${describeCause(cause)}`);
       }
       this.#settle(request, error, undefined);
     } else {
-      this.#settle(request, new LoaderError('ERR_WORKER_DIED', `the decode process (pid ${child.pid}) sent a frame of unknown kind ${kind}`), undefined);
+      this.#settle(request, workerDiedError(`the decode process (pid ${child.pid}) sent a frame of unknown kind ${kind}`), undefined);
     }
     this.#pump();
     this.#armIdle(child);
@@ -758,8 +758,7 @@ export class DecodePool {
     for (const request of child.held.values()) {
       this.#settle(
         request,
-        new LoaderError(
-          'ERR_WORKER_DIED',
+        workerDiedError(
           `the image decode process (pid ${child.pid}) died while decoding ${request.options.source}: ${why}. It is replaced; only the images it held failed`,
         ),
         undefined,
@@ -870,7 +869,7 @@ export class DecodePool {
 }
 
 function poolClosed(): LoaderError {
-  return new LoaderError('ERR_LOADER_CLOSED', 'the image decode processes were closed (the dataset was closed) while this image waited to be decoded');
+  return loaderClosedError('the image decode processes were closed (the dataset was closed) while this image waited to be decoded');
 }
 
 /** The in-process path, for a pool whose children cannot start. */

@@ -9,7 +9,7 @@
 // read passed on as data; a null or a ragged row is a clear error naming the column and the row.
 
 import { type Data, type DataType, type Field, Precision, type Schema, Type } from 'apache-arrow';
-import { LoaderError, badFile, show } from '../../../errors.js';
+import { LoaderError, badFile, invalidDatasetError, show } from '../../../errors.js';
 import type { DType, Storage } from '../../../tensor/dtype.js';
 
 /** One list level of a tensor column, outermost first: a fixed size, or a list checked against `size`. */
@@ -65,7 +65,7 @@ export function planColumns(path: string, schema: Schema, names: readonly string
   for (const name of names) {
     const field = schema.fields.findIndex((f) => f.name === name);
     const f = schema.fields[field];
-    if (f === undefined) throw new LoaderError('ERR_INVALID_DATASET', `${path}: the schema has no column ${show(name)} (did the file change?)`);
+    if (f === undefined) throw invalidDatasetError(`${path}: the schema has no column ${show(name)} (did the file change?)`);
     const type = String(f.type);
     const bytes = bytesKind(f.type) ?? hfStruct(f.type);
     const decoder = Object.hasOwn(decoders, name) ? decoders[name]!.kind : undefined;
@@ -116,8 +116,7 @@ export function planColumns(path: string, schema: Schema, names: readonly string
   problems.push(...unsupported.map((u) => `column ${u}`));
   if (problems.length > 0) {
     const usable = plans.map((p) => p.name);
-    throw new LoaderError(
-      'ERR_INVALID_DATASET',
+    throw invalidDatasetError(
       `${path}: ${problems.join('; ')}. Or leave ${problems.length > 1 || needDecoder.length > 1 ? 'them' : 'it'} out with columns: ${show(usable.length > 0 ? usable : ['…'])}`,
     );
   }
@@ -253,23 +252,21 @@ export function corrupt(w: Where, what: string): LoaderError {
 
 /** A null where a tensor needs a value. */
 export function nullInTensor(w: Where): LoaderError {
-  return new LoaderError(
-    'ERR_INVALID_DATASET',
+  return invalidDatasetError(
     `${w.path}: column ${show(w.column)}, row ${w.row} holds a null; a tensor needs a value in every element. Fill the nulls (pyarrow: pyarrow.compute.fill_null) or leave the column out with \`columns\``,
   );
 }
 
 /** A row of a variable-length list column whose list at `level` is not the size row 0's is. */
 export function raggedRow(w: Where, plan: TensorColumn, level: number, got: number): LoaderError {
-  return new LoaderError(
-    'ERR_INVALID_DATASET',
+  return invalidDatasetError(
     `${w.path}: column ${show(w.column)} is a variable-length list (${plan.type}): row ${w.row} holds a list of ${got} where row 0 holds ${plan.levels[level]!.size} (list level ${level}). Stoker needs one shape per column: pass a decoder for it (decoders: { ${show(w.column)}: { kind: 'module', module, export } }), or leave it out with \`columns\``,
   );
 }
 
 /** A uint64 value that int64 cannot hold. */
 export function uint64Row(w: Where, v: bigint): LoaderError {
-  return new LoaderError('ERR_INVALID_DATASET', `${w.path}: column ${show(w.column)}, row ${w.row} holds the uint64 ${v}, which int64 (Stoker's 64-bit integer) cannot hold. Leave the column out with \`columns\``);
+  return invalidDatasetError(`${w.path}: column ${show(w.column)}, row ${w.row} holds the uint64 ${v}, which int64 (Stoker's 64-bit integer) cannot hold. Leave the column out with \`columns\``);
 }
 
 function checkValid(d: Data, start: number, count: number, w: Where): void {
@@ -401,7 +398,7 @@ export function rowBytes(plan: BytesColumn, d: Data, row: number, w: Where): Uin
 
 /** A decoder column's row without bytes. */
 export function nullRow(w: Where): LoaderError {
-  return new LoaderError('ERR_INVALID_DATASET', `${w.path}: column ${show(w.column)}, row ${w.row} is null; a decoder needs bytes in every row. Filter those rows out, or leave the column out with \`columns\``);
+  return invalidDatasetError(`${w.path}: column ${show(w.column)}, row ${w.row} is null; a decoder needs bytes in every row. Filter those rows out, or leave the column out with \`columns\``);
 }
 
 /** The bytes of element `i` of binary-like `d`, or null when it is null. */

@@ -6,7 +6,7 @@
 
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { LoaderError, describeCause, invalidOption, show } from '../../../errors.js';
+import { invalidDatasetError, invalidOption, moduleExport, moduleImport, show } from '../../../errors.js';
 import { type TypedArray, allocStorage, inferDType } from '../../../tensor/dtype.js';
 import { Tensor, trustedTensor } from '../../../tensor/tensor.js';
 import type { PickKey } from '../../../sampler/pick-key.js';
@@ -102,10 +102,10 @@ function load(d: { module: string; export: string }): Promise<DecodeFn> {
       try {
         mod = (await import(d.module)) as Record<string, unknown>;
       } catch (cause) {
-        throw new LoaderError('ERR_INVALID_DATASET', `decoder module ${d.module} cannot be imported: ${describeCause(cause)}`, { cause });
+        throw moduleImport('decoder', d.module, cause);
       }
       const fn = mod[d.export];
-      if (typeof fn !== 'function') throw new LoaderError('ERR_INVALID_DATASET', `decoder module ${d.module} has no function export ${show(d.export)} (exports: ${Object.keys(mod).join(', ') || 'none'})`);
+      if (typeof fn !== 'function') throw moduleExport('decoder', d.module, d.export, mod);
       return fn as DecodeFn;
     })();
     imported.set(key, p);
@@ -125,7 +125,7 @@ export async function decodeColumn(
   decoder: BytesDecoder, column: string, inputs: readonly Uint8Array[], rows: readonly number[], source: (r: number) => string, images: ImageDecoding | undefined, signal?: AbortSignal,
   keys?: readonly PickKey[],
 ): Promise<Tensor> {
-  if (decoder.kind === 'image' && images === undefined) throw new LoaderError('ERR_INVALID_DATASET', `column ${show(column)} has an image decoder but its source has no image decoding`);
+  if (decoder.kind === 'image' && images === undefined) throw invalidDatasetError(`column ${show(column)} has an image decoder but its source has no image decoding`);
   const n = inputs.length;
   const fn = decoder.kind === 'module' ? await load(decoder) : undefined;
   const outs: Tensor[] = new Array(n);
@@ -148,7 +148,7 @@ function asTensor(value: unknown, d: BytesDecoder, column: string, row: number):
   if (value instanceof Tensor) return value;
   if (ArrayBuffer.isView(value) && !(value instanceof DataView) && inferDType(value) !== undefined) return new Tensor(value as TypedArray);
   const name = d.kind === 'module' ? `${d.module}#${d.export}` : 'image';
-  throw new LoaderError('ERR_INVALID_DATASET', `decoder ${name} returned ${show(value)} for column ${show(column)} row ${row}; a decoder returns a Tensor or a typed array`);
+  throw invalidDatasetError(`decoder ${name} returned ${show(value)} for column ${show(column)} row ${row}; a decoder returns a Tensor or a typed array`);
 }
 
 function stack(outs: readonly Tensor[], column: string, rows: readonly number[], d: BytesDecoder): Tensor {
@@ -161,7 +161,7 @@ function stack(outs: readonly Tensor[], column: string, rows: readonly number[],
     const t = outs[r]!;
     if (t.dtype !== dtype || t.shape.length !== shape.length || t.shape.some((x, i) => x !== shape[i])) {
       const name = d.kind === 'module' ? `decoder ${d.module}#${d.export}` : 'the image decoder';
-      throw new LoaderError('ERR_INVALID_DATASET', `${name} gave ${t.dtype} [${t.shape.join(', ')}] for column ${show(column)} row ${rows[r]} but ${dtype} [${shape.join(', ')}] for row ${rows[0]}; every row of a column needs one dtype and shape`);
+      throw invalidDatasetError(`${name} gave ${t.dtype} [${t.shape.join(', ')}] for column ${show(column)} row ${rows[r]} but ${dtype} [${shape.join(', ')}] for row ${rows[0]}; every row of a column needs one dtype and shape`);
     }
     (data as unknown as { set(a: unknown, at: number): void }).set(t.data, r * size);
   }

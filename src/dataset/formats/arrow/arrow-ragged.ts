@@ -11,7 +11,7 @@
 import { partAt } from '../part-index.js';
 import { resolve } from 'node:path';
 import { type Data, DataType, Message, type RecordBatch, type Schema } from 'apache-arrow';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { LoaderError, badFile, emptyDatasetError, indexOutOfRange, invalidDatasetError, invalidOption, notRaggedField, show } from '../../../errors.js';
 import { type DType, type Storage, allocStorage } from '../../../tensor/dtype.js';
 import { type Tensor, trustedTensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
@@ -83,7 +83,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
   }
 
   async get(i: number): Promise<Record<string, Tensor | Int32Array | Uint8Array>> {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: row ${show(i)} is out of range [0, ${this.length})`);
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'row', i, this.length);
     const got: Record<string, Tensor | Int32Array | Uint8Array> = {};
     if (this.#fixed !== undefined) {
       const cols = await this.#fixed.getBatch([i]);
@@ -123,7 +123,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
   /** Lengths of `field` for rows [start, end) into out[start…end), record batch by record batch, with get(i)'s checks. */
   countLengths(field: string, start: number, end: number, out: Uint32Array): void {
     const p = this.#spec.plans.find((x) => x.name === field);
-    if (p === undefined) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: column ${show(field)} is not a ragged field`);
+    if (p === undefined) throw notRaggedField(this.path, 'column', field);
     for (let i = start; i < end; i++) {
       const k = this.#batchOf(i);
       const d = this.#batch(k).data.children[p.field]!;
@@ -239,7 +239,7 @@ export function arrowRaggedSource(path: string, options: ArrowRaggedOptions): Ar
   const order = [...listed, ...raggedNames.filter((n) => !listed.includes(n))];
   const fixedColumns = listed.filter((n) => !raggedNames.includes(n));
   const fixed = fixedColumns.length > 0 ? arrowSource(full, { ...rest, columns: fixedColumns }) : undefined;
-  if (index.rows.every((r) => r === 0)) throw new LoaderError('ERR_EMPTY_DATASET', `${full}: the Arrow ${index.format} holds no rows`);
+  if (index.rows.every((r) => r === 0)) throw emptyDatasetError(`${full}: the Arrow ${index.format} holds no rows`);
   return new ArrowRaggedSource({ path: full, index, plans, order, fixed: fixed === undefined ? undefined : specOf(fixed) }, schema, fixed);
 }
 
@@ -281,7 +281,7 @@ export function openArrowRagged(spec: ArrowRaggedSpec): ArrowRaggedSource {
   } catch {
     schema = undefined;
   }
-  if (schema === undefined) throw new LoaderError('ERR_INVALID_DATASET', `openArrowRagged: the schema passed for ${spec.path} cannot be decoded; open Arrow sources with sources.arrow(path)`);
+  if (schema === undefined) throw invalidDatasetError(`openArrowRagged: the schema passed for ${spec.path} cannot be decoded; open Arrow sources with sources.arrow(path)`);
   const fixed = spec.fixed === undefined ? undefined : openArrow(spec.fixed.options as never);
   return new ArrowRaggedSource(spec, schema, fixed);
 }

@@ -20,7 +20,7 @@ import { dirname, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
 import { type Data, Message, type Schema } from 'apache-arrow';
-import { LoaderError, badFile, fileAccess, invalidOption, show } from '../../../errors.js';
+import { badFile, emptyDatasetError, fileAccess, indexOutOfRange, invalidDatasetError, invalidOption, show } from '../../../errors.js';
 import { type Storage, allocStorage } from '../../../tensor/dtype.js';
 import { type Tensor, trustedTensor } from '../../../tensor/tensor.js';
 import type { BatchDataset, ReadContext } from '../../dataset.js';
@@ -226,7 +226,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
     const groups = new Map<number, { local: number[]; pos: number[] }>();
     for (let r = 0; r < n; r++) {
       const i = indices[r]!;
-      if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: row ${show(i)} is out of range [0, ${this.length})`);
+      if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'row', i, this.length);
       const k = this.#batchOf(i);
       let g = groups.get(k);
       if (g === undefined) groups.set(k, (g = { local: [], pos: [] }));
@@ -312,7 +312,7 @@ export class ArrowSource implements BatchDataset, Reopenable {
     if (seen === undefined) {
       this.#shapes.set(column, { dtype: t.dtype, shape });
     } else if (seen.dtype !== t.dtype || seen.shape.length !== shape.length || seen.shape.some((x, i) => x !== shape[i])) {
-      throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: the decoder of column ${show(column)} gave ${t.dtype} [${shape.join(', ')}] near row ${row}, but ${seen.dtype} [${seen.shape.join(', ')}] before; every row of a column needs one dtype and shape`);
+      throw invalidDatasetError(`${this.path}: the decoder of column ${show(column)} gave ${t.dtype} [${shape.join(', ')}] near row ${row}, but ${seen.dtype} [${seen.shape.join(', ')}] before; every row of a column needs one dtype and shape`);
     }
   }
 
@@ -373,7 +373,7 @@ function readBatch(file: PositionedFile, index: ArrowIndex, k: number, schemaByt
   try {
     bytes = new Uint8Array(schemaBytes.length + length);
   } catch (cause) {
-    throw new LoaderError('ERR_INVALID_DATASET', `${file.path}: record batch ${k} takes ${length} bytes, more than can be allocated at once. Rewrite the file with smaller record batches (pyarrow: max_chunksize)`, { cause });
+    throw invalidDatasetError(`${file.path}: record batch ${k} takes ${length} bytes, more than can be allocated at once. Rewrite the file with smaller record batches (pyarrow: max_chunksize)`, cause);
   }
   bytes.set(schemaBytes, 0);
   for (let done = 0; done < length; done += 2 ** 30) {
@@ -426,7 +426,7 @@ export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
     }
     let plans = planColumns(full, schema, columns, resolved.decoders);
     if (index.rows.length === 0 || index.rows.every((r) => r === 0)) {
-      throw new LoaderError('ERR_EMPTY_DATASET', `${full}: the Arrow ${index.format} holds no rows (a schema and ${index.rows.length} empty record batches). Give a file with data`);
+      throw emptyDatasetError(`${full}: the Arrow ${index.format} holds no rows (a schema and ${index.rows.length} empty record batches). Give a file with data`);
     }
     checkDictionaries(full, schema, plans, index);
     const schemaBytes = index.schemaMessage;
@@ -444,7 +444,7 @@ export function arrowSource(path: string, options?: ArrowOptions): ArrowSource {
 function selectColumns(path: string, columns: readonly string[] | undefined, available: readonly string[]): string[] {
   if (columns === undefined) {
     const dup = available.find((c, i) => available.indexOf(c) !== i);
-    if (dup !== undefined) throw new LoaderError('ERR_INVALID_DATASET', `${path}: two columns are named ${show(dup)}; pick columns by name with \`columns\` once the names are unique`);
+    if (dup !== undefined) throw invalidDatasetError(`${path}: two columns are named ${show(dup)}; pick columns by name with \`columns\` once the names are unique`);
     return [...available];
   }
   if (!Array.isArray(columns) || columns.length === 0) throw invalidOption('columns', 'a non-empty array of column names', columns);
@@ -463,7 +463,7 @@ function checkDictionaries(path: string, schema: Schema, plans: readonly ColumnP
   for (const p of plans) {
     const type = schema.fields[p.field]!.type as { id?: number; dictionary?: unknown };
     if (type.dictionary !== undefined && type.id !== undefined && index.replacedDictionaries.includes(type.id)) {
-      throw new LoaderError('ERR_INVALID_DATASET', `${path}: column ${show(p.name)} is dictionary-encoded and the stream replaces its dictionary after the first record batch, so the same code means different values in different rows. Leave it out with \`columns\`, or rewrite it as plain values`);
+      throw invalidDatasetError(`${path}: column ${show(p.name)} is dictionary-encoded and the stream replaces its dictionary after the first record batch, so the same code means different values in different rows. Leave it out with \`columns\`, or rewrite it as plain values`);
     }
   }
 }
@@ -505,7 +505,7 @@ export function openArrow(options: ArrowSpecOptions): ArrowSource {
     } catch {
       schema = undefined;
     }
-    if (schema === undefined) throw new LoaderError('ERR_INVALID_DATASET', `openArrow: the schema passed for ${path} cannot be decoded${problem ? `: ${problem}` : ''}; open Arrow sources with sources.arrow(path)`);
+    if (schema === undefined) throw invalidDatasetError(`openArrow: the schema passed for ${path} cannot be decoded${problem ? `: ${problem}` : ''}; open Arrow sources with sources.arrow(path)`);
     const plans = planColumns(path, schema, options.columns, options.decoders, options.listShapes);
     checkRowTable(path, options.rowTable, plans, index);
     return new ArrowSource(options, schema, schemaBytes, plans, !isMainThread);
@@ -521,5 +521,5 @@ function checkRowTable(path: string, table: RowTable | undefined, plans: readonl
   const fits =
     table.direct instanceof Uint8Array && table.direct.length === count && table.nodes.length === plans.length && table.slots.length === plans.length &&
     plans.every((p, c) => table.nodes[c] === nodesOf(p) && table.slots[c] instanceof Float64Array && table.slots[c]!.length === count * nodesOf(p) * SLOTS);
-  if (!fits) throw new LoaderError('ERR_INVALID_DATASET', `openArrow: the row table passed for ${path} does not fit its columns and record batches; open Arrow sources with sources.arrow(path)`);
+  if (!fits) throw invalidDatasetError(`openArrow: the row table passed for ${path} does not fit its columns and record batches; open Arrow sources with sources.arrow(path)`);
 }

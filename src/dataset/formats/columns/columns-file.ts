@@ -7,7 +7,7 @@
 // re-checks the size at each open, so a file that changed under it is refused, never misread.
 
 import { totalmem } from 'node:os';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { badFile, indexOutOfRange, invalidDatasetError, invalidOption } from '../../../errors.js';
 import { type DType, type Storage, type TypedArray, allocStorage, elementSize, storageView } from '../../../tensor/dtype.js';
 import { Tensor, trustedTensor } from '../../../tensor/tensor.js';
 import { ArraySource } from '../../arrays-source.js';
@@ -115,7 +115,7 @@ export function loadColumns(columns: readonly FileColumn[], keys: readonly strin
       try {
         buffer = new SharedArrayBuffer(bytes);
       } catch (cause) {
-        throw new LoaderError('ERR_INVALID_DATASET', `${c.path}: cannot allocate ${bytes} bytes of shared memory to load ${c.what} (load: 'memory'). Pass load: 'positioned' to read rows from the file per batch`, { cause });
+        throw invalidDatasetError(`${c.path}: cannot allocate ${bytes} bytes of shared memory to load ${c.what} (load: 'memory'). Pass load: 'positioned' to read rows from the file per batch`, cause);
       }
       const file = openChecked(files, c);
       readInto(file, c.offset, bytes, c.what, new Uint8Array(buffer), 0);
@@ -146,7 +146,7 @@ export class FileColumnsSource implements BatchDataset, Reopenable {
   readonly #spec: SourceSpec;
 
   constructor(columns: readonly FileColumn[], keys: readonly string[] | undefined, spec: SourceSpec) {
-    if (columns.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'a file column store needs at least one column');
+    if (columns.length === 0) throw invalidDatasetError('a file column store needs at least one column');
     this.#columns = columns;
     this.#keys = keys;
     this.#rowBytes = columns.map(rowBytes);
@@ -167,7 +167,7 @@ export class FileColumnsSource implements BatchDataset, Reopenable {
     const n = indices.length;
     for (const i of indices) {
       if (!Number.isInteger(i) || i < 0 || i >= this.length) {
-        throw new LoaderError('ERR_INVALID_DATASET', `${this.#columns[0]!.path}: row ${show(i)} is out of range [0, ${this.length})`);
+        throw indexOutOfRange(this.#columns[0]!.path, 'row', i, this.length);
       }
     }
     const files = new Map<string, PositionedFile>();

@@ -11,7 +11,7 @@
 // ending in `\n` (latin-1 in 1.0 and 2.0, UTF-8 in 3.0), then the raw C-order data.
 
 import { resolve } from 'node:path';
-import { LoaderError, badFile, show } from '../../../errors.js';
+import { LoaderError, badFile, invalidDatasetError, show } from '../../../errors.js';
 import { type DType, type TypedArray, allocStorage, elementSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { ArraySource } from '../../arrays-source.js';
@@ -64,7 +64,7 @@ export function npySource(paths: string | readonly string[] | Readonly<Record<st
 export function openNpy(spec: { paths: readonly string[]; keys: readonly string[] | undefined; options?: NpyOptions }): ArraySource | FileColumnsSource {
   const { paths, keys } = spec;
   if (!Array.isArray(paths) || paths.length === 0 || !paths.every((p) => typeof p === 'string' && p.length > 0) || (keys !== undefined && (!Array.isArray(keys) || keys.length !== paths.length))) {
-    throw new LoaderError('ERR_INVALID_DATASET', `openNpy: expected { paths: non-empty file paths, keys: one name per path or undefined }, got paths ${show(paths)} and keys ${show(keys)}`);
+    throw invalidDatasetError(`openNpy: expected { paths: non-empty file paths, keys: one name per path or undefined }, got paths ${show(paths)} and keys ${show(keys)}`);
   }
   const load = resolveLoad(spec.options);
   const columns = paths.map((path): FileColumn => {
@@ -72,7 +72,7 @@ export function openNpy(spec: { paths: readonly string[]; keys: readonly string[
     try {
       const h = readNpyHeader(file);
       if (h.shape.length === 0) {
-        throw new LoaderError('ERR_INVALID_DATASET', `${path}: holds a 0-d array (a scalar); a column needs a first dimension, the row count. Save an array with one row per sample (np.save(path, arr.reshape(1)) for a single sample)`);
+        throw invalidDatasetError(`${path}: holds a 0-d array (a scalar); a column needs a first dimension, the row count. Save an array with one row per sample (np.save(path, arr.reshape(1)) for a single sample)`);
       }
       return { path, fileSize: h.fileSize, offset: h.dataOffset, dtype: h.dtype, shape: h.shape, swap: h.bigEndian && h.dtype !== 'uint8' && h.dtype !== 'int8', bool: isBool(h), what: `the ${h.descr} data` };
     } finally {
@@ -83,8 +83,7 @@ export function openNpy(spec: { paths: readonly string[]; keys: readonly string[
   columns.forEach((c) => {
     if (c.shape[0] !== rows) {
       const first = columns[0]!;
-      throw new LoaderError(
-        'ERR_INVALID_DATASET',
+      throw invalidDatasetError(
         `sources.npy: ${c.path} has ${c.shape[0]} rows (shape ${tuple(c.shape)}) but ${first.path} has ${rows} (shape ${tuple(first.shape)}). Every file is a column and needs one row per sample: the same first dimension`,
       );
     }
@@ -94,20 +93,20 @@ export function openNpy(spec: { paths: readonly string[]; keys: readonly string[
 }
 
 function normalizePaths(paths: unknown): { list: string[]; keys: string[] | undefined } {
-  const bad = () => new LoaderError('ERR_INVALID_DATASET', `sources.npy(paths): paths must be a file path, an array of paths or a record of named paths, got ${show(paths)}`);
+  const bad = () => invalidDatasetError(`sources.npy(paths): paths must be a file path, an array of paths or a record of named paths, got ${show(paths)}`);
   if (typeof paths === 'string') return { list: [checkPath(paths, 'paths')], keys: undefined };
   if (Array.isArray(paths)) {
-    if (paths.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.npy(paths): give at least one .npy file');
+    if (paths.length === 0) throw invalidDatasetError('sources.npy(paths): give at least one .npy file');
     return { list: paths.map((p, i) => checkPath(p, `paths[${i}]`)), keys: undefined };
   }
   if (paths === null || typeof paths !== 'object') throw bad();
   const keys = Object.keys(paths);
-  if (keys.length === 0) throw new LoaderError('ERR_INVALID_DATASET', 'sources.npy(paths): give at least one named .npy file');
+  if (keys.length === 0) throw invalidDatasetError('sources.npy(paths): give at least one named .npy file');
   return { list: keys.map((k) => checkPath((paths as Record<string, unknown>)[k], `paths.${k}`)), keys };
 }
 
 function checkPath(p: unknown, where: string): string {
-  if (typeof p !== 'string' || p.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.npy: ${where} must be a non-empty file path, got ${show(p)}`);
+  if (typeof p !== 'string' || p.length === 0) throw invalidDatasetError(`sources.npy: ${where} must be a non-empty file path, got ${show(p)}`);
   return p;
 }
 

@@ -11,7 +11,7 @@
 // by tensor name (code-point order), so a file's columns do not depend on how its writer laid it out.
 
 import { resolve } from 'node:path';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { badFile, invalidDatasetError, invalidOption, invalidSourcePath, show } from '../../../errors.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { ArraySource } from '../../arrays-source.js';
 import type { SourceSpec } from '../../source-spec.js';
@@ -82,7 +82,7 @@ export function safetensorsSource(path: string, options?: SafetensorsOptions): A
 /** Worker-side factory (and the common path of `safetensorsSource`). */
 export function openSafetensors(spec: { path: string; options?: SafetensorsOptions }): ArraySource | FileColumnsSource {
   const { path, options } = spec;
-  if (typeof path !== 'string' || path.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.safetensors(path): path must be a non-empty file path, got ${show(path)}`);
+  if (typeof path !== 'string' || path.length === 0) throw invalidSourcePath('sources.safetensors', path);
   const load = resolveLoad(options);
   const wanted = options?.tensors;
   if (wanted !== undefined) {
@@ -97,7 +97,7 @@ export function openSafetensors(spec: { path: string; options?: SafetensorsOptio
     file.close();
   }
   const { entries } = header;
-  if (entries.size === 0) throw new LoaderError('ERR_INVALID_DATASET', `${path}: the file holds no tensors, so there is nothing to load`);
+  if (entries.size === 0) throw invalidDatasetError(`${path}: the file holds no tensors, so there is nothing to load`);
   let names: string[];
   if (wanted === undefined) {
     names = [...entries.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -109,10 +109,10 @@ export function openSafetensors(spec: { path: string; options?: SafetensorsOptio
   const selected = names.map((n) => entries.get(n)!);
   for (const e of selected) {
     if (e.dtype === undefined) {
-      throw new LoaderError('ERR_INVALID_DATASET', `${path}: tensor ${show(e.name)} has dtype ${e.fileDtype}, which Stoker has no storage for (it reads ${Object.keys(DTYPES).filter((k) => DTYPES[k]!.dtype).join(' ')}). Convert it when saving, or leave it out with tensors: [...]`);
+      throw invalidDatasetError(`${path}: tensor ${show(e.name)} has dtype ${e.fileDtype}, which Stoker has no storage for (it reads ${Object.keys(DTYPES).filter((k) => DTYPES[k]!.dtype).join(' ')}). Convert it when saving, or leave it out with tensors: [...]`);
     }
     if (e.shape.length === 0) {
-      throw new LoaderError('ERR_INVALID_DATASET', `${path}: tensor ${show(e.name)} is a scalar; a column needs a first dimension, the row count. Leave it out: tensors: ${show(names.filter((n) => n !== e.name))}`);
+      throw invalidDatasetError(`${path}: tensor ${show(e.name)} is a scalar; a column needs a first dimension, the row count. Leave it out: tensors: ${show(names.filter((n) => n !== e.name))}`);
     }
   }
   const rows = selected[0]!.shape[0]!;
@@ -121,8 +121,7 @@ export function openSafetensors(spec: { path: string; options?: SafetensorsOptio
     const groups = new Map<number, string[]>();
     for (const e of selected) groups.set(e.shape[0]!, [...(groups.get(e.shape[0]!) ?? []), e.name]);
     const best = [...groups.values()].reduce((a, b) => (b.length > a.length ? b : a));
-    throw new LoaderError(
-      'ERR_INVALID_DATASET',
+    throw invalidDatasetError(
       `${path}: tensors ${show(selected[0]!.name)} (first dimension ${rows}) and ${show(odd.name)} (first dimension ${odd.shape[0]}) differ; every column needs one row per sample. Select tensors that share it, e.g. tensors: ${show(best)}`,
     );
   }

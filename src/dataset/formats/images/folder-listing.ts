@@ -29,7 +29,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { isUtf8 } from 'node:buffer';
 import { type MessagePort, MessageChannel, Worker, receiveMessageOnPort } from 'node:worker_threads';
-import { LoaderError, fileAccess, show } from '../../../errors.js';
+import { fileAccess, invalidDatasetError, show, workerExited, workerFailed } from '../../../errors.js';
 import { readCacheFile, writeCacheFile, writeCacheFileAsync } from '../columns/cache-file.js';
 import { indexCacheDir, isPrivateDir } from '../tar/tar-index.js';
 import { workerBoot } from '../../../base/worker-boot.js';
@@ -180,8 +180,7 @@ function walkTop(root: string): { rootBytes: Buffer; classes: Buffer[]; dirs: Di
     .map((e) => e.name)
     .sort(Buffer.compare);
   if (classes.length === 0) {
-    throw new LoaderError(
-      'ERR_INVALID_DATASET',
+    throw invalidDatasetError(
       `sources.imageFolder(${show(root)}): no class folders in it. An image folder holds one sub-folder per class (dir/<class>/<image>); images directly in dir belong to no class and are ignored`,
     );
   }
@@ -196,8 +195,7 @@ function walkClasses(root: string, rootBytes: Buffer, classes: readonly Buffer[]
     const found: (string | Buffer)[] = [];
     walk(rootBytes, name, extensions, found, new Set(), dirs);
     if (found.length === 0) {
-      throw new LoaderError(
-        'ERR_INVALID_DATASET',
+      throw invalidDatasetError(
         `sources.imageFolder(${show(root)}): class folder ${show(lossy.decode(name))} holds no image (extensions looked for: ${[...extensions].join(' ')}). Add images, remove the folder, or pass extensions: [...] to match the files`,
       );
     }
@@ -340,9 +338,9 @@ export async function walkFolderParallel(root: string, extensions: ReadonlySet<s
         if (m === 'done') done = true;
         else take(m);
       });
-      worker.on('error', (error) => fail(new LoaderError('ERR_WORKER_DIED', `sources.imageFolder(${show(root)}): a folder-walk worker failed: ${error.message}`)));
+      worker.on('error', (error) => fail(workerFailed(`sources.imageFolder(${show(root)}): a folder-walk worker`, error)));
       worker.on('exit', (code) => {
-        if (!done && received < chunkCount) fail(new LoaderError('ERR_WORKER_DIED', `sources.imageFolder(${show(root)}): a folder-walk worker exited with code ${code} before it finished`));
+        if (!done && received < chunkCount) fail(workerExited(`sources.imageFolder(${show(root)}): a folder-walk worker`, code));
       });
     }
     if (inThisThread) walkChunks(data, take);
@@ -376,7 +374,7 @@ function finishWalk(plan: ReturnType<typeof planWalk>, chunks: readonly (WalkedC
   if (chunks.some((c) => c !== undefined && 'failed' in c)) {
     // Walk again here, in order: the one-thread walk's error, for the first class that fails.
     walkClasses(root, rootBytes, data.classes as Buffer[], 0, extensions, []);
-    throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
+    throw invalidDatasetError(`sources.imageFolder(${show(root)}): the folder changed while it was listed (a class folder failed in a walk thread, not in this one); open it again`);
   }
   const names = data.classes.map((c) => lossy.decode(c));
   return { listing: join_(names, chunks as Extract<WalkedChunk, { names: Uint8Array }>[], dirs), dirs };

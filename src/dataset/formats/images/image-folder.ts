@@ -29,7 +29,7 @@
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
-import { LoaderError, fileAccess, invalidOption, show } from '../../../errors.js';
+import { fileAccess, indexOutOfRange, invalidOption, show } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -224,7 +224,7 @@ export class ImageFolder implements Dataset, Reopenable {
 
   #check(index: number): void {
     if (!Number.isInteger(index) || index < 0 || index >= this.length) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.imageFolder(${show(this.dir)}): index ${show(index)} is out of range [0, ${this.length})`);
+      throw indexOutOfRange(`sources.imageFolder(${show(this.dir)})`, 'index', index, this.length);
     }
   }
 

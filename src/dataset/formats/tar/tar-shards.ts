@@ -19,7 +19,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { LoaderError, badFile, fileAccess, invalidOption, show } from '../../../errors.js';
+import { badFile, emptyDatasetError, fileAccess, indexOutOfRange, invalidOption, show } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -283,7 +283,7 @@ export class TarShardsSource implements Dataset, Reopenable {
 
   #check(index: number): void {
     if (!Number.isInteger(index) || index < 0 || index >= this.length) {
-      throw new LoaderError('ERR_INVALID_DATASET', `sources.tarShards: index ${show(index)} is out of range [0, ${this.length})`);
+      throw indexOutOfRange('sources.tarShards', 'index', index, this.length);
     }
   }
 
@@ -369,7 +369,7 @@ function checkFieldList(fields: unknown): void {
 function buildSpec(indexes: readonly ShardIndex[], options: TarShardsOptions, imageDecode: ImageDecodeShare): Omit<TarShardsSpec, 'rawShards'> {
   const n = indexes.reduce((a, ix) => a + ix.keys.length, 0);
   if (n === 0) {
-    throw new LoaderError('ERR_EMPTY_DATASET', `sources.tarShards: the shards hold no samples (${indexes.map((ix) => ix.path).join(', ')}). Check the shard paths`);
+    throw emptyDatasetError(`sources.tarShards: the shards hold no samples (${indexes.map((ix) => ix.path).join(', ')}). Check the shard paths`);
   }
   const first = indexes.find((ix) => ix.keys.length > 0)!;
   const fieldsOf = (ix: ShardIndex, s: number) => ix.fields.filter((_, f) => ix.table[(s * ix.fields.length + f) * 2] !== -1);

@@ -8,7 +8,7 @@
 // the open and never silently.
 
 import { resolve } from 'node:path';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { LoaderError, badFile, badFileError, emptyFile, indexOutOfRange, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -80,7 +80,7 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
 
   /** Record `i` parsed (an object), or ERR_BAD_FILE naming the file, the record and its byte offset. */
   record(i: number): Record<string, unknown> {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: record ${show(i)} is out of range [0, ${this.length})`);
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'record', i, this.length);
     if (this.#file === undefined) {
       const f = new PositionedFile(this.path);
       if (f.size !== this.#spec.index.size) {
@@ -125,14 +125,14 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
   /** Lengths of `field` for records [start, end) into out[start…end), through get(i)'s own conversion; a bad record names its line. */
   countLengths(field: string, start: number, end: number, out: Uint32Array): void {
     const kind = this.#spec.kinds.find((k) => k.name === field);
-    if (kind === undefined || kind.kind === 'scalar') throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: field ${show(field)} is not a ragged field`);
+    if (kind === undefined || kind.kind === 'scalar') throw notRaggedField(this.path, 'field', field);
     for (let i = start; i < end; i++) {
       try {
         const v = toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
         out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
       } catch (error) {
         if (!(error instanceof LoaderError) || error.code !== 'ERR_BAD_FILE') throw error;
-        throw new LoaderError('ERR_BAD_FILE', `${error.message} (line ${this.#lineOf(i)} of the file)`, { cause: error });
+        throw badFileError(`${error.message} (line ${this.#lineOf(i)} of the file)`, error);
       }
     }
   }
@@ -170,7 +170,7 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
 
 /** Open a JSONL file: index it (or find its cached index) and learn the fields' kinds from record 0. */
 export function jsonlSource(path: string, options: JsonlOptions = {}): JsonlSource {
-  if (typeof path !== 'string' || path.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.jsonl(path): path must be a non-empty file path, got ${show(path)}`);
+  if (typeof path !== 'string' || path.length === 0) throw invalidSourcePath('sources.jsonl', path);
   if (options === null || typeof options !== 'object') throw invalidOption('sources.jsonl options', 'an object', options);
   for (const k of Object.keys(options)) if (!KNOWN.includes(k)) throw invalidOption(`sources.jsonl ${k}`, `one of ${KNOWN.join(', ')}`, k, 'Remove it');
   const numeric = fieldDtypes(options.fields, 'fields');
@@ -184,7 +184,7 @@ export function jsonlSource(path: string, options: JsonlOptions = {}): JsonlSour
   if (text.length > 0 && options.tokenizer === undefined) throw textNeedsTokenizer(abs, text[0]!, 'text');
   const tokenizer = options.tokenizer === undefined ? undefined : resolveTokenizer(options.tokenizer);
   const index = jsonlIndex(abs, options.index ?? 'auto');
-  if (index.lines.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no records (no non-blank lines)`);
+  if (index.lines.length === 0) throw emptyFile(path, 'records (no non-blank lines)');
   // Record 0 sets each field's kind; a text field given as `fields` is refused here, pointing at `text`.
   const probe = new JsonlSource({ path: abs, kinds: [], tokenizer, index });
   let first: Record<string, unknown>;
@@ -203,7 +203,7 @@ export function jsonlSource(path: string, options: JsonlOptions = {}): JsonlSour
 export function jsonlFirstRecord(path: string): Record<string, unknown> {
   const abs = resolve(path);
   const index = jsonlIndex(abs);
-  if (index.lines.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no records (no non-blank lines)`);
+  if (index.lines.length === 0) throw emptyFile(path, 'records (no non-blank lines)');
   const probe = new JsonlSource({ path: abs, kinds: [], tokenizer: undefined, index });
   try {
     return probe.record(0);

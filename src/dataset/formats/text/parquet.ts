@@ -12,7 +12,7 @@
 import { partAt } from '../part-index.js';
 import { resolve } from 'node:path';
 import { type AsyncBuffer, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
@@ -85,7 +85,7 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
   }
 
   async get(i: number): Promise<Record<string, Tensor | Int32Array>> {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: row ${show(i)} is out of range [0, ${this.length})`);
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'row', i, this.length);
     const k = this.#groupOf(i);
     if (this.#last?.k !== k) this.#last = { k, rows: this.#readGroup(k) };
     const last = this.#last;
@@ -128,7 +128,7 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
   /** Lengths of `field` for rows [start, end) into out[start…end): that column only, row group by row group, through get(i)'s conversion. */
   async countLengths(field: string, start: number, end: number, out: Uint32Array): Promise<void> {
     const kind = this.#spec.kinds.find((k) => k.name === field);
-    if (kind === undefined || kind.kind === 'scalar') throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: column ${show(field)} is not a ragged field`);
+    if (kind === undefined || kind.kind === 'scalar') throw notRaggedField(this.path, 'column', field);
     for (let k = start < end ? this.#groupOf(start) : this.numRowGroups; k < this.numRowGroups && this.#starts[k]! < end; k++) {
       const from = Math.max(start, this.#starts[k]!);
       const to = Math.min(end, this.#starts[k + 1]!);
@@ -239,7 +239,7 @@ function intLogical(l: unknown): DType | undefined {
 function columnKind(path: string, t: SchemaTree, tokenizer: ResolvedTokenizer | undefined): FieldKind {
   const name = t.element.name;
   const refuse = (what: string) =>
-    new LoaderError('ERR_INVALID_DATASET', `${path}: column ${show(name)} is ${what}; Stoker reads numbers, lists of numbers and strings (with a tokenizer). Leave it out with columns: [...]`);
+    invalidDatasetError(`${path}: column ${show(name)} is ${what}; Stoker reads numbers, lists of numbers and strings (with a tokenizer). Leave it out with columns: [...]`);
   let leaf = t;
   let list = false;
   if (t.children.length > 0) {
@@ -266,7 +266,7 @@ function columnKind(path: string, t: SchemaTree, tokenizer: ResolvedTokenizer | 
 
 /** Open a Parquet file: read its footer, check the selected columns, and learn their kinds from the schema. */
 export async function parquetSource(path: string, options: ParquetOptions = {}): Promise<ParquetSource> {
-  if (typeof path !== 'string' || path.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.parquet(path): path must be a non-empty file path, got ${show(path)}`);
+  if (typeof path !== 'string' || path.length === 0) throw invalidSourcePath('sources.parquet', path);
   if (options === null || typeof options !== 'object') throw invalidOption('sources.parquet options', 'an object', options);
   for (const k of Object.keys(options)) if (!KNOWN.includes(k)) throw invalidOption(`sources.parquet ${k}`, `one of ${KNOWN.join(', ')}`, k, 'Remove it');
   const { columns } = options;
@@ -289,7 +289,7 @@ export async function parquetSource(path: string, options: ParquetOptions = {}):
   if (missing.length > 0) throw invalidOption('columns', `names of columns in ${path}`, columns, `Not found: ${missing.map(show).join(', ')}. The file holds ${[...byName.keys()].map(show).join(', ')}`);
   const kinds = names.map((n) => columnKind(abs, byName.get(n)!, tokenizer));
   const ds = new ParquetSource({ path: abs, fileSize: file.size, kinds, tokenizer }, metadata);
-  if (ds.length === 0) throw new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no rows`);
+  if (ds.length === 0) throw emptyFile(path, 'rows');
   return ds;
 }
 

@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { LoaderError, fileAccess, invalidOption, show } from '../../../errors.js';
+import { badFileError, fileAccess, invalidOption, revivedError, show, workerExited, workerFailed } from '../../../errors.js';
 import { workerBoot } from '../../../base/worker-boot.js';
 import type { SourceSpec } from '../../source-spec.js';
 import { readCacheFile, writeCacheFile } from '../columns/cache-file.js';
@@ -118,7 +118,7 @@ interface Head {
 export async function textLengths(job: LengthsJob, stampNow: () => ShardStamp): Promise<Uint32Array> {
   const now = stampNow();
   if (now.size !== job.stamp.size || now.mtimeNs !== job.stamp.mtimeNs) {
-    throw new LoaderError('ERR_BAD_FILE', `${job.path}: the file changed since it was opened (${job.stamp.size} bytes then, ${now.size} now). Open the source again after rewriting the file`);
+    throw badFileError(`${job.path}: the file changed since it was opened (${job.stamp.size} bytes then, ${now.size} now). Open the source again after rewriting the file`);
   }
   const digest = tokenizerDigest(job.tokenizer);
   const name = cacheName(job, digest);
@@ -183,14 +183,14 @@ async function countInPool(job: LengthsJob): Promise<Uint32Array> {
         worker.on('message', (m: FromLengthsWorker) => {
           settled = true;
           if (m.t === 'done') resolve();
-          else reject(m.code?.startsWith('ERR_') ? new LoaderError(m.code as never, m.message) : new Error(m.message));
+          else reject(m.code?.startsWith('ERR_') ? revivedError(m.code, m.message) : new Error(m.message));
         });
         worker.on('error', (error) => {
           settled = true;
-          reject(new LoaderError('ERR_WORKER_DIED', `${job.path}: a lengths worker (records ${start}–${end - 1}) failed: ${error.message}`));
+          reject(workerFailed(`${job.path}: a lengths worker (records ${start}–${end - 1})`, error));
         });
         worker.on('exit', (code) => {
-          if (!settled) reject(new LoaderError('ERR_WORKER_DIED', `${job.path}: a lengths worker (records ${start}–${end - 1}) exited with code ${code} before it finished`));
+          if (!settled) reject(workerExited(`${job.path}: a lengths worker (records ${start}–${end - 1})`, code));
         });
       }),
     );

@@ -13,7 +13,7 @@
 
 import { endianness } from 'node:os';
 import { resolve } from 'node:path';
-import { LoaderError, badFile, invalidOption, show } from '../../../errors.js';
+import { badFile, emptyDatasetError, indexOutOfRange, invalidOption, invalidSourcePath, show } from '../../../errors.js';
 import { allocStorage, storageView } from '../../../tensor/dtype.js';
 import type { Dataset } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -85,7 +85,7 @@ export class TokenWindows implements Dataset, Reopenable {
 
   /** `{ tokens }`: `contextLength + 1` token ids starting at token `i × stride`. */
   get(i: number): { tokens: TokenArray } {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: window ${show(i)} is out of range [0, ${this.length})`);
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'window', i, this.length);
     this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
     const size = this.dtype === 'uint16' ? 2 : 4;
     const n = this.contextLength + 1;
@@ -130,7 +130,7 @@ export class MegatronTokens implements Dataset, Reopenable {
 
   /** `{ tokens }`: every token of document `i` (possibly none). */
   get(i: number): { tokens: TokenArray } {
-    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw new LoaderError('ERR_INVALID_DATASET', `${this.path}: document ${show(i)} is out of range [0, ${this.length})`);
+    if (!Number.isInteger(i) || i < 0 || i >= this.length) throw indexOutOfRange(this.path, 'document', i, this.length);
     const ix = this.#spec.index;
     this.#idx ??= PositionedFile.openSized(ix.path, ix.fileSize);
     this.#bin ??= PositionedFile.openSized(this.path, ix.binSize);
@@ -166,7 +166,7 @@ export class MegatronTokens implements Dataset, Reopenable {
 
 /** Open a token file: windows over a flat `.bin`, or documents with a Megatron `index`. */
 export function tokensSource(path: string, options: TokensOptions = {}): TokenWindows | MegatronTokens {
-  if (typeof path !== 'string' || path.length === 0) throw new LoaderError('ERR_INVALID_DATASET', `sources.tokens(path): path must be a non-empty file path, got ${show(path)}`);
+  if (typeof path !== 'string' || path.length === 0) throw invalidSourcePath('sources.tokens', path);
   if (options === null || typeof options !== 'object') throw invalidOption('sources.tokens options', 'an object', options);
   for (const k of Object.keys(options)) if (!KNOWN.includes(k)) throw invalidOption(`sources.tokens ${k}`, `one of ${KNOWN.join(', ')}`, k, 'Remove it');
   const { dtype, contextLength, stride, index } = options;
@@ -191,7 +191,7 @@ export function tokensSource(path: string, options: TokensOptions = {}): TokenWi
   const size = d === 'uint16' ? 2 : 4;
   if (file.size % size !== 0) throw badFile(path, file.size - (file.size % size), `the file holds ${file.size} bytes, not a whole number of ${d} tokens`, `Is dtype ${show(d)} right? nanoGPT writes uint16`);
   if (file.size / size < contextLength + 1) {
-    throw new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds ${file.size / size} tokens, fewer than one window of contextLength + 1 = ${contextLength + 1}. Lower contextLength`);
+    throw emptyDatasetError(`${path}: the file holds ${file.size / size} tokens, fewer than one window of contextLength + 1 = ${contextLength + 1}. Lower contextLength`);
   }
   return new TokenWindows({ path: abs, dtype: d, contextLength, stride: stride ?? contextLength, fileSize: file.size });
 }
