@@ -215,6 +215,11 @@ export function readSwitch<K extends SwitchKey>(key: K, env: NodeJS.ProcessEnv =
   return s.parse(env[s.name]);
 }
 
+/** `raw` parsed as the switch's value would be (a bad value throws its typed error). */
+export function parseSwitch<K extends SwitchKey>(key: K, raw: string | undefined): SwitchValue<K> {
+  return (SWITCHES[key] as Switch<SwitchValue<K>>).parse(raw);
+}
+
 /** The switch's environment variable (for messages, and for a parent setting it in a child's environment). */
 export function switchName(key: SwitchKey): string {
   return SWITCHES[key].name;

@@ -19,6 +19,7 @@
 
 import { readFileSync } from 'node:fs';
 import { type ResampleBox, resampleCoeffs } from './image-resample.js';
+import { readSwitch } from '../base/env.js';
 
 /** The parts of the WebAssembly API used (the project's TypeScript libs do not declare it). */
 interface WebAssemblyApi {
@@ -66,7 +67,7 @@ const SLACK = 16;
 const align = (n: number) => (n + 15) & ~15;
 
 let state: WasmResampler | null | undefined;
-let enabled = process.env.STOKER_WASM !== 'off';
+let enabled = readSwitch('wasm');
 
 /** Turn the WebAssembly resample on or off in this thread (benchmarks and tests compare both). */
 export function setWasmResample(on: boolean): void {

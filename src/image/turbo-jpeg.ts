@@ -30,6 +30,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type DecodedBox, cutOf } from './vips-direct.js';
+import { readSwitch } from '../base/env.js';
 
 interface Turbo {
   readonly handle: unknown;
@@ -59,8 +60,8 @@ const TJPF_GRAY = 6;
 const MCU_WIDTH = [8, 16, 16, 8, 8, 32, 8];
 
 let turbo: Turbo | null | undefined;
-const setting = process.env.STOKER_TURBOJPEG;
-let enabled = setting !== 'off';
+const setting = readSwitch('turboJpeg');
+let enabled = setting !== false;
 
 /** Turn the crop decode on or off in this thread (benchmarks and tests compare both routes). */
 export function setTurboJpeg(on: boolean): void {
@@ -74,8 +75,8 @@ export function turboJpegAvailable(): boolean {
 
 /** The library's path: STOKER_TURBOJPEG, else the prebuilt one of @julusian/jpeg-turbo for this platform; undefined when off. */
 export function turboJpegPath(): string | undefined {
-  if (setting === 'off') return undefined;
-  if (setting !== undefined && setting !== '') return setting;
+  if (setting === false) return undefined;
+  if (setting !== undefined) return setting;
   if (process.platform !== 'linux') return undefined;
   try {
     const pkg = createRequire(import.meta.url).resolve('@julusian/jpeg-turbo/package.json');

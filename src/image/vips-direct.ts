@@ -34,6 +34,7 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { readSwitch } from '../base/env.js';
 
 /** The koffi functions used; `unknown` is an opaque pointer. */
 interface Vips {
@@ -60,7 +61,7 @@ const VIPS_KERNEL_LINEAR = 1;
 const VIPS_DIRECTION_HORIZONTAL = 0;
 
 let vips: Vips | null | undefined;
-let enabled = process.env.STOKER_VIPS_DIRECT !== 'off';
+let enabled = readSwitch('vipsDirect');
 
 /** Turn the direct route on or off in this thread (benchmarks compare both in one process). */
 export function setVipsDirect(on: boolean): void {

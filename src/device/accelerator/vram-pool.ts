@@ -13,6 +13,7 @@
 import type { Backend, DeviceBuffer } from '../backend.js';
 import { PoolPayoff } from './pool-payoff.js';
 import { POOL_MARGIN_BYTES, flowReserveBytes, vramPoolBudget } from '../../base/budget.js';
+import { readSwitch } from '../../base/env.js';
 
 export const SLAB_BYTES = 64 * 2 ** 20;
 /** The headroom NOTE [The budget law] keeps beside the pool. */
@@ -21,8 +22,7 @@ export { flowReserveBytes };
 
 /** The environment kill switch: STOKER_VRAM_POOL=off (or 0) turns the pool off everywhere. */
 export function vramPoolKilled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.STOKER_VRAM_POOL?.trim().toLowerCase();
-  return v === 'off' || v === '0';
+  return !readSwitch('vramPool', env);
 }
 
 /** Cumulative figures; the loader reports per-epoch differences. */

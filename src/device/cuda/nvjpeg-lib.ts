@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LoaderError } from '../../errors.js';
+import { readSwitch, switchName } from '../../base/env.js';
 
 type Koffi = typeof import('koffi');
 type Native = (...args: unknown[]) => unknown;
@@ -92,7 +93,8 @@ const NAMES = ['libnvjpeg.so.13', 'libnvjpeg.so.12', 'libnvjpeg.so'];
 /** The places tried, in order (paths that do not exist are left out, bare names go to the loader). */
 export function nvjpegCandidates(env: NodeJS.ProcessEnv): string[] {
   const out: string[] = [];
-  if (env.STOKER_NVJPEG) out.push(env.STOKER_NVJPEG);
+  const asked = readSwitch('nvjpeg', env);
+  if (asked !== undefined) out.push(asked);
   for (const root of [env.CUDA_HOME, env.CUDA_PATH, '/usr/local/cuda']) {
     if (!root) continue;
     for (const name of NAMES) {
@@ -133,7 +135,7 @@ export function openNvJpeg(candidates: readonly string[]): NvJpeg {
 function nvjpegMissing(why: string, cause?: unknown): LoaderError {
   return new LoaderError(
     'ERR_CUDA_UNAVAILABLE',
-    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point STOKER_NVJPEG at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
+    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point ${switchName('nvjpeg')} at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
     cause === undefined ? undefined : { cause },
   );
 }

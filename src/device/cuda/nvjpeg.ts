@@ -22,6 +22,7 @@
 // - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
 
 import { LoaderError, invalidOption } from '../../errors.js';
+import { readSwitch } from '../../base/env.js';
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { SimBackend } from '../sim/sim-backend.js';
 import { StreamScratch } from '../accelerator/stream-scratch.js';
@@ -96,11 +97,8 @@ export abstract class GpuJpegDecoder {
   /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
   static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
     if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
-    const fromEnv = process.env.STOKER_JPEG_SLOTS;
-    const slots = options.slots ?? (fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : DEFAULT_JPEG_SLOTS);
-    if (!Number.isInteger(slots) || slots < 1 || slots > 8) {
-      throw options.slots === undefined && fromEnv !== undefined ? invalidOption('STOKER_JPEG_SLOTS', 'an integer from 1 to 8 (decodes in flight)', fromEnv) : invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
-    }
+    const slots = options.slots ?? readSwitch('jpegSlots') ?? DEFAULT_JPEG_SLOTS;
+    if (!Number.isInteger(slots) || slots < 1 || slots > 8) throw invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
     if (backend instanceof CudaBackend) return NvJpegDecoder.create(backend, options.chroma ?? 'interpolate', slots);
     if (backend instanceof SimBackend) return new SimJpegDecoder(backend, slots);
     throw new LoaderError('ERR_UNSUPPORTED_OPTION', `GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);

@@ -15,6 +15,7 @@
 import { Worker } from 'node:worker_threads';
 import { LoaderError, type LoaderErrorCode } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
+import { readSwitch } from '../../base/env.js';
 import { type JpegJob, type JpegReply, jpegJobs } from './jpeg-jobs.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './jpeg-worker.ts' : './jpeg-worker.js', import.meta.url);
@@ -43,10 +44,7 @@ export function liveJpegThreads(): number {
  * against 9.4–10.4 k. On sim the slots run sharp, which would block the main thread.
  */
 export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.STOKER_JPEG_WORKERS;
-  if (v === '0') return false;
-  if (v === '1') return true;
-  return byDefault;
+  return readSwitch('jpegWorkers', env) ?? byDefault;
 }
 
 /**

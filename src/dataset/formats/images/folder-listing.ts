@@ -33,6 +33,7 @@ import { LoaderError, fileAccess, show } from '../../../errors.js';
 import { readCacheFile, writeCacheFile, writeCacheFileAsync } from '../columns/cache-file.js';
 import { indexCacheDir, isPrivateDir } from '../tar/tar-index.js';
 import { workerBoot } from '../../../base/worker-boot.js';
+import { readSwitch } from '../../../base/env.js';
 
 /** The listing as it travels to reader workers (its arrays shared, not copied). */
 export interface FolderListing {
@@ -255,8 +256,8 @@ const WALK_WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './folder-walk
  * `STOKER_WALK_THREADS` overrides.
  */
 export function walkThreads(): number {
-  const env = Number(process.env.STOKER_WALK_THREADS);
-  if (Number.isInteger(env) && env >= 1) return env;
+  const env = readSwitch('walkThreads');
+  if (env !== undefined) return env;
   const cores = availableParallelism();
   return cores <= 2 ? 1 : Math.min(MAX_WALK_THREADS, cores);
 }

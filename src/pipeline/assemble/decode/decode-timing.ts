@@ -10,7 +10,7 @@
 //   in the decoder's slot order) keeps that order too.
 
 import { performance } from 'node:perf_hooks';
-import { invalidOption } from '../../../errors.js';
+import { readSwitch } from '../../../base/env.js';
 import type { JpegBatchTiming } from '../../../device/jpeg/jpeg-batch.js';
 
 /** Batches whose files the route reads or holds at once unless told otherwise (STOKER_DECODE_AHEAD). */
@@ -26,15 +26,9 @@ export interface DecodeRouteKnobs {
 
 /** STOKER_DECODE_AHEAD (0 … 64, default 4), STOKER_DECODE_LEGACY=1, STOKER_DECODE_TIMING=1. */
 export function decodeRouteKnobs(env: NodeJS.ProcessEnv = process.env): DecodeRouteKnobs {
-  const legacy = env.STOKER_DECODE_LEGACY === '1';
-  const asked = env.STOKER_DECODE_AHEAD;
-  let ahead = legacy ? 0 : DEFAULT_DECODE_AHEAD;
-  if (asked !== undefined && asked !== '') {
-    const n = Number(asked);
-    if (!Number.isInteger(n) || n < 0 || n > 64) throw invalidOption('STOKER_DECODE_AHEAD', 'an integer from 0 to 64 (batches of the GPU decode route reading or holding their files at once; 0: no bound)', asked);
-    ahead = n;
-  }
-  const timing = env.STOKER_DECODE_TIMING !== undefined && env.STOKER_DECODE_TIMING !== '' && env.STOKER_DECODE_TIMING !== '0';
+  const legacy = readSwitch('decodeLegacy', env);
+  const ahead = readSwitch('decodeAhead', env) ?? (legacy ? 0 : DEFAULT_DECODE_AHEAD);
+  const timing = readSwitch('decodeTiming', env);
   return { ahead, legacy, timing };
 }
 
