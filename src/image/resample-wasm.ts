@@ -15,7 +15,7 @@
 // short integer loops that SIMD runs 16 bytes at a time (vertical) or a pixel's 3 bands at a time
 // (horizontal). One instance per thread (module state is per isolate), its memory grown as the
 // largest box needs and kept.
-// - STOKER_WASM=off turns it off (the JavaScript loops then run; benchmarks compare both).
+// - The env switch `wasm` (base/env.ts) set to off turns it off (the JavaScript loops then run; benchmarks compare both).
 
 import { readFileSync } from 'node:fs';
 import { type ResampleBox, resampleCoeffs } from './image-resample.js';

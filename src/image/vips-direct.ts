@@ -17,7 +17,7 @@
 //   `loadImageDecoder()`, from the main thread: NOTE in image-decode.ts's header), found in
 //   /proc/self/maps, else sharp's @img/sharp-libvips-<platform> package. dlopen of a mapped path
 //   returns the same handle, so there is one libvips with sharp's settings (cache off, one thread).
-// - STOKER_VIPS_DIRECT=off turns this route off (the sharp path then decodes every image).
+// - The env switch `vipsDirect` (base/env.ts) set to off turns this route off (the sharp path then decodes every image).
 // - Calls are synchronous (koffi cannot call variadic functions asynchronously) and the pixels are
 //   computed on the calling thread (NOTE [pixels in the calling thread]): right for decode
 //   processes, which answer one request at a time; a reader thread in decode: 'threads' decodes one

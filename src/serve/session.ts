@@ -482,7 +482,7 @@ export class Session {
   }
 }
 
-/** STOKER_SERVE_TIMING=1: where the server's time per batch goes, logged at each epoch's end. */
+/** The env switch `serveTiming` (base/env.ts): where the server's time per batch goes, logged at each epoch's end. */
 class Timing {
   readonly #total = new Map<string, number>();
   #start = performance.now();

@@ -10,7 +10,7 @@
 // here too (mmap through koffi, as src/tensor/native-copy.ts reaches memcpy) makes it a plain
 // memory copy, ~25 µs (measured on the dev machine). The mapping lives exactly as long as the slab's
 // fd and nothing outside `write` holds a view of it, so no JS object can outlive the munmap. Where
-// libc or koffi does not load (or STOKER_SHM_MMAP=off), pwrite remains.
+// libc or koffi does not load (or the env switch `shmMmap` is off), pwrite remains.
 
 import { closeSync, existsSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -20,7 +20,7 @@ export const SLAB_BYTES = 64 * 2 ** 20;
 export const MARGIN_BYTES = POOL_MARGIN_BYTES;
 export { flowReserveBytes };
 
-/** The environment kill switch: STOKER_VRAM_POOL=off (or 0) turns the pool off everywhere. */
+/** The environment kill switch: the env switch `vramPool` (base/env.ts) set to off (or 0) turns the pool off everywhere. */
 export function vramPoolKilled(env: NodeJS.ProcessEnv = process.env): boolean {
   return !readSwitch('vramPool', env);
 }

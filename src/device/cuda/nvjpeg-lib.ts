@@ -5,7 +5,7 @@
 // every place tried, remembered, not retried; every call returns its nvjpegStatus_t, and `check`
 // turns a failure the caller cannot route around into a `LoaderError` naming the call.
 //
-// Where the library is looked for, in order: $STOKER_NVJPEG (a path to the .so), then
+// Where the library is looked for, in order: the env switch `nvjpeg` (base/env.ts: a path to the .so), then
 // $CUDA_HOME/lib64, $CUDA_PATH/lib64 and /usr/local/cuda/lib64, each for libnvjpeg.so.13, .so.12
 // and .so, then those three names through the dynamic loader (ldconfig, LD_LIBRARY_PATH).
 // Handles and pointers are `bigint`, as in driver.ts.

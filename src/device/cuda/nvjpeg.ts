@@ -52,7 +52,7 @@ export interface GpuJpegOptions {
    * interpolation falls back to 'replicate' (see `chroma` on the decoder).
    */
   readonly chroma?: 'interpolate' | 'replicate';
-  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default $STOKER_JPEG_SLOTS or 2. */
+  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default the env switch `jpegSlots` (base/env.ts) or 2. */
   readonly slots?: number;
 }
 
@@ -67,7 +67,7 @@ export interface DecodeStats {
   calls: number;
 }
 
-/** One call's wall time (ms) by phase, added to when given (STOKER_DECODE_TIMING, decode.ts). */
+/** One call's wall time (ms) by phase, added to when given (env switch `decodeTiming`, decode.ts). */
 export interface DecodeCallTiming {
   /** Waiting for the decode slot. */
   slotMs: number;

@@ -9,7 +9,7 @@
 //   claim the slot later (`take`), or give the place up (`cancel`, which passes a granted slot on).
 // - A slot whose thread died fails its jobs with the thread's error; the others go on.
 // - The decoder owns what the slots use (nvJPEG states, device scratch) and releases it itself once
-//   no slot is held (`whenIdle`); `close` then ends the threads. STOKER_JPEG_WORKERS=0 runs the same
+//   no slot is held (`whenIdle`); `close` then ends the threads. Env switch `jpegWorkers` 0 runs the same
 //   jobs inline on the main thread (no overlap).
 
 import { Worker } from 'node:worker_threads';
@@ -37,7 +37,7 @@ export function liveJpegThreads(): number {
 }
 
 /**
- * Whether slots run on worker threads or inline on the calling thread: STOKER_JPEG_WORKERS=1 or 0,
+ * Whether slots run on worker threads or inline on the calling thread: env switch `jpegWorkers` 1 or 0,
  * else the decoder's default — threads for nvJPEG and sim. On the H200 (run 13, with slot tickets
  * and the read-ahead bound) threads gave 15.4 k images/s end to end against 10.4 k inline, whose
  * main thread was 100 % busy; before the tickets (runs 10 and 11) inline was ahead, 12.5–14.4 k

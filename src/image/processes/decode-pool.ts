@@ -13,8 +13,8 @@
 // - Dispatch: first in, first out; a request goes to the ready child holding the fewest (at most
 //   PER_CHILD, so that a child always has its next image waiting). Children are spawned on demand,
 //   up to `size`, when the requests waiting and held outnumber the slots of the children alive.
-//   Two bench knobs, read from the environment by the parent and its children alike: STOKER_DECODE_HELD
-//   sets PER_CHILD (1–8), STOKER_DECODE_NICE starts the children that much nicer than the parent
+//   Two bench knobs, read from the environment by the parent and its children alike: `decodeHeld`
+//   sets PER_CHILD (1–8), `decodeNice` starts the children that much nicer than the parent
 //   (0–19), so that a reader thread waiting for a CPU behind them gets it first. Neither is the
 //   default: on the H200 host at 16 cores (docs/benchmarks/history.md, run 19c) nice 10 cut the reader's wait for a
 //   CPU from 0.33 to 0.20 of the wall and 3 held requests changed nothing, both within the host's drift.
@@ -83,7 +83,7 @@ import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeIm
 /** The environment variable that sets PER_CHILD (benches only: `bench images` compares depths with it). */
 export const HELD_ENV = switchName('decodeHeld');
 
-/** PER_CHILD from `value` (STOKER_DECODE_HELD): 2 when unset, else an integer 1–8; the parent and its children read the same environment. */
+/** PER_CHILD from `value` (HELD_ENV): 2 when unset, else an integer 1–8; the parent and its children read the same environment. */
 export function heldPerChild(value?: string): number {
   return value === undefined ? readSwitch('decodeHeld') : parseSwitch('decodeHeld', value);
 }
@@ -94,7 +94,7 @@ export const PER_CHILD = heldPerChild();
 /** The environment variable that sets CHILD_NICE (benches only). */
 export const NICE_ENV = switchName('decodeNice');
 
-/** CHILD_NICE from `value` (STOKER_DECODE_NICE): 0 when unset, else an integer 0–19. */
+/** CHILD_NICE from `value` (NICE_ENV): 0 when unset, else an integer 0–19. */
 export function childNice(value?: string): number {
   return value === undefined ? readSwitch('decodeNice') : parseSwitch('decodeNice', value);
 }
@@ -335,7 +335,7 @@ function dropSlab(child: Child): void {
 const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
 
 /**
- * Extra Node/V8 flags for every decode child, from STOKER_DECODE_CHILD_FLAGS (space-separated,
+ * Extra Node/V8 flags for every decode child, from CHILD_FLAGS_ENV (space-separated,
  * each starting with `--`; e.g. `--single-threaded-gc --v8-pool-size=1`), read at each spawn: the
  * knob `bench decode-scaling` measures the child's GC/platform threads with (issue 17).
  */
@@ -345,7 +345,7 @@ export function childFlags(value?: string): string[] {
   return value === undefined ? readSwitch('decodeChildFlags') : parseSwitch('decodeChildFlags', value);
 }
 
-/** Node flags for a child: STOKER_DECODE_CHILD_FLAGS's, plus the tsx loader when running from TypeScript sources. */
+/** Node flags for a child: CHILD_FLAGS_ENV's, plus the tsx loader when running from TypeScript sources. */
 function childExecArgv(): string[] {
   const flags = childFlags();
   if (!import.meta.url.endsWith('.ts')) return flags;

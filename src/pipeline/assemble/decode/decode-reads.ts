@@ -18,7 +18,7 @@ import type { ReadDone, ReadJob } from './decode-reads-worker.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-reads-worker.ts' : './decode-reads-worker.js', import.meta.url);
 
-/** Reader threads: $STOKER_DECODE_READERS, else enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
+/** Reader threads: the env switch `decodeReaders` (base/env.ts), else enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
 export function defaultReaders(cores = availableParallelism(), env: NodeJS.ProcessEnv = process.env): number {
   return readSwitch('decodeReaders', env) ?? Math.min(4, Math.max(2, cores - 1));
 }
