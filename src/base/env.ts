@@ -224,3 +224,9 @@ export function parseSwitch<K extends SwitchKey>(key: K, raw: string | undefined
 export function switchName(key: SwitchKey): string {
   return SWITCHES[key].name;
 }
+
+/** The table of docs/env.md, one row a switch in table order (env.test.ts checks the file holds exactly these rows). */
+export function switchTableRows(): string[] {
+  const cell = (s: string) => s.replace(/\|/g, '\\|');
+  return Object.values(SWITCHES).map((s: Switch<unknown>) => `| \`${s.name}\` | ${s.kind} | ${cell(s.default)} | ${cell(s.option ?? '—')} | ${cell(s.doc)} |`);
+}
