@@ -282,10 +282,11 @@ export function cudaUnavailable(why: string, cause?: unknown): LoaderError {
 }
 
 /** libnvjpeg missing or unusable: GPU JPEG decoding is off. */
-export function nvjpegUnavailable(why: string, cause?: unknown): LoaderError {
+/** `pathSwitch`: the environment switch that points at libnvjpeg (named by base/env.ts). */
+export function nvjpegUnavailable(why: string, pathSwitch: string, cause?: unknown): LoaderError {
   return new LoaderError(
     'ERR_CUDA_UNAVAILABLE',
-    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point STOKER_NVJPEG at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
+    `GPU JPEG decoding is not available: ${why}. Fix: install the CUDA toolkit's nvJPEG (libnvjpeg, CUDA 12 or 13), point ${pathSwitch} at libnvjpeg.so, or decode on the CPU (decode: 'cpu')`,
     cause === undefined ? undefined : { cause },
   );
 }

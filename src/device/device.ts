@@ -230,7 +230,7 @@ export interface JpegImageSpec {
   readonly std?: readonly number[];
 }
 
-/** A batch's wall time (ms) by phase (STOKER_DECODE_TIMING): the decoder's, plus the host's work around it. */
+/** A batch's wall time (ms) by phase (env switch `decodeTiming`): the decoder's, plus the host's work around it. */
 
 export interface JpegBatchTiming extends DecodeCallTiming {
   /** Before the decoder: retire, the batch's device buffers, the small fields' copies. */
@@ -275,7 +275,7 @@ export interface DecodeStats {
   calls: number;
 }
 
-/** One call's wall time (ms) by phase, added to when given (STOKER_DECODE_TIMING, decode.ts). */
+/** One call's wall time (ms) by phase, added to when given (env switch `decodeTiming`, decode.ts). */
 
 export interface DecodeCallTiming {
   /** Waiting for the decode slot. */

@@ -15,10 +15,11 @@
 // short integer loops that SIMD runs 16 bytes at a time (vertical) or a pixel's 3 bands at a time
 // (horizontal). One instance per thread (module state is per isolate), its memory grown as the
 // largest box needs and kept.
-// - STOKER_WASM=off turns it off (the JavaScript loops then run; benchmarks compare both).
+// - The env switch `wasm` (base/env.ts) set to off turns it off (the JavaScript loops then run; benchmarks compare both).
 
 import { readFileSync } from 'node:fs';
 import { type ResampleBox, resampleCoeffs } from './image-resample.js';
+import { readSwitch } from '../base/env.js';
 
 /** The parts of the WebAssembly API used (the project's TypeScript libs do not declare it). */
 interface WebAssemblyApi {
@@ -66,7 +67,7 @@ const SLACK = 16;
 const align = (n: number) => (n + 15) & ~15;
 
 let state: WasmResampler | null | undefined;
-let enabled = process.env.STOKER_WASM !== 'off';
+let enabled = readSwitch('wasm');
 
 /** Turn the WebAssembly resample on or off in this thread (benchmarks and tests compare both). */
 export function setWasmResample(on: boolean): void {

@@ -18,7 +18,7 @@
 //   progressive, and at 1/2, 1/4, 1/8 scale).
 // - Which library: the `libturbojpeg.so.0` that the optional dependency @julusian/jpeg-turbo ships
 //   prebuilt for Linux (libjpeg-turbo 3.1, with its AVX2/NEON SIMD; it needs only libc), or the
-//   path in STOKER_TURBOJPEG (any libjpeg-turbo ≥ 3.0: tj3SetCroppingRegion); STOKER_TURBOJPEG=off
+//   path in the env switch `turboJpeg` (base/env.ts; any libjpeg-turbo ≥ 3.0: tj3SetCroppingRegion); off there
 //   turns the route off. Elsewhere (macOS and Windows ship no separate library) the libvips route runs.
 // - One TurboJPEG handle per thread (module state is per isolate; a handle is not thread-safe),
 //   made on first use and kept. Calls are synchronous, on the calling thread, like vips-direct.ts's.
@@ -30,6 +30,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { type DecodedBox, cutOf } from './vips-direct.js';
+import { readSwitch } from '../base/env.js';
 
 interface Turbo {
   readonly handle: unknown;
@@ -59,8 +60,8 @@ const TJPF_GRAY = 6;
 const MCU_WIDTH = [8, 16, 16, 8, 8, 32, 8];
 
 let turbo: Turbo | null | undefined;
-const setting = process.env.STOKER_TURBOJPEG;
-let enabled = setting !== 'off';
+const setting = readSwitch('turboJpeg');
+let enabled = setting !== false;
 
 /** Turn the crop decode on or off in this thread (benchmarks and tests compare both routes). */
 export function setTurboJpeg(on: boolean): void {
@@ -72,10 +73,10 @@ export function turboJpegAvailable(): boolean {
   return enabled && load() !== null;
 }
 
-/** The library's path: STOKER_TURBOJPEG, else the prebuilt one of @julusian/jpeg-turbo for this platform; undefined when off. */
+/** The library's path: the env switch `turboJpeg`, else the prebuilt one of @julusian/jpeg-turbo for this platform; undefined when off. */
 export function turboJpegPath(): string | undefined {
-  if (setting === 'off') return undefined;
-  if (setting !== undefined && setting !== '') return setting;
+  if (setting === false) return undefined;
+  if (setting !== undefined) return setting;
   if (process.platform !== 'linux') return undefined;
   try {
     const pkg = createRequire(import.meta.url).resolve('@julusian/jpeg-turbo/package.json');

@@ -17,7 +17,7 @@
 //   `loadImageDecoder()`, from the main thread: NOTE in image-decode.ts's header), found in
 //   /proc/self/maps, else sharp's @img/sharp-libvips-<platform> package. dlopen of a mapped path
 //   returns the same handle, so there is one libvips with sharp's settings (cache off, one thread).
-// - STOKER_VIPS_DIRECT=off turns this route off (the sharp path then decodes every image).
+// - The env switch `vipsDirect` (base/env.ts) set to off turns this route off (the sharp path then decodes every image).
 // - Calls are synchronous (koffi cannot call variadic functions asynchronously) and the pixels are
 //   computed on the calling thread (NOTE [pixels in the calling thread]): right for decode
 //   processes, which answer one request at a time; a reader thread in decode: 'threads' decodes one
@@ -34,6 +34,7 @@
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { readSwitch } from '../base/env.js';
 
 /** The koffi functions used; `unknown` is an opaque pointer. */
 interface Vips {
@@ -60,7 +61,7 @@ const VIPS_KERNEL_LINEAR = 1;
 const VIPS_DIRECTION_HORIZONTAL = 0;
 
 let vips: Vips | null | undefined;
-let enabled = process.env.STOKER_VIPS_DIRECT !== 'off';
+let enabled = readSwitch('vipsDirect');
 
 /** Turn the direct route on or off in this thread (benchmarks compare both in one process). */
 export function setVipsDirect(on: boolean): void {

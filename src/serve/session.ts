@@ -32,6 +32,7 @@ import type { AnyTensor } from '../device/device-tensor.js';
 import { DeviceTensor } from '../device/device-tensor.js';
 import { closeDataset } from '../dataset/dataset.js';
 import { BatchError, LoaderError, describeCause, invalidOption, invalidTensorError } from '../errors.js';
+import { readSwitch } from '../base/env.js';
 import { CudaExport } from './cuda-export.js';
 import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
@@ -83,7 +84,7 @@ export class Session {
   #nextLayout = 0;
   /** Whether frames carry sample ids and picks (`open` with `ids: true`). */
   #ids = false;
-  readonly #timing: Timing | undefined = process.env.STOKER_SERVE_TIMING ? new Timing() : undefined;
+  readonly #timing: Timing | undefined = readSwitch('serveTiming') ? new Timing() : undefined;
   #seq = 0;
   #run: { abort: AbortController; finished: Promise<void> } | undefined;
   #queue: Promise<void> = Promise.resolve();
@@ -481,7 +482,7 @@ export class Session {
   }
 }
 
-/** STOKER_SERVE_TIMING=1: where the server's time per batch goes, logged at each epoch's end. */
+/** The env switch `serveTiming` (base/env.ts): where the server's time per batch goes, logged at each epoch's end. */
 class Timing {
   readonly #total = new Map<string, number>();
   #start = performance.now();

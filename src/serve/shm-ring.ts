@@ -10,13 +10,14 @@
 // here too (mmap through koffi, as src/tensor/native-copy.ts reaches memcpy) makes it a plain
 // memory copy, ~25 µs (measured on the dev machine). The mapping lives exactly as long as the slab's
 // fd and nothing outside `write` holds a view of it, so no JS object can outlive the munmap. Where
-// libc or koffi does not load (or STOKER_SHM_MMAP=off), pwrite remains.
+// libc or koffi does not load (or the env switch `shmMmap` is off), pwrite remains.
 
 import { closeSync, existsSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { readSwitch } from '../base/env.js';
 
 /** Field offsets inside a slot are aligned to this (cache lines; any dtype's alignment). */
 export const FIELD_ALIGN = 64;
@@ -168,7 +169,7 @@ let libc: Libc | null | undefined;
 function loadLibc(): Libc | null {
   if (libc !== undefined) return libc;
   libc = null;
-  if (process.platform !== 'linux' || process.env.STOKER_SHM_MMAP === 'off') return libc;
+  if (process.platform !== 'linux' || !readSwitch('shmMmap')) return libc;
   try {
     const koffi = createRequire(import.meta.url)('koffi') as {
       load(name: string): { func(signature: string): (...args: unknown[]) => unknown };

@@ -6,6 +6,7 @@
 // `nativeCopy` returns false and the caller copies in JS.
 
 import { createRequire } from 'node:module';
+import { readSwitch } from '../base/env.js';
 
 type Memcpy = (dst: Uint8Array, src: Uint8Array, n: number) => unknown;
 
@@ -14,7 +15,7 @@ let memcpy: Memcpy | null | undefined;
 function load(): Memcpy | null {
   if (memcpy !== undefined) return memcpy;
   memcpy = null;
-  if (process.platform !== 'linux' || process.env.STOKER_NATIVE_COPY === 'off') return memcpy;
+  if (process.platform !== 'linux' || !readSwitch('nativeCopy')) return memcpy;
   try {
     const koffi = createRequire(import.meta.url)('koffi') as {
       load(name: string): { func(signature: string): Memcpy };

@@ -16,16 +16,16 @@ import type { PoolFigures, VramPool as SamplePool } from '../device.js';
 
 export type { PoolFigures };
 import { POOL_MARGIN_BYTES, flowReserveBytes, vramPoolBudget } from '../../base/budget.js';
+import { readSwitch } from '../../base/env.js';
 
 export const SLAB_BYTES = 64 * 2 ** 20;
 /** The headroom NOTE [The budget law] keeps beside the pool. */
 export const MARGIN_BYTES = POOL_MARGIN_BYTES;
 export { flowReserveBytes };
 
-/** The environment kill switch: STOKER_VRAM_POOL=off (or 0) turns the pool off everywhere. */
+/** The environment kill switch: the env switch `vramPool` (base/env.ts) set to off (or 0) turns the pool off everywhere. */
 export function vramPoolKilled(env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.STOKER_VRAM_POOL?.trim().toLowerCase();
-  return v === 'off' || v === '0';
+  return !readSwitch('vramPool', env);
 }
 
 interface Slab {

@@ -5,7 +5,7 @@
 // every place tried, remembered, not retried; every call returns its nvjpegStatus_t, and `check`
 // turns a failure the caller cannot route around into a `LoaderError` naming the call.
 //
-// Where the library is looked for, in order: $STOKER_NVJPEG (a path to the .so), then
+// Where the library is looked for, in order: the env switch `nvjpeg` (base/env.ts: a path to the .so), then
 // $CUDA_HOME/lib64, $CUDA_PATH/lib64 and /usr/local/cuda/lib64, each for libnvjpeg.so.13, .so.12
 // and .so, then those three names through the dynamic loader (ldconfig, LD_LIBRARY_PATH).
 // Handles and pointers are `bigint`, as in driver.ts.
@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LoaderError, cudaFailure, nvjpegUnavailable } from '../../errors.js';
+import { readSwitch, switchName } from '../../base/env.js';
 
 type Koffi = typeof import('koffi');
 type Native = (...args: unknown[]) => unknown;
@@ -92,7 +93,8 @@ const NAMES = ['libnvjpeg.so.13', 'libnvjpeg.so.12', 'libnvjpeg.so'];
 /** The places tried, in order (paths that do not exist are left out, bare names go to the loader). */
 export function nvjpegCandidates(env: NodeJS.ProcessEnv): string[] {
   const out: string[] = [];
-  if (env.STOKER_NVJPEG) out.push(env.STOKER_NVJPEG);
+  const asked = readSwitch('nvjpeg', env);
+  if (asked !== undefined) out.push(asked);
   for (const root of [env.CUDA_HOME, env.CUDA_PATH, '/usr/local/cuda']) {
     if (!root) continue;
     for (const name of NAMES) {
@@ -131,7 +133,7 @@ export function openNvJpeg(candidates: readonly string[]): NvJpeg {
 }
 
 function nvjpegMissing(why: string, cause?: unknown): LoaderError {
-  return nvjpegUnavailable(why, cause);
+  return nvjpegUnavailable(why, switchName('nvjpeg'), cause);
 }
 
 function bind(koffi: Koffi, lib: ReturnType<Koffi['load']>, path: string): NvJpeg {

@@ -22,6 +22,7 @@
 // - `close` waits for no call (await `whenIdle` first); with calls in flight it finishes once they are done.
 
 import { invalidOption, unsupportedOptionError } from '../../errors.js';
+import { readSwitch } from '../../base/env.js';
 import type { Backend, StreamName } from '../backend.js';
 import type { DecodeCall, DecodeResult, DecodeStats, JpegDecoder } from '../device.js';
 import type { CropBoxes, JpegBatchOutput } from '../../image/jpeg-plan.js';
@@ -35,7 +36,7 @@ export interface GpuJpegOptions {
    * interpolation falls back to 'replicate' (see `chroma` on the decoder).
    */
   readonly chroma?: 'interpolate' | 'replicate';
-  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default $STOKER_JPEG_SLOTS or 2. */
+  /** Calls decoding at once, each on its own worker thread with its own state and scratch: 1 … 8, default the env switch `jpegSlots` (base/env.ts) or 2. */
   readonly slots?: number;
 }
 
@@ -49,11 +50,8 @@ export abstract class GpuJpegDecoder implements JpegDecoder {
   /** A decoder for the backend's device: nvJPEG on CUDA (ERR_CUDA_UNAVAILABLE without libnvjpeg), the CPU on sim. */
   static open(backend: Backend, options: GpuJpegOptions = {}): GpuJpegDecoder {
     if (options.chroma !== undefined && options.chroma !== 'interpolate' && options.chroma !== 'replicate') throw invalidOption('chroma', "'interpolate' or 'replicate'", options.chroma);
-    const fromEnv = process.env.STOKER_JPEG_SLOTS;
-    const slots = options.slots ?? (fromEnv !== undefined && fromEnv !== '' ? Number(fromEnv) : DEFAULT_JPEG_SLOTS);
-    if (!Number.isInteger(slots) || slots < 1 || slots > 8) {
-      throw options.slots === undefined && fromEnv !== undefined ? invalidOption('STOKER_JPEG_SLOTS', 'an integer from 1 to 8 (decodes in flight)', fromEnv) : invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
-    }
+    const slots = options.slots ?? readSwitch('jpegSlots') ?? DEFAULT_JPEG_SLOTS;
+    if (!Number.isInteger(slots) || slots < 1 || slots > 8) throw invalidOption('slots', 'an integer from 1 to 8 (decodes in flight)', options.slots);
     const decoder = backend.openJpeg?.(options.chroma ?? 'interpolate', slots);
     if (decoder instanceof GpuJpegDecoder) return decoder;
     throw unsupportedOptionError(`GPU JPEG decoding needs a CUDA or sim device, got the backend ${backend.name}`);

@@ -48,7 +48,7 @@ export function jpegDevice(a: Assembly, backend: Backend): JpegDevice {
  * the host pool reuses a few buffers for the whole run (a batch's files vary by a few per cent in
  * total). The pool evicts the buffers released longest ago when over its budget: before, the first
  * batches' larger pre-measurement buffers held the budget and every later file buffer was
- * page-locked anew, 5–17 ms a batch (H200 run 15, `STOKER_DECODE_TIMING=1`'s "new file buffers").
+ * page-locked anew, 5–17 ms a batch (H200 run 15, env switch `decodeTiming`'s "new file buffers").
  */
 const PIN_CLASS = 4 * 2 ** 20;
 const FILE_FIT = 1.5;

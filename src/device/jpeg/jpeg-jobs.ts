@@ -1,6 +1,6 @@
 // Internal: not exported from the package entry.
 // The work one JPEG decode slot does off the main thread: on the slot's worker thread (jpeg-worker.ts,
-// STOKER_JPEG_WORKERS=1, the default on sim) or inline on the calling thread (the default on CUDA, the same code). On CUDA a slot
+// env switch `jpegWorkers` 1, the default on sim) or inline on the calling thread (the default on CUDA, the same code). On CUDA a slot
 // owns one nvJPEG state and runs the blocking calls — header probes and nvjpegDecodeBatched — with
 // the loader's context made current on its thread; on `sim` it runs the CPU decoder (sharp) and the
 // reference resampler, the two halves the GPU does (decode, then crop/resize). The rules:

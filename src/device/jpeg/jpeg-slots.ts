@@ -9,13 +9,14 @@
 //   claim the slot later (`take`), or give the place up (`cancel`, which passes a granted slot on).
 // - A slot whose thread died fails its jobs with the thread's error; the others go on.
 // - The decoder owns what the slots use (nvJPEG states, device scratch) and releases it itself once
-//   no slot is held (`whenIdle`); `close` then ends the threads. STOKER_JPEG_WORKERS=0 runs the same
+//   no slot is held (`whenIdle`); `close` then ends the threads. Env switch `jpegWorkers` 0 runs the same
 //   jobs inline on the main thread (no overlap).
 
 import type { SlotTicket as DeviceSlotTicket } from '../device.js';
 import { Worker } from 'node:worker_threads';
 import { revivedError } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
+import { readSwitch } from '../../base/env.js';
 import { type JpegJob, type JpegReply, jpegJobs } from './jpeg-jobs.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './jpeg-worker.ts' : './jpeg-worker.js', import.meta.url);
@@ -37,17 +38,14 @@ export function liveJpegThreads(): number {
 }
 
 /**
- * Whether slots run on worker threads or inline on the calling thread: STOKER_JPEG_WORKERS=1 or 0,
+ * Whether slots run on worker threads or inline on the calling thread: env switch `jpegWorkers` 1 or 0,
  * else the decoder's default — threads for nvJPEG and sim. On the H200 (run 13, with slot tickets
  * and the read-ahead bound) threads gave 15.4 k images/s end to end against 10.4 k inline, whose
  * main thread was 100 % busy; before the tickets (runs 10 and 11) inline was ahead, 12.5–14.4 k
  * against 9.4–10.4 k. On sim the slots run sharp, which would block the main thread.
  */
 export function slotThreads(byDefault: boolean, env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.STOKER_JPEG_WORKERS;
-  if (v === '0') return false;
-  if (v === '1') return true;
-  return byDefault;
+  return readSwitch('jpegWorkers', env) ?? byDefault;
 }
 
 /** A ticket of these slots (the device interface's SlotTicket, NOTE in device.ts). */

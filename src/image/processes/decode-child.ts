@@ -7,14 +7,15 @@
 import { closeSync, fstatSync, openSync, readSync, writeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { fileAccess } from '../../errors.js';
-import { FrameReader, FromChild, PER_CHILD, SLAB_ENV, SLAB_REGION, ToChild, type WireOptions, encodeFrame, frameHeader, toWire } from './decode-pool.js';
+import { readSwitch } from '../../base/env.js';
+import { FrameReader, FromChild, PER_CHILD, SLAB_REGION, ToChild, type WireOptions, encodeFrame, frameHeader, toWire } from './decode-pool.js';
 import { decodeImage, loadImageDecoder } from '../image-decode.js';
 
 const socket = new Socket({ fd: 3, readable: true, writable: true });
 
 /** The slab the parent made for this child (NOTE [pixels through a slab]), or none: replies then carry their pixels. */
 let slab: number | undefined;
-const slabPath = process.env[SLAB_ENV];
+const slabPath = readSwitch('decodeSlab');
 if (slabPath !== undefined) {
   try {
     slab = openSync(slabPath, 'r+');

@@ -13,8 +13,8 @@
 // - Dispatch: first in, first out; a request goes to the ready child holding the fewest (at most
 //   PER_CHILD, so that a child always has its next image waiting). Children are spawned on demand,
 //   up to `size`, when the requests waiting and held outnumber the slots of the children alive.
-//   Two bench knobs, read from the environment by the parent and its children alike: STOKER_DECODE_HELD
-//   sets PER_CHILD (1–8), STOKER_DECODE_NICE starts the children that much nicer than the parent
+//   Two bench knobs, read from the environment by the parent and its children alike: `decodeHeld`
+//   sets PER_CHILD (1–8), `decodeNice` starts the children that much nicer than the parent
 //   (0–19), so that a reader thread waiting for a CPU behind them gets it first. Neither is the
 //   default: on the H200 host at 16 cores (docs/benchmarks/history.md, run 19c) nice 10 cut the reader's wait for a
 //   CPU from 0.33 to 0.20 of the wall and 3 held requests changed nothing, both within the host's drift.
@@ -77,31 +77,26 @@ import { availableParallelism, getPriority, setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, badFile, describeCause, fileAccess, invalidOption, loaderClosedError, revivedError, workerDiedError } from '../../errors.js';
 import { Tensor } from '../../tensor/tensor.js';
+import { parseSwitch, readSwitch, switchName } from '../../base/env.js';
 import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeImage, outputOf } from '../image-decode.js';
 
 /** The environment variable that sets PER_CHILD (benches only: `bench images` compares depths with it). */
-export const HELD_ENV = 'STOKER_DECODE_HELD';
+export const HELD_ENV = switchName('decodeHeld');
 
-/** PER_CHILD from `value` (STOKER_DECODE_HELD): 2 when unset, else an integer 1–8; the parent and its children read the same environment. */
-export function heldPerChild(value: string | undefined = process.env[HELD_ENV]): number {
-  if (value === undefined || value === '') return 2;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 8) throw new TypeError(`${HELD_ENV}=${JSON.stringify(value)}: give the requests a decode process holds at once, an integer from 1 to 8 (default 2), or unset it`);
-  return n;
+/** PER_CHILD from `value` (HELD_ENV): 2 when unset, else an integer 1–8; the parent and its children read the same environment. */
+export function heldPerChild(value?: string): number {
+  return value === undefined ? readSwitch('decodeHeld') : parseSwitch('decodeHeld', value);
 }
 
 /** Requests one child holds at once: the one it decodes and the next, so that it never waits for the parent. */
 export const PER_CHILD = heldPerChild();
 
 /** The environment variable that sets CHILD_NICE (benches only). */
-export const NICE_ENV = 'STOKER_DECODE_NICE';
+export const NICE_ENV = switchName('decodeNice');
 
-/** CHILD_NICE from `value` (STOKER_DECODE_NICE): 0 when unset, else an integer 0–19. */
-export function childNice(value: string | undefined = process.env[NICE_ENV]): number {
-  if (value === undefined || value === '') return 0;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 19) throw new TypeError(`${NICE_ENV}=${JSON.stringify(value)}: give how much lower than the parent's the decode processes' CPU priority is, an integer from 0 to 19, or unset it`);
-  return n;
+/** CHILD_NICE from `value` (NICE_ENV): 0 when unset, else an integer 0–19. */
+export function childNice(value?: string): number {
+  return value === undefined ? readSwitch('decodeNice') : parseSwitch('decodeNice', value);
 }
 
 /** How much nicer than this process its decode children run. */
@@ -136,7 +131,7 @@ export const FromChild = Object.freeze({
 /** The spacing of a slab's regions: larger than any reply (MAX_FRAME). */
 export const SLAB_REGION = 2 ** 31;
 /** The environment variable that names a child's slab file. */
-export const SLAB_ENV = 'STOKER_DECODE_SLAB';
+export const SLAB_ENV = switchName('decodeSlab');
 
 /** An error crossing the socket. */
 export interface WireError {
@@ -340,21 +335,17 @@ function dropSlab(child: Child): void {
 const CHILD_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-child.ts' : './decode-child.js', import.meta.url);
 
 /**
- * Extra Node/V8 flags for every decode child, from STOKER_DECODE_CHILD_FLAGS (space-separated,
+ * Extra Node/V8 flags for every decode child, from CHILD_FLAGS_ENV (space-separated,
  * each starting with `--`; e.g. `--single-threaded-gc --v8-pool-size=1`), read at each spawn: the
  * knob `bench decode-scaling` measures the child's GC/platform threads with (issue 17).
  */
-export const CHILD_FLAGS_ENV = 'STOKER_DECODE_CHILD_FLAGS';
+export const CHILD_FLAGS_ENV = switchName('decodeChildFlags');
 
-export function childFlags(value: string | undefined = process.env[CHILD_FLAGS_ENV]): string[] {
-  const flags = (value ?? '').split(/\s+/).filter((f) => f !== '');
-  for (const f of flags) {
-    if (!f.startsWith('--')) throw new TypeError(`${CHILD_FLAGS_ENV}=${JSON.stringify(value)}: ${JSON.stringify(f)} is not a flag; give Node/V8 flags that start with "--", separated by spaces (e.g. "--single-threaded-gc"), or unset it`);
-  }
-  return flags;
+export function childFlags(value?: string): string[] {
+  return value === undefined ? readSwitch('decodeChildFlags') : parseSwitch('decodeChildFlags', value);
 }
 
-/** Node flags for a child: STOKER_DECODE_CHILD_FLAGS's, plus the tsx loader when running from TypeScript sources. */
+/** Node flags for a child: CHILD_FLAGS_ENV's, plus the tsx loader when running from TypeScript sources. */
 function childExecArgv(): string[] {
   const flags = childFlags();
   if (!import.meta.url.endsWith('.ts')) return flags;

@@ -33,6 +33,7 @@ import { fileAccess, invalidDatasetError, show, workerExited, workerFailed } fro
 import { readCacheFile, writeCacheFile, writeCacheFileAsync } from '../columns/cache-file.js';
 import { indexCacheDir, isPrivateDir } from '../tar/tar-index.js';
 import { workerBoot } from '../../../base/worker-boot.js';
+import { readSwitch } from '../../../base/env.js';
 
 /** The listing as it travels to reader workers (its arrays shared, not copied). */
 export interface FolderListing {
@@ -222,7 +223,7 @@ function walkClasses(root: string, rootBytes: Buffer, classes: readonly Buffer[]
  * has reported: a worker still starting when the chunks ran out holds nothing back. After the walk,
  * `listFolderAsync` writes the cache on libuv's threads (one writev of the shared arrays, no joined
  * copy) while the loader starts; a second `listFolderAsync` of the same folder in this thread waits
- * for that write. `STOKER_WALK_THREADS` sets the threads (1: the one-thread walk).
+ * for that write. The env switch `walkThreads` (base/env.ts) sets the threads (1: the one-thread walk).
  */
 
 /**
@@ -250,11 +251,11 @@ const WALK_WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './folder-walk
  * Threads of a parallel walk: one per core, at most MAX_WALK_THREADS, and 1 (this thread alone) on
  * 2 cores or fewer — a worker costs ~0.05 s of CPU to start and walks slower while its code warms,
  * which on a loaded 2-core machine made the walk slower (0.41 s against 0.32 s for 200 k files);
- * `STOKER_WALK_THREADS` overrides.
+ * the env switch `walkThreads` (base/env.ts) overrides.
  */
 export function walkThreads(): number {
-  const env = Number(process.env.STOKER_WALK_THREADS);
-  if (Number.isInteger(env) && env >= 1) return env;
+  const env = readSwitch('walkThreads');
+  if (env !== undefined) return env;
   const cores = availableParallelism();
   return cores <= 2 ? 1 : Math.min(MAX_WALK_THREADS, cores);
 }

@@ -12,21 +12,15 @@
 
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { invalidOption } from '../../../errors.js';
+import { readSwitch } from '../../../base/env.js';
 import { workerBoot } from '../../../base/worker-boot.js';
 import type { ReadDone, ReadJob } from './decode-reads-worker.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './decode-reads-worker.ts' : './decode-reads-worker.js', import.meta.url);
 
-/** Reader threads: $STOKER_DECODE_READERS, else enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
+/** Reader threads: the env switch `decodeReaders` (base/env.ts), else enough for > 15 k files/s of ~110 KB from page cache, never more than the machine has. */
 export function defaultReaders(cores = availableParallelism(), env: NodeJS.ProcessEnv = process.env): number {
-  const asked = env.STOKER_DECODE_READERS;
-  if (asked !== undefined && asked !== '') {
-    const n = Number(asked);
-    if (!Number.isInteger(n) || n < 1 || n > 64) throw invalidOption('STOKER_DECODE_READERS', 'an integer from 1 to 64 (reader threads of the GPU decode route)', asked);
-    return n;
-  }
-  return Math.min(4, Math.max(2, cores - 1));
+  return readSwitch('decodeReaders', env) ?? Math.min(4, Math.max(2, cores - 1));
 }
 
 let liveThreads = 0;

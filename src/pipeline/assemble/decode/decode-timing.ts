@@ -1,6 +1,6 @@
 // Internal: not exported from the package entry.
 // The decode route's knobs read from the environment, its read-ahead gate, and its per-batch timing
-// (STOKER_DECODE_TIMING=1, like STOKER_SERVE_TIMING in serve/session.ts): where a batch's time goes,
+// (env switch `decodeTiming`, like `serveTiming` in serve/session.ts; base/env.ts): where a batch's time goes,
 // logged to stderr at each epoch's end. The rules:
 // - A phase's figure is the mean wall time a batch spent in it. Batches overlap (reads of one run
 //   while another decodes), so the phases of one batch add up to its own time (`total`), not to the
@@ -10,10 +10,10 @@
 //   in the decoder's slot order) keeps that order too.
 
 import { performance } from 'node:perf_hooks';
-import { invalidOption } from '../../../errors.js';
+import { readSwitch } from '../../../base/env.js';
 import type { JpegBatchTiming } from '../../../device/jpeg/jpeg-batch.js';
 
-/** Batches whose files the route reads or holds at once unless told otherwise (STOKER_DECODE_AHEAD). */
+/** Batches whose files the route reads or holds at once unless told otherwise (env switch `decodeAhead`). */
 export const DEFAULT_DECODE_AHEAD = 4;
 
 export interface DecodeRouteKnobs {
@@ -24,17 +24,11 @@ export interface DecodeRouteKnobs {
   readonly timing: boolean;
 }
 
-/** STOKER_DECODE_AHEAD (0 … 64, default 4), STOKER_DECODE_LEGACY=1, STOKER_DECODE_TIMING=1. */
+/** The env switches `decodeAhead` (0 … 64, default 4), `decodeLegacy`, `decodeTiming` (base/env.ts). */
 export function decodeRouteKnobs(env: NodeJS.ProcessEnv = process.env): DecodeRouteKnobs {
-  const legacy = env.STOKER_DECODE_LEGACY === '1';
-  const asked = env.STOKER_DECODE_AHEAD;
-  let ahead = legacy ? 0 : DEFAULT_DECODE_AHEAD;
-  if (asked !== undefined && asked !== '') {
-    const n = Number(asked);
-    if (!Number.isInteger(n) || n < 0 || n > 64) throw invalidOption('STOKER_DECODE_AHEAD', 'an integer from 0 to 64 (batches of the GPU decode route reading or holding their files at once; 0: no bound)', asked);
-    ahead = n;
-  }
-  const timing = env.STOKER_DECODE_TIMING !== undefined && env.STOKER_DECODE_TIMING !== '' && env.STOKER_DECODE_TIMING !== '0';
+  const legacy = readSwitch('decodeLegacy', env);
+  const ahead = readSwitch('decodeAhead', env) ?? (legacy ? 0 : DEFAULT_DECODE_AHEAD);
+  const timing = readSwitch('decodeTiming', env);
   return { ahead, legacy, timing };
 }
 

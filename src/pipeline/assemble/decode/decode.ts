@@ -10,13 +10,13 @@
 // - A file neither decoder can read fails its batch (the loader's `errors` decides; the loader
 //   stays usable), its typed error naming the file, with the batch's memory handed back.
 // - Reading batches i + 1 … overlaps decoding batch i (the run's read-ahead window launches them);
-//   at most STOKER_DECODE_AHEAD batches (default 4) read or hold their files at once, taking their
+//   at most `decodeAhead` batches (default 4; env switches: base/env.ts) read or hold their files at once, taking their
 //   places in launch order, so that their page-locked buffers are reused rather than made per batch.
 // - Slots go in launch order: a batch takes its place in the decoder's slot order when it gets its
 //   read-ahead place (a ticket, jpeg-slots.ts), then waits for exactly its files and that slot —
 //   not for the previous batch's read (NOTE [slot order]).
 // - `close` returns only once no batch is in flight: no read writes and no decode runs after it.
-// - STOKER_DECODE_TIMING=1 logs where a batch's time goes at each epoch's end (decode-timing.ts).
+// - The env switch `decodeTiming` logs where a batch's time goes at each epoch's end (decode-timing.ts).
 
 import { badFile, fileAccess } from '../../../errors.js';
 import type { DeviceBatch, ResidentStore } from '../../../device/device.js';
@@ -47,7 +47,7 @@ const FIRST_GUESS = 192 * 1024;
  * and, with them read, its slot (`decodeInto` claims the ticket). So slots go in launch order, a
  * batch never waits for an earlier batch's read or host work beyond that order, and a batch that
  * fails before its decode cancels its ticket (the slot passes to the next). Before (run 12, still
- * STOKER_DECODE_LEGACY=1) each batch awaited the previous batch's turn — its read and its call into
+ * env switch `decodeLegacy`) each batch awaited the previous batch's turn — its read and its call into
  * the decoder — and only then queued for a slot.
  */
 
@@ -68,7 +68,7 @@ export class DecodeAssembler implements BatchAssembler {
   readonly #knobs: DecodeRouteKnobs;
   readonly #ahead: AheadGate;
   readonly #timing: DecodeTiming | undefined;
-  /** STOKER_DECODE_LEGACY: the last batch's turn to ask for a decode slot (the next asks after it). */
+  /** `decodeLegacy`: the last batch's turn to ask for a decode slot (the next asks after it). */
   #turn: Promise<void> = Promise.resolve();
   readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
