@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { WARNING_CODES } from './base/warnings.js';
 import { BatchError, ERROR_CODES, type LoaderErrorCode } from './errors.js';
 
 const page = readFileSync(new URL('../docs/errors.md', import.meta.url), 'utf8');
@@ -8,6 +9,12 @@ const page = readFileSync(new URL('../docs/errors.md', import.meta.url), 'utf8')
 const headings = [...page.matchAll(/^## (.*)$/gm)].map((m) => m[1]!.trim());
 
 describe('docs/errors.md, the table of error codes', () => {
+  it('lists every process-warning code of base/warnings.ts, and no other', () => {
+    const listed = [...page.matchAll(/^\| `(STOKER_[A-Z_]+)` \|/gm)].map((m) => m[1]!).sort();
+    assert.deepEqual(listed, Object.values(WARNING_CODES).sort());
+  });
+
+
   it('has a section for every code of LoaderErrorCode', () => {
     const missing = ERROR_CODES.filter((code) => !headings.includes(code));
     assert.deepEqual(missing, [], `codes without a section in docs/errors.md: ${missing.join(', ')}`);

@@ -43,6 +43,7 @@ import { planRagged, raggedDelivery } from './ragged-batch.js';
 import type { CollateSpec } from '../collate/collate.js';
 import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
+import { warn } from '../base/warnings.js';
 
 export interface Built {
   readonly datasetLength: number;
@@ -156,7 +157,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     } catch (error) {
       // A real device out-of-memory while uploading falls back to streaming, same knobs and sampler.
       if (!isDeviceOutOfMemory(error)) throw error;
-      process.emitWarning(`stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`, { code: 'STOKER_RESIDENT_FALLBACK' });
+      warn('residentFallback', `stoker: the dataset did not fit on ${device.name} (${describeCause(error)}); streaming instead`);
     }
   }
   return { ...base, streaming: await buildStreaming(dataset, ds, schema, length, opts, device, reopenable, perSample, probe, planner.maxRows), residentBuildMs: 0 };
@@ -184,10 +185,10 @@ async function buildStreaming(
   // NOTE [keyed reads] (dataset.ts): a keyed dataset's samples differ per pick, so no tier holds them.
   const keyed = isKeyed(ds);
   const cache = perSample && opts.sampleCache && !keyed && decode === undefined ? SampleCache.create(length, schema.sampleBytes) : undefined;
-  const warn = (message: string) => process.emitWarning(message, { code: 'STOKER_WARNING' });
+  const warnGeneric = (message: string) => warn('generic', message);
   let disk: DiskStage | undefined;
   if (opts.diskStage !== undefined) {
-    disk = DiskStage.create({ gigabytes: opts.diskStage.gigabytes, dir: opts.diskStage.dir, payloadBytes: schema.sampleBytes, length, warn });
+    disk = DiskStage.create({ gigabytes: opts.diskStage.gigabytes, dir: opts.diskStage.dir, payloadBytes: schema.sampleBytes, length, warn: warnGeneric });
   }
   const purityProbe = process.env.NODE_ENV !== 'production';
   let fetcher: Fetcher;
@@ -195,7 +196,7 @@ async function buildStreaming(
   if (workers > 0) {
     try {
       readers = await ReaderPool.start({
-        spec: specOf(dataset)!, workers, schema, batchSize: rows, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn, keyed,
+        spec: specOf(dataset)!, workers, schema, batchSize: rows, cache: cache?.shared, disk: disk?.shared, counters: counters.cells, purityProbe, warn: warnGeneric, keyed,
         pin: (slot) => device.pinStaging(slot),
       });
     } catch (error) {
@@ -260,7 +261,7 @@ export function decodeRoute(ds: AnyDataset, device: Device): { source: EncodedIm
     if (asked) throw error;
     if (!gpuDecodeWarned) {
       gpuDecodeWarned = true;
-      process.emitWarning(`stoker: decode 'auto' found no GPU JPEG decoder on ${device.name} (${describeCause(error)}); decoding images on the CPU. Pass decode: 'cpu' to silence this`, { code: 'STOKER_GPU_DECODE' });
+      warn('gpuDecode', `stoker: decode 'auto' found no GPU JPEG decoder on ${device.name} (${describeCause(error)}); decoding images on the CPU. Pass decode: 'cpu' to silence this`);
     }
     return undefined;
   }
@@ -283,7 +284,7 @@ function mapSource(device: InPlaceDevice, name: string, ds: ColumnsSource, opts:
     const size = bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
     const why = `page-locking the in-memory source (${size}) for ${name} failed: ${describeCause(error)}`;
     if (opts.pinSource === true) throw pinSourceFailed(why, error);
-    process.emitWarning(`stoker: ${why}; streaming through staging instead`, { code: 'STOKER_PIN_SOURCE' });
+    warn('pinSource', `stoker: ${why}; streaming through staging instead`);
     return undefined;
   }
 }

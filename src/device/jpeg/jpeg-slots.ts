@@ -18,6 +18,7 @@ import { revivedError } from '../../errors.js';
 import { workerBoot } from '../../base/worker-boot.js';
 import { readSwitch } from '../../base/env.js';
 import { type JpegJob, type JpegReply, jpegJobs } from './jpeg-jobs.js';
+import { warn } from '../../base/warnings.js';
 
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './jpeg-worker.ts' : './jpeg-worker.js', import.meta.url);
 
@@ -231,7 +232,7 @@ class WorkerSlot implements JpegSlot {
       // slot runs inline on the main thread instead (no overlap), with one warning per process.
       if (!inlineWarned) {
         inlineWarned = true;
-        process.emitWarning(`stoker: a GPU JPEG decode thread could not start (${(error as Error)?.message ?? error}); decoding on the main thread`, { code: 'STOKER_GPU_DECODE_THREAD' });
+        warn('gpuDecodeThread', `stoker: a GPU JPEG decode thread could not start (${(error as Error)?.message ?? error}); decoding on the main thread`);
       }
       const inline = new InlineSlot(this.index);
       inline.start(job);

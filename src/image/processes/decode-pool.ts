@@ -79,6 +79,7 @@ import { LoaderError, badFile, describeCause, fileAccess, invalidOption, loaderC
 import { Tensor } from '../../tensor/tensor.js';
 import { parseSwitch, readSwitch, switchName } from '../../base/env.js';
 import { type DecodeImageOptions, type ImageOutput, checkDecodeOptions, decodeImage, outputOf } from '../image-decode.js';
+import { warn } from '../../base/warnings.js';
 
 /** The environment variable that sets PER_CHILD (benches only: `bench images` compares depths with it). */
 export const HELD_ENV = switchName('decodeHeld');
@@ -410,7 +411,7 @@ export class DecodePool {
     const size = options.size ?? availableParallelism();
     if (!Number.isSafeInteger(size) || size < 1) throw invalidOption('decodeProcesses', 'an integer ≥ 1', size, 'Pass e.g. decodeProcesses: 4, or leave it out for one per core');
     this.size = size;
-    this.#warn = options.warn ?? ((message) => process.emitWarning(message, { code: 'STOKER_WARNING' }));
+    this.#warn = options.warn ?? ((message) => warn('generic', message));
     this.#entry = options.entry ?? CHILD_URL;
     this.#startTimeoutMs = options.startTimeoutMs ?? START_TIMEOUT_MS;
     this.#slab = options.slab ?? true;
