@@ -113,31 +113,9 @@ export interface BatchDataset {
 
 export type AnyDataset = Dataset | BatchDataset;
 
-/** True when the dataset's reads take the pick's key (NOTE [keyed reads]). */
-export function isKeyed(ds: AnyDataset): boolean {
-  return (ds as { keyed?: unknown }).keyed === true;
-}
-
 export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
   return typeof (ds as BatchDataset).getBatch === 'function';
 }
 
-/**
- * A dataset's optional integer hint (`readerWorkers` ≥ 0, `prefetch` ≥ 1), or undefined when it gives
- * none or one that is not an integer of at least `least` (a hint never fails the loader: it is ignored).
- */
-export function hintOf(ds: unknown, name: 'readerWorkers' | 'prefetch', least: number): number | undefined {
-  const asked = (ds as Record<string, unknown> | null)?.[name];
-  return typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= least ? asked : undefined;
-}
-
-/** Call a dataset's optional `close()`; a close that throws or rejects is ignored (closing must not fail). */
-export async function closeDataset(ds: unknown): Promise<void> {
-  const close = (ds as { close?: unknown } | null)?.close;
-  if (typeof close !== 'function') return;
-  try {
-    await close.call(ds);
-  } catch {
-    // Nothing to do: the loader is going away either way.
-  }
-}
+// The optional abilities' readers live with their guards (capabilities.ts); re-exported for the modules that import them from here.
+export { closeDataset, hintOf, isKeyed } from './capabilities.js';
