@@ -11,6 +11,7 @@ import type { Device, InPlaceDevice, ResidentStore } from '../device/device.js';
 import type { MappedColumns } from '../device/accelerator/mapped-columns.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
+import { canLoadLengths, hasLengths, hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
@@ -326,12 +327,11 @@ function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): U
  */
 async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[], asked?: string): Promise<Uint32Array | undefined> {
   if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
-  const src = ds as { lengths?: unknown; ragged?: unknown; loadLengths?: (field?: string) => Promise<Uint32Array> };
-  if (src.lengths !== undefined || typeof src.loadLengths !== 'function') return undefined;
-  const ragged = Array.isArray(src.ragged) ? (src.ragged as string[]) : [];
+  if (hasLengths(ds) || !canLoadLengths(ds)) return undefined;
+  const ragged = hasRaggedFields(ds) ? ds.ragged : [];
   const field = opts.pack?.field ?? asked ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
   try {
-    return await src.loadLengths(field);
+    return await ds.loadLengths(field);
   } catch (cause) {
     throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
   }
@@ -344,7 +344,7 @@ async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonl
  */
 function unboundedCollate(ds: AnyDataset, collate: Record<string, unknown> | undefined): string | undefined {
   if (collate === undefined) return undefined;
-  const max = (ds as { raggedMax?: Record<string, unknown> }).raggedMax ?? {};
+  const max: Readonly<Record<string, unknown>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   for (const [field, raw] of Object.entries(collate)) {
     if (typeof raw === 'function' || typeof max[field] === 'number') continue;
     const body = raw !== null && typeof raw === 'object' ? (Object.values(raw as object)[0] as Record<string, unknown> | undefined) : undefined;

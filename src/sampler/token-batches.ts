@@ -7,6 +7,7 @@
 // resume or another world size sees the same batches.
 
 import { invalidOption } from '../errors.js';
+import { hasLengths } from '../dataset/capabilities.js';
 import { type U64, Rng, addU64, mulU64, toU64, xorU64 } from './rng.js';
 
 export interface TokenBudget {
@@ -66,7 +67,7 @@ export function tokenBatches(order: Uint32Array, epoch: number, b: TokenBudget):
 
 /** The sample lengths for `batchTokens`: from the option, else the dataset's `lengths`; each checked against the budget. */
 export function resolveLengths(given: unknown, dataset: unknown, count: number, batchTokens: number): Uint32Array {
-  const source = given ?? (dataset as { lengths?: unknown } | null)?.lengths;
+  const source = given ?? (hasLengths(dataset) ? dataset.lengths : undefined);
   if (!(source instanceof Uint32Array) && typeof source !== 'function') {
     throw invalidOption(
       'lengths',
