@@ -6,18 +6,12 @@ import { indexOutOfRange, invalidDatasetError, show } from '../errors.js';
 import { type DType, type TypedArray, allocStorage, elementSize, storageView } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor } from '../tensor/tensor.js';
+import { kColumns } from './capabilities.js';
 import type { BatchDataset, ReadContext } from './dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from './source-spec.js';
 
-/** Internal: lets the loader read the columns directly (resident mode, gathers into its own memory). */
-export const kColumns: unique symbol = Symbol('stoker.columns');
-
-
-/** Any dataset that holds its samples in memory as columns (batch dimension = dataset rows). */
-export interface ColumnsSource {
-  readonly length: number;
-  readonly [kColumns]: { readonly tensors: readonly Tensor[]; readonly keys: readonly string[] | undefined };
-}
+// The in-memory columns capability (ColumnsSource, under kColumns) is declared with the others in capabilities.ts.
+export { type ColumnsSource, hasColumns, kColumns } from './capabilities.js';
 
 export type ArrayColumns = readonly (Tensor | TypedArray)[] | { readonly [name: string]: Tensor | TypedArray };
 
@@ -92,14 +86,6 @@ export class ArraySource implements BatchDataset, Reopenable {
     if (keys === undefined) return out;
     return Object.fromEntries(keys.map((k, i) => [k, out[i]!]));
   }
-}
-
-/**
- * True when a dataset already holds all its samples in memory as columns (sources.arrays, and NPY or
- * safetensors data loaded into memory): a capability — the `kColumns` view — whatever carries it.
- */
-export function hasColumns(ds: unknown): ds is ColumnsSource {
-  return ds !== null && typeof ds === 'object' && (ds as { [kColumns]?: unknown })[kColumns] !== undefined;
 }
 
 /** Worker-side factory of `sources.arrays` (see ArraySource[kSourceSpec]). */

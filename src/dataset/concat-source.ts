@@ -10,6 +10,7 @@ import { describeCause, indexOutOfRange, invalidDatasetError, sampleMismatchErro
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { hasColumns } from './arrays-source.js';
+import { canLoadLengths, hasClasses, hasLengths, hasRaggedFields, hasRaggedMax } from './capabilities.js';
 import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, hintOf, isBatchDataset, isKeyed } from './dataset.js';
 import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
 import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
@@ -49,9 +50,9 @@ abstract class ConcatBase {
     // NOTE [ragged parts]: ragged fields and their lengths pass through in the concat layout, so a
     // concat or mixture of text sources can be padded, packed or token-budgeted: `lengths` when
     // every part declares its own, `loadLengths` when every part declares or computes them.
-    const raggedOf = (p: AnyDataset) => { const r = (p as { ragged?: unknown }).ragged; return Array.isArray(r) ? r.filter((x): x is string => typeof x === 'string') : []; };
+    const raggedOf = (p: AnyDataset) => (hasRaggedFields(p) ? p.ragged.filter((x) => typeof x === 'string') : []);
     this.ragged = Object.freeze([...new Set(parts.flatMap(raggedOf))]);
-    const maxOf = (p: AnyDataset) => { const m = (p as { raggedMax?: unknown }).raggedMax; return m !== null && typeof m === 'object' ? (m as Record<string, unknown>) : {}; };
+    const maxOf = (p: AnyDataset): Readonly<Record<string, unknown>> => (hasRaggedMax(p) ? p.raggedMax : {});
     const max: Record<string, number> = {};
     for (const f of this.ragged) {
       const bounds = parts.filter((p) => raggedOf(p).includes(f)).map((p) => maxOf(p)[f]);
@@ -62,7 +63,7 @@ abstract class ConcatBase {
       // Built on first read (reader workers reopen concats and never read it).
       let table: Uint32Array | ((i: number) => number) | undefined;
       Object.defineProperty(this, 'lengths', { get: () => (table ??= concatLengths(parts, true)), enumerable: false });
-    } else if (parts.every((p) => ownLengths(p) !== undefined || typeof (p as Partial<LoadsLengths>).loadLengths === 'function')) {
+    } else if (parts.every((p) => ownLengths(p) !== undefined || canLoadLengths(p))) {
       Object.defineProperty(this, 'loadLengths', { value: (field?: string) => this.#loadLengths(field), enumerable: false });
     }
     if (parts.every((p, i) => specs[i] !== undefined || isReopenable(p))) {
@@ -127,7 +128,8 @@ abstract class ConcatBase {
         for (let k = 0; k < this.parts.length; k++) {
           const part = this.parts[k]!;
           const own = ownLengths(part);
-          const got = own !== undefined ? own : await (part as unknown as LoadsLengths).loadLengths(field);
+          // Every part declares or computes its lengths (the constructor offers loadLengths only then).
+          const got = own !== undefined ? own : canLoadLengths(part) ? await part.loadLengths(field) : undefined;
           if (!(got instanceof Uint32Array) || got.length !== part.length) {
             throw invalidDatasetError(`sources.concat: part ${k}'s lengths are ${got instanceof Uint32Array ? `${got.length} entries` : show(got)}; want a Uint32Array of ${part.length} (one per sample)`);
           }
@@ -292,10 +294,7 @@ export async function openConcat(options: ConcatOptions): Promise<ConcatSource> 
 
 /** Refuse parts whose `classes` (label index → class name) differ: their labels would not mean the same. */
 function checkClasses(parts: readonly AnyDataset[]): void {
-  const classesOf = (p: AnyDataset): readonly string[] | undefined => {
-    const c = (p as { classes?: unknown }).classes;
-    return Array.isArray(c) && c.every((x) => typeof x === 'string') ? c : undefined;
-  };
+  const classesOf = (p: AnyDataset): readonly string[] | undefined => (hasClasses(p) ? p.classes : undefined);
   const first = parts.findIndex((p) => classesOf(p) !== undefined);
   if (first < 0) return;
   const want = classesOf(parts[first]!)!;
@@ -311,13 +310,9 @@ function checkClasses(parts: readonly AnyDataset[]): void {
   });
 }
 
-interface LoadsLengths {
-  loadLengths(field?: string): Promise<Uint32Array>;
-}
-
 /** A part's declared `lengths` as a table (a function is called once per sample); undefined when it declares none. */
 function ownLengths(p: AnyDataset): Uint32Array | undefined {
-  const l = (p as { lengths?: unknown }).lengths;
+  const l: unknown = hasLengths(p) ? p.lengths : undefined;
   if (l instanceof Uint32Array) return l;
   if (typeof l !== 'function') return undefined;
   const out = new Uint32Array(p.length);
@@ -327,7 +322,7 @@ function ownLengths(p: AnyDataset): Uint32Array | undefined {
 
 /** Lengths in the concat layout when every part declares its own: a table when all are tables, else a function (`build` false: only whether there are any). */
 function concatLengths(parts: readonly AnyDataset[], build: boolean): Uint32Array | ((i: number) => number) | undefined {
-  const own = parts.map((p) => (p as { lengths?: Uint32Array | ((i: number) => number) }).lengths);
+  const own = parts.map((p) => (hasLengths(p) ? p.lengths : undefined));
   if (!own.every((l) => l instanceof Uint32Array || typeof l === 'function')) return undefined;
   if (!build) return own[0];
   const offsets = [0];

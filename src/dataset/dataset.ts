@@ -56,16 +56,36 @@ export interface SampleRows {
  */
 
 /**
+ * NOTE [which thread reads] A dataset is read where the loader reads: on the main thread, and, when
+ * it is worker-openable (a source spec from `sources.module`, or a dataset with the `Reopenable`
+ * capability — every built-in source), in reader worker threads, each of which opens its own copy
+ * from the spec (reader/reader-worker.ts) and calls that copy's `get` / `getBatch`. The main
+ * thread always opens or holds one copy: it reads sample 0 for the shape probe, and every read when
+ * there are no reader workers (`workers: 0`, a plain object, in-memory columns) or in resident mode.
+ * Copies share nothing but what the spec carries, so each must give the same content. (The built-in
+ * text sources' lengths workers open copies too: `CountsLengths` in capabilities.ts.)
+ */
+
+/**
  * A per-sample dataset.
  *
  * # Contract
- * - `length` is fixed for the life of the loader and ≥ 1.
- * - `get(i)` is called with integers `0 ≤ i < length`, on the main thread, possibly several at once
- *   when it returns promises; it returns (or resolves to) the same fields, with the same dtypes and
- *   shapes, for every `i`.
- * - It is a pure function of `i`: two calls with the same `i` give equal content.
- * - It may throw or reject: that batch fails with a BatchError; the loader survives.
- * - It must not hold on to or mutate arrays it returned earlier: the loader may read them later.
+ * - `length`: read once at create, on the main thread; fixed for the life of the loader, an integer
+ *   in [1, 2^32 − 2].
+ * - `get(i, context)`: called with integers `0 ≤ i < length`, on the main thread or in a reader
+ *   worker (NOTE [which thread reads]), possibly several at once in one thread when it returns
+ *   promises. It returns (or resolves to) a `Sample` with the same fields, dtypes and shapes for
+ *   every `i` (a ragged field's first dimension excepted: `RaggedFields` in capabilities.ts). It is
+ *   a pure function of `i` (of `i` and `context.key` when keyed): two calls give equal content, in
+ *   any thread. It may throw or reject: that batch fails with a BatchError and the loader survives.
+ *   It must not keep or mutate arrays it returned earlier (the loader may read them later), must not
+ *   write into `context.rows` outside the row it was given, and should stop early when
+ *   `context.signal` aborts.
+ * - `close()` (optional, `Closeable`): called once per copy by whoever opened it (a reader worker
+ *   for its copy, the loader for one it opened from a spec), when the loader closes; a dataset
+ *   object the caller passed in is the caller's to close. A close that throws or rejects is ignored.
+ * - Optional abilities (worker hints, keyed reads, lengths, ragged fields, …) are declared, one
+ *   interface and type guard each, in capabilities.ts.
  */
 export interface Dataset {
   readonly length: number;
@@ -83,8 +103,9 @@ export interface Dataset {
   readonly prefetch?: number;
   /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
   readonly keyed?: boolean;
+  /** Sample `index`: on the main thread or in a reader worker (see the contract above). */
   get(index: number, context: ReadContext): Sample | Promise<Sample>;
-  /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
+  /** Optional: release files and handles. Called on each copy by whoever opened it (reader workers, the loader), when the loader closes. */
   close?(): void | Promise<void>;
 }
 
@@ -93,10 +114,16 @@ export interface Dataset {
  * by one (a column store, a database query).
  *
  * # Contract
- * - As `Dataset`, and: every returned field has first dimension `indices.length`, row `r` holding
- *   index `indices[r]`; the field count, dtypes and trailing shapes are the same in every call.
+ * - `length` and `close()` as `Dataset`'s.
+ * - `getBatch(indices, context)`: called on the main thread or in a reader worker (NOTE [which
+ *   thread reads]), possibly several at once when it returns promises, with indices in
+ *   `[0, length)` in the batch's order (not sorted; with `augment` an index may appear more than
+ *   once). Every returned field has first dimension `indices.length`, row `r` holding index
+ *   `indices[r]`; the field count, dtypes and trailing shapes are the same in every call. Pure, as `get`: row `r` depends only on
+ *   `indices[r]` (and `context.keys[r]` when keyed). It may throw or reject (that batch fails).
  * - Returned arrays may be views of the source's own memory: the loader copies what it keeps and
  *   never writes into them.
+ * - Per-batch reads never go through the per-sample tiers (RAM cache, disk stage).
  */
 export interface BatchDataset {
   readonly length: number;
@@ -106,38 +133,17 @@ export interface BatchDataset {
   readonly prefetch?: number;
   /** Optional: reads depend on `context.key` too (NOTE [keyed reads]). */
   readonly keyed?: boolean;
+  /** Rows of `indices`, in that order: on the main thread or in a reader worker (see the contract above). */
   getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns>;
-  /** Optional: release files and handles. Called on the copies reader workers open, when the loader closes. */
+  /** Optional: release files and handles. Called on each copy by whoever opened it (reader workers, the loader), when the loader closes. */
   close?(): void | Promise<void>;
 }
 
 export type AnyDataset = Dataset | BatchDataset;
 
-/** True when the dataset's reads take the pick's key (NOTE [keyed reads]). */
-export function isKeyed(ds: AnyDataset): boolean {
-  return (ds as { keyed?: unknown }).keyed === true;
-}
-
 export function isBatchDataset(ds: AnyDataset): ds is BatchDataset {
   return typeof (ds as BatchDataset).getBatch === 'function';
 }
 
-/**
- * A dataset's optional integer hint (`readerWorkers` ≥ 0, `prefetch` ≥ 1), or undefined when it gives
- * none or one that is not an integer of at least `least` (a hint never fails the loader: it is ignored).
- */
-export function hintOf(ds: unknown, name: 'readerWorkers' | 'prefetch', least: number): number | undefined {
-  const asked = (ds as Record<string, unknown> | null)?.[name];
-  return typeof asked === 'number' && Number.isSafeInteger(asked) && asked >= least ? asked : undefined;
-}
-
-/** Call a dataset's optional `close()`; a close that throws or rejects is ignored (closing must not fail). */
-export async function closeDataset(ds: unknown): Promise<void> {
-  const close = (ds as { close?: unknown } | null)?.close;
-  if (typeof close !== 'function') return;
-  try {
-    await close.call(ds);
-  } catch {
-    // Nothing to do: the loader is going away either way.
-  }
-}
+// The optional abilities' readers live with their guards (capabilities.ts); re-exported for the modules that import them from here.
+export { closeDataset, hintOf, isKeyed } from './capabilities.js';

@@ -10,6 +10,7 @@ import type { LoaderState } from '../distributed/resume.js';
 import { MixSampler, checkWeights } from '../sampler/mix-sampler.js';
 import { type U64, toU64 } from '../sampler/rng.js';
 import { type ConcatSource, concatSource, openConcat } from './concat-source.js';
+import { isMixture, kMixture } from './capabilities.js';
 import type { AnyDataset } from './dataset.js';
 import { type SourceSpec, isSourceSpec } from './source-spec.js';
 
@@ -42,12 +43,13 @@ export interface Mixture {
   readonly lengths: readonly number[];
 }
 
-export const kMixture: unique symbol = Symbol.for('stoker.mixture') as never;
+// The capability's key and guard are declared with the others in capabilities.ts.
+export { kMixture } from './capabilities.js';
 
 export type MixSource = ConcatSource & { readonly [kMixture]: Mixture };
 
 export function mixtureOf(ds: unknown): Mixture | undefined {
-  return (ds as { [kMixture]?: Mixture } | null)?.[kMixture];
+  return isMixture(ds) ? ds[kMixture] : undefined;
 }
 
 /** Options of the worker-side factory `openMix`: parts may be source specs. */

@@ -6,6 +6,7 @@
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describeCause, invalidDatasetError, moduleExport, moduleImport, show } from '../errors.js';
+import { canReopen, kSourceSpec } from './capabilities.js';
 import type { AnyDataset } from './dataset.js';
 
 export interface SourceSpec {
@@ -17,13 +18,8 @@ export interface SourceSpec {
   readonly options?: unknown;
 }
 
-/** Datasets that know how to reopen themselves in a worker carry their spec under this key. */
-export const kSourceSpec: unique symbol = Symbol.for('stoker.sourceSpec') as never;
-
-export interface Reopenable {
-  /** The spec, or undefined when this instance cannot be reopened elsewhere. */
-  [kSourceSpec](): SourceSpec | undefined;
-}
+// The worker-openable capability (Reopenable, under kSourceSpec) is declared with the others in capabilities.ts.
+export { kSourceSpec, type Reopenable } from './capabilities.js';
 
 export function isSourceSpec(value: unknown): value is SourceSpec {
   const v = value as Partial<SourceSpec> | null;
@@ -32,13 +28,12 @@ export function isSourceSpec(value: unknown): value is SourceSpec {
 
 /** Whether reader workers can open `dataset` (without materializing its spec, which may copy data). */
 export function isReopenable(dataset: unknown): boolean {
-  return isSourceSpec(dataset) || typeof (dataset as Partial<Reopenable> | null)?.[kSourceSpec] === 'function';
+  return isSourceSpec(dataset) || canReopen(dataset);
 }
 
 export function specOf(dataset: unknown): SourceSpec | undefined {
   if (isSourceSpec(dataset)) return dataset;
-  const fn = (dataset as Partial<Reopenable> | null)?.[kSourceSpec];
-  return typeof fn === 'function' ? fn.call(dataset) : undefined;
+  return canReopen(dataset) ? dataset[kSourceSpec]() : undefined;
 }
 
 /**

@@ -11,6 +11,7 @@ import type { Device, InPlaceDevice, JpegDecoder, ResidentStore } from '../devic
 import type { MappedColumns } from '../device/accelerator/mapped-columns.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
+import { canLoadLengths, hasLengths, hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
@@ -313,7 +314,7 @@ function checkKeyed(ds: AnyDataset, opts: ResolvedOptions): void {
 
 /** Each sample's token count for packing or capacities: the `lengths` option, else the dataset's. */
 function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): Uint32Array {
-  return resolveLengths(opts.tokens?.lengths ?? opts.lengths, ds, length, Number.MAX_SAFE_INTEGER);
+  return resolveLengths(opts.tokens?.lengths ?? opts.lengths, declaredLengths(ds), length, Number.MAX_SAFE_INTEGER);
 }
 
 /**
@@ -323,12 +324,11 @@ function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): U
  */
 async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[], asked?: string): Promise<Uint32Array | undefined> {
   if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
-  const src = ds as { lengths?: unknown; ragged?: unknown; loadLengths?: (field?: string) => Promise<Uint32Array> };
-  if (src.lengths !== undefined || typeof src.loadLengths !== 'function') return undefined;
-  const ragged = Array.isArray(src.ragged) ? (src.ragged as string[]) : [];
+  if (hasLengths(ds) || !canLoadLengths(ds)) return undefined;
+  const ragged = hasRaggedFields(ds) ? ds.ragged : [];
   const field = opts.pack?.field ?? asked ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
   try {
-    return await src.loadLengths(field);
+    return await ds.loadLengths(field);
   } catch (cause) {
     throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
   }
@@ -341,7 +341,7 @@ async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonl
  */
 function unboundedCollate(ds: AnyDataset, collate: Record<string, unknown> | undefined): string | undefined {
   if (collate === undefined) return undefined;
-  const max = (ds as { raggedMax?: Record<string, unknown> }).raggedMax ?? {};
+  const max: Readonly<Record<string, unknown>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   for (const [field, raw] of Object.entries(collate)) {
     if (typeof raw === 'function' || typeof max[field] === 'number') continue;
     const body = raw !== null && typeof raw === 'object' ? (Object.values(raw as object)[0] as Record<string, unknown> | undefined) : undefined;
@@ -396,9 +396,14 @@ function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sam
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
   const budget = {
     batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
-    lengths: resolveLengths(t.lengths ?? loaded, ds, length, t.batchTokens),
+    lengths: resolveLengths(t.lengths ?? loaded, declaredLengths(ds), length, t.batchTokens),
   };
   const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
   if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);
   return planner;
+}
+
+/** The lengths a dataset declares (DeclaresLengths), unchecked: resolveLengths checks them. */
+function declaredLengths(ds: unknown): unknown {
+  return hasLengths(ds) ? ds.lengths : undefined;
 }

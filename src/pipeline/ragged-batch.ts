@@ -7,6 +7,7 @@
 
 import { invalidOption, show, transformOutputError } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
+import { hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
 import { type CollateSpec, type RaggedRow, collateField, parseCollate } from '../collate/collate.js';
 import { type PackPlan, type PackSettings, packBatch } from '../sampler/pack-plan.js';
@@ -45,12 +46,6 @@ export interface PackPlans {
   plan(epoch: number): PackPlan;
 }
 
-interface RaggedSource {
-  readonly ragged?: unknown;
-  readonly raggedMax?: unknown;
-  readonly lengths?: unknown;
-}
-
 /** The ragged fields a loader carries and how, decided at create from the dataset and the options. */
 export interface RaggedSetup {
   readonly plans: ReadonlyMap<string, RaggedPlan>;
@@ -64,9 +59,8 @@ export interface RaggedSetup {
  * `raggedMax`, else the longest of the dataset's `lengths`; none of them → a typed error at create.
  */
 export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: () => Uint32Array | undefined): RaggedSetup {
-  const src = ds as RaggedSource;
-  const declared = Array.isArray(src.ragged) ? (src.ragged as unknown[]).filter((n): n is string => typeof n === 'string') : [];
-  const raggedMax = src.raggedMax !== null && typeof src.raggedMax === 'object' ? (src.raggedMax as Record<string, number>) : {};
+  const declared = hasRaggedFields(ds) ? ds.ragged.filter((n) => typeof n === 'string') : [];
+  const raggedMax: Readonly<Record<string, number>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   const plans = new Map<string, RaggedPlan>();
   if (pack !== undefined) {
     if (collate !== undefined && Object.keys(collate).length > 0) {

@@ -64,9 +64,9 @@ export function tokenBatches(order: Uint32Array, epoch: number, b: TokenBudget):
   return { picks, bounds: Uint32Array.from(bounds) };
 }
 
-/** The sample lengths for `batchTokens`: from the option, else the dataset's `lengths`; each checked against the budget. */
-export function resolveLengths(given: unknown, dataset: unknown, count: number, batchTokens: number): Uint32Array {
-  const source = given ?? (dataset as { lengths?: unknown } | null)?.lengths;
+/** The sample lengths for `batchTokens`: from the option, else the ones the dataset declares (`declared`: its `lengths`); each checked against the budget. */
+export function resolveLengths(given: unknown, declared: unknown, count: number, batchTokens: number): Uint32Array {
+  const source = given ?? declared;
   if (!(source instanceof Uint32Array) && typeof source !== 'function') {
     throw invalidOption(
       'lengths',

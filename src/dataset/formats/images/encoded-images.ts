@@ -11,8 +11,10 @@ import type { Tensor } from '../../../tensor/tensor.js';
 import type { View } from '../../../image/crop-box.js';
 import type { ImageFit, ImageLayout, ImageNormalize, ImageOutput } from '../../../image/image-decode.js';
 import type { GpuDecodeRequest } from '../../../image/processes/image-decoding.js';
+import { hasEncodedImages, kEncodedImages } from '../../capabilities.js';
 
-export const kEncodedImages: unique symbol = Symbol.for('stoker.encodedImages');
+// The capability's key and guard are declared with the others in capabilities.ts.
+export { kEncodedImages } from '../../capabilities.js';
 
 export interface EncodedImages {
   /** The `decode` option as the loader acts on it: 'gpu', 'auto' (GPU when the device can) or 'off'. */
@@ -38,6 +40,5 @@ export interface EncodedImages {
 }
 
 export function encodedImagesOf(ds: unknown): EncodedImages | undefined {
-  const f = (ds as { [kEncodedImages]?: unknown } | null)?.[kEncodedImages];
-  return typeof f === 'function' ? (f.call(ds) as EncodedImages) : undefined;
+  return hasEncodedImages<EncodedImages>(ds) ? ds[kEncodedImages]() : undefined;
 }

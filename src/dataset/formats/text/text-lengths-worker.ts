@@ -3,18 +3,18 @@
 // source's error (its code and message, so the main thread rethrows the same typed error).
 
 import { parentPort, workerData } from 'node:worker_threads';
+import { canCountLengths } from '../../capabilities.js';
 import { closeDataset } from '../../dataset.js';
 import { openSource } from '../../source-spec.js';
-import type { CountsLengths, FromLengthsWorker, LengthsWorkerData } from './text-lengths.js';
+import type { FromLengthsWorker, LengthsWorkerData } from './text-lengths.js';
 
 const { spec, field, start, end, out } = workerData as LengthsWorkerData;
 
 async function run(): Promise<FromLengthsWorker> {
   const ds = await openSource(spec);
   try {
-    const counter = ds as unknown as Partial<CountsLengths>;
-    if (typeof counter.countLengths !== 'function') return { t: 'failed', code: 'ERR_INVALID_DATASET', message: `${spec.export}: the source cannot count its records' lengths` };
-    await counter.countLengths(field, start, end, new Uint32Array(out));
+    if (!canCountLengths(ds)) return { t: 'failed', code: 'ERR_INVALID_DATASET', message: `${spec.export}: the source cannot count its records' lengths` };
+    await ds.countLengths(field, start, end, new Uint32Array(out));
     return { t: 'done' };
   } finally {
     await closeDataset(ds);

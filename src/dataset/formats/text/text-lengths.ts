@@ -22,10 +22,8 @@ import { readCacheFile, writeCacheFile } from '../columns/cache-file.js';
 import { type ShardStamp, indexCacheDir, isPrivateDir } from '../tar/tar-index.js';
 import type { ResolvedTokenizer } from './tokenizer.js';
 
-/** What a source gives the pool: counts of `field` for records [start, end), written at out[start…end). */
-export interface CountsLengths {
-  countLengths(field: string, start: number, end: number, out: Uint32Array): void | Promise<void>;
-}
+/** What a source gives the pool (counts of `field` for records [start, end)): declared with the other capabilities. */
+export type { CountsLengths } from '../../capabilities.js';
 
 /** One lengths pass to run: the source (by its spec, for the workers) and what keys its cache. */
 export interface LengthsJob {
