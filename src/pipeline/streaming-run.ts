@@ -124,8 +124,7 @@ export class StreamingRun extends EpochRun {
   async #backOff(error: unknown, attempt: number): Promise<void> {
     if (!retriesOom(error, attempt, this.signal)) throw error;
     this.stats.oomRetries++;
-    const atFloor = this.#governor.target <= 1;
-    this.#governor.target = Math.max(Math.floor(this.#governor.target / 2), 1);
+    const atFloor = this.#governor.halveAfterOom();
     await oomPause(this.signal);
     if (atFloor) this.#assembler.relieve();
   }

@@ -60,7 +60,8 @@ async function rows(batch: DeviceBatch): Promise<number[]> {
 const fields = [{ dtype: 'int32' as const, shape: [ROW], rowBytes: ROW * 4 }];
 const governor = () => {
   const g = new Governor({ sampleBytes: ROW * 4, batchSize: 8, probe: undefined, vramMaxUsage: 0.9 }, 4, undefined);
-  g.honestResizeDone = true;
+  g.onConsumed(); // the honest resize: after the consumer's second batch
+  g.onConsumed();
   return g;
 };
 
