@@ -7,8 +7,7 @@
 
 import { totalmem } from 'node:os';
 import { isDeviceOutOfMemory } from '../device/backend.js';
-import type { Device, InPlaceDevice, JpegDecoder, ResidentStore } from '../device/device.js';
-import type { MappedColumns } from '../device/accelerator/mapped-columns.js';
+import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore } from '../device/device.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
 import { canLoadLengths, hasLengths, hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';

@@ -10,7 +10,7 @@ import { TABLE_ROW_BYTES, deviceTable, hostTable } from './address-table.js';
 import { type Assembly, type UploadField, capture, range } from './assembly.js';
 import type { BatchPart } from './batch-memory.js';
 import type { DeviceBatch } from '../device.js';
-import type { MappedColumns } from './mapped-columns.js';
+import type { MappedColumns } from '../device.js';
 import type { VramPool } from '../device.js';
 
 /**

@@ -8,8 +8,6 @@
 import { addressAlign, type DeviceBuffer, type MappedHost } from '../backend.js';
 import type { StreamMemory } from './stream-memory.js';
 import type { MappedColumns, MappedField } from '../device.js';
-
-export type { MappedColumns, MappedField };
 import { elementSize } from '../../tensor/dtype.js';
 import type { Tensor } from '../../tensor/tensor.js';
 

@@ -11,8 +11,6 @@ import { TABLE_ROW_BYTES, deviceTable } from './address-table.js';
 import { type Assembly, capture, range } from './assembly.js';
 import type { DeviceBatch, PoolRoute } from '../device.js';
 
-export type { PoolRoute };
-
 export function uploadStaged(a: Assembly, staged: StagedBatch, route: PoolRoute | undefined): DeviceBatch {
   const memory = a.memory;
   const backend = memory.backend;

@@ -13,8 +13,6 @@
 import type { Backend, DeviceBuffer } from '../backend.js';
 import { PoolPayoff } from '../pool-payoff.js';
 import type { PoolFigures, VramPool as SamplePool } from '../device.js';
-
-export type { PoolFigures };
 import { POOL_MARGIN_BYTES, flowReserveBytes, vramPoolBudget } from '../../base/budget.js';
 import { readSwitch } from '../../base/env.js';
 

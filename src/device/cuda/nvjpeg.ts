@@ -19,8 +19,6 @@ import type { DecodeCall, DecodeCallTiming, DecodeResult, DecodeStats, JpegDecod
 
 export type { SlotTicket } from '../jpeg/jpeg-slots.js';
 export { GpuJpegDecoder } from '../jpeg/gpu-jpeg-decoder.js';
-export type { GpuJpegOptions } from '../jpeg/gpu-jpeg-decoder.js';
-export type { DecodeCall, DecodeCallTiming, DecodeResult, DecodeStats };
 
 const CROP_RESIZE_PTX = new URL('../../../kernels/crop-resize.ptx', import.meta.url);
 const KERNELS = { uint8: 'stoker_crop_resize_u8', float32: 'stoker_crop_resize_f32', float16: 'stoker_crop_resize_f16', bfloat16: 'stoker_crop_resize_bf16' } as const;

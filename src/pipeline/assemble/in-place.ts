@@ -7,7 +7,7 @@
 import type { DeviceBatch, InPlaceDevice, PoolingDevice, ResidentStore } from '../../device/device.js';
 import type { UploadField } from '../../device/accelerator/assembly.js';
 import { ROW_DMA_MIN_BYTES } from '../../device/accelerator/in-place-rows.js';
-import type { MappedColumns } from '../../device/accelerator/mapped-columns.js';
+import type { MappedColumns } from '../../device/device.js';
 import type { VramPool } from '../../device/device.js';
 import type { TierCounters } from '../../cache/tier-counters.js';
 import type { Governor } from '../governor.js';
