@@ -187,6 +187,11 @@ export function moduleExport(kind: string, module: string, exportName: unknown, 
   return new LoaderError('ERR_INVALID_DATASET', `${kind} module ${module} has no function export ${show(exportName)} (exports: ${Object.keys(mod).join(', ') || 'none'})`);
 }
 
+/** A column of file `path` stored with compression `codec`, which Stoker cannot decompress (it reads `readable`). */
+export function unsupportedCodec(path: string, column: string, codec: string, readable: readonly string[], fix: string): LoaderError {
+  return new LoaderError('ERR_INVALID_DATASET', `${path}: column ${show(column)} is compressed with ${codec}, which Stoker does not decompress (it reads ${readable.join(', ')}). ${fix}`);
+}
+
 /** A file that holds nothing to load: `what` says what it lacks (`rows`, `records (no non-blank lines)`). */
 export function emptyFile(path: string, what: string): LoaderError {
   return new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no ${what}`);

@@ -6,13 +6,15 @@
 // shuffled ids over many row groups decode one row group per sample (write smaller row groups, or
 // use a loader cache). Columns: integers and floats become scalars of their dtype, list<number>
 // ragged fields, strings token ids through a tokenizer.json (or a typed error pointing at
-// `tokenizer`). The rule: the file must not change while a loader reads it; each open checks its
-// size against the one seen first.
+// `tokenizer`). Pages of every codec DuckDB, Polars and pyarrow write are read (codecs.ts); a
+// column stored with one Stoker cannot decompress (LZO) is refused at open. The rule: the file must
+// not change while a loader reads it; each open checks its size against the one seen first.
 
 import { partAt } from '../part-index.js';
 import { resolve } from 'node:path';
 import { type AsyncBuffer, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
-import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
+import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show, unsupportedCodec } from '../../../errors.js';
+import { PARQUET_CODECS, PARQUET_READABLE } from '../codecs.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
@@ -162,6 +164,7 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
         columns,
         rowStart,
         rowEnd,
+        compressors: PARQUET_CODECS,
         onComplete: (rows: unknown[][]) => resolvePromise(rows),
       }).catch(reject);
     });
@@ -264,6 +267,27 @@ function columnKind(path: string, t: SchemaTree, tokenizer: ResolvedTokenizer | 
   return list ? { kind: 'array', name, dtype: k as DType, rest: [] } : { kind: 'scalar', name, dtype: k as DType };
 }
 
+/** The codec of a chunk of column `name` that Stoker cannot decompress, if any. */
+function unreadableCodec(metadata: FileMetaData, name: string): string | undefined {
+  for (const g of metadata.row_groups) {
+    for (const ch of g.columns) {
+      const m = ch.meta_data;
+      if (m !== undefined && m.path_in_schema[0] === name && !PARQUET_READABLE.includes(m.codec)) return String(m.codec ?? 'an unknown codec');
+    }
+  }
+  return undefined;
+}
+
+/** Refuse at open a selected column stored with a codec Stoker cannot decompress. */
+function checkCodecs(path: string, metadata: FileMetaData, names: readonly string[]): void {
+  for (const name of names) {
+    const codec = unreadableCodec(metadata, name);
+    if (codec !== undefined) {
+      throw unsupportedCodec(path, name, codec, PARQUET_READABLE, "Rewrite the file with one of those (pyarrow: pq.write_table(table, path, compression='zstd'); DuckDB: COPY … (FORMAT parquet, COMPRESSION zstd)), or leave the column out with `columns`");
+    }
+  }
+}
+
 /** Open a Parquet file: read its footer, check the selected columns, and learn their kinds from the schema. */
 export async function parquetSource(path: string, options: ParquetOptions = {}): Promise<ParquetSource> {
   if (typeof path !== 'string' || path.length === 0) throw invalidSourcePath('sources.parquet', path);
@@ -288,6 +312,7 @@ export async function parquetSource(path: string, options: ParquetOptions = {}):
   const missing = names.filter((n) => !byName.has(n));
   if (missing.length > 0) throw invalidOption('columns', `names of columns in ${path}`, columns, `Not found: ${missing.map(show).join(', ')}. The file holds ${[...byName.keys()].map(show).join(', ')}`);
   const kinds = names.map((n) => columnKind(abs, byName.get(n)!, tokenizer));
+  checkCodecs(abs, metadata, names);
   const ds = new ParquetSource({ path: abs, fileSize: file.size, kinds, tokenizer }, metadata);
   if (ds.length === 0) throw emptyFile(path, 'rows');
   return ds;
@@ -305,6 +330,7 @@ export async function parquetColumns(path: string): Promise<{ readable: string[]
   const readable: string[] = [];
   const text: string[] = [];
   for (const c of parquetSchema(metadata).children) {
+    if (unreadableCodec(metadata, c.element.name) !== undefined) continue;
     try {
       columnKind(path, c, undefined);
       readable.push(c.element.name);
