@@ -1,8 +1,10 @@
 // sources.parquet on files written by DuckDB and Polars (test/fixtures/reference/make.mjs, which
 // checked that each writer reads back the rules of reference-rules.mjs): every value read equal to
-// its rule — every codec DuckDB writes in data pages v1 and v2, Polars' ZSTD and LZ4, and the legacy
-// LZ4 codec of parquet-mr and older parquet-cpp — and through reader workers. A codec Stoker cannot
-// decompress is refused at open with the file, the column, the codec and the fix.
+// its rule — uint32 columns DuckDB delta-encodes from 2³¹ up (which hyparquet alone reads 2³¹ off),
+// INT32/INT64 extremes in the same encoding, every codec DuckDB writes in data pages v1 and v2,
+// Polars' ZSTD and LZ4, and the legacy LZ4 codec of parquet-mr and older parquet-cpp — and through
+// reader workers. A codec Stoker cannot decompress is refused at open with the file, the column,
+// the codec and the fix.
 
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -10,9 +12,11 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parquetWriteBuffer } from 'hyparquet-writer';
+import { openParquet } from '../../src/dataset/formats/text/parquet.js';
+import { specOf } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor, sources } from '../../src/index.js';
 import { HANG_MS, TEST_MS, collect, range, sorted, tempDir, within } from '../fixtures.js';
-import { CODECS, LEGACY_LZ4, TABLE_ROWS, tableRow } from '../fixtures/reference/reference-rules.mjs';
+import { CODECS, EDGE_ROWS, LEGACY_LZ4, TABLE_ROWS, UINT32_ROWS, e32, e64, tableRow, u32 } from '../fixtures/reference/reference-rules.mjs';
 
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/reference/parquet/${name}`, import.meta.url));
 const CODEC_FILES = CODECS.flatMap((c) => [`codec-${c}-v1.parquet`, `codec-${c}-v2.parquet`]);
@@ -34,6 +38,36 @@ async function checkTable(path: string): Promise<void> {
 }
 
 describe('sources.parquet reads what DuckDB and Polars write', () => {
+  it('reads uint32 columns DuckDB delta-encodes from 2³¹ up exactly: every value, scalar and in lists, in the source and a reopened copy', async () => {
+    const ds = await sources.parquet(fixture('uint32-delta.parquet'));
+    assert.equal(ds.length, UINT32_ROWS);
+    assert.equal(ds.numRowGroups, 5);
+    assert.deepEqual(ds.fields.map((f) => [f.name, f.kind, 'dtype' in f ? f.dtype : '']), [['u', 'scalar', 'uint32'], ['ul', 'array', 'uint32']]);
+    const wrong: number[] = [];
+    for (const i of range(UINT32_ROWS)) {
+      const s = await ds.get(i);
+      if (one(s, 'u') !== u32(i) || list(s, 'ul').join() !== [u32(i), (u32(i) ^ 1) >>> 0].join()) wrong.push(i);
+    }
+    assert.deepEqual(wrong.length, 0, `${wrong.length} rows read wrong, from row ${wrong[0]}`);
+    // A copy as a reader worker opens it, rows across row groups in a shuffled order.
+    const again = await openParquet(specOf(ds)!.options as never);
+    for (const i of range(200).map((j) => (j * 2063) % UINT32_ROWS)) assert.equal(one(await again.get(i), 'u'), u32(i), `row ${i}`);
+    ds.close();
+    again.close();
+  });
+
+  it('reads INT32 and INT64 extremes that DuckDB delta-encodes with deltas across their whole range, and refuses UINT64 at open', async () => {
+    await assert.rejects(sources.parquet(fixture('int-edges-delta.parquet')), (e: any) => e.code === 'ERR_INVALID_DATASET' && e.message.includes('"u64"') && e.message.includes('UINT_64'));
+    const ds = await sources.parquet(fixture('int-edges-delta.parquet'), { columns: ['e32', 'e64'] });
+    assert.equal(ds.length, EDGE_ROWS);
+    for (const i of range(EDGE_ROWS)) {
+      const s = await ds.get(i);
+      assert.equal(one(s, 'e32'), e32(i), `e32 row ${i}`);
+      assert.equal(one(s, 'e64'), e64(i), `e64 row ${i}`);
+    }
+    ds.close();
+  });
+
   for (const name of CODEC_FILES) {
     it(`reads every value of ${name} (DuckDB)`, () => checkTable(fixture(name)));
   }

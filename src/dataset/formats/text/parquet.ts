@@ -12,9 +12,10 @@
 
 import { partAt } from '../part-index.js';
 import { resolve } from 'node:path';
-import { type AsyncBuffer, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
+import { type AsyncBuffer, type ColumnMetaData, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
 import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show, unsupportedCodec } from '../../../errors.js';
 import { PARQUET_CODECS, PARQUET_READABLE } from '../codecs.js';
+import { type FlippedRows, flippedRows, mayNeedCorrection, unflip } from './parquet-delta.js';
 import type { DType } from '../../../tensor/dtype.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
@@ -61,6 +62,8 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
   #last: RowGroupRows | undefined;
   #decodedGroups = 0;
   readonly #lengths = new Map<string, Promise<Uint32Array>>();
+  /** Per row group and column (`k/c`), the rows hyparquet misread (NOTE [hyparquet's 32-bit first value]). */
+  readonly #flips = new Map<string, FlippedRows[]>();
 
   constructor(spec: ParquetSpec, metadata: FileMetaData) {
     this.#spec = spec;
@@ -149,9 +152,39 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
     }
   }
 
-  #readGroup(k: number): Promise<unknown[][]> {
+  async #readGroup(k: number): Promise<unknown[][]> {
     this.#decodedGroups++;
-    return this.#readRows(this.#spec.kinds.map((c) => c.name), this.#starts[k]!, this.#starts[k + 1]!);
+    const rows = await this.#readRows(this.#spec.kinds.map((c) => c.name), this.#starts[k]!, this.#starts[k + 1]!);
+    this.#correct(k, rows);
+    return rows;
+  }
+
+  /**
+   * Put back bit 31 of the uint32 values hyparquet misread in row group `k` (NOTE [hyparquet's
+   * 32-bit first value]). Only values: `countLengths` reads lengths, which the misread leaves alone.
+   */
+  #correct(k: number, rows: unknown[][]): void {
+    this.#spec.kinds.forEach((kind, c) => {
+      if (kind.kind === 'text' || kind.dtype !== 'uint32') return;
+      const chunk = this.#metadata.row_groups[k]!.columns.find((ch) => ch.meta_data?.path_in_schema[0] === kind.name)?.meta_data;
+      if (!mayNeedCorrection(chunk)) return;
+      const key = `${k}/${c}`;
+      let flips = this.#flips.get(key);
+      if (flips === undefined) this.#flips.set(key, (flips = this.#findFlips(k, chunk!)));
+      for (const { start, end } of flips) for (let r = start; r < end && r < rows.length; r++) rows[r]![c] = unflip(rows[r]![c]);
+    });
+  }
+
+  #findFlips(k: number, chunk: ColumnMetaData): FlippedRows[] {
+    const start = Number(chunk.dictionary_page_offset || chunk.data_page_offset);
+    const length = Math.min(Number(chunk.total_compressed_size), this.#spec.fileSize - start);
+    this.#file ??= PositionedFile.openSized(this.path, this.#spec.fileSize);
+    const bytes = this.#file.read(start, length, `row group ${k} column ${show(chunk.path_in_schema.join('.'))}`);
+    try {
+      return flippedRows(bytes, chunk, this.#metadata.schema, PARQUET_CODECS, this.#starts[k + 1]! - this.#starts[k]!);
+    } catch (cause) {
+      throw badFile(this.path, start, `row group ${k} column ${show(chunk.path_in_schema.join('.'))}: ${(cause as Error).message}`);
+    }
   }
 
   #readRows(columns: string[], rowStart: number, rowEnd: number): Promise<unknown[][]> {
