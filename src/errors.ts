@@ -192,6 +192,14 @@ export function unsupportedCodec(path: string, column: string, codec: string, re
   return new LoaderError('ERR_INVALID_DATASET', `${path}: column ${show(column)} is compressed with ${codec}, which Stoker does not decompress (it reads ${readable.join(', ')}). ${fix}`);
 }
 
+/** A `tokenizer` (option `knob`) given to a source whose selected columns hold no text: it would be silently unused. */
+export function tokenizerUnused(knob: string, path: string, columns: string): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_OPTION',
+    `\`${knob}\` is given, but no selected column of ${path} is a string column, so nothing would be tokenized (its columns: ${columns}). Select a string column with \`columns\`, or drop \`${knob}\``,
+  );
+}
+
 /** A file that holds nothing to load: `what` says what it lacks (`rows`, `records (no non-blank lines)`). */
 export function emptyFile(path: string, what: string): LoaderError {
   return new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no ${what}`);

@@ -3,8 +3,8 @@
 // its rule — uint32 columns DuckDB delta-encodes from 2³¹ up (which hyparquet alone reads 2³¹ off),
 // INT32/INT64 extremes in the same encoding, every codec DuckDB writes in data pages v1 and v2,
 // Polars' ZSTD and LZ4, and the legacy LZ4 codec of parquet-mr and older parquet-cpp — and through
-// reader workers. A codec Stoker cannot decompress is refused at open with the file, the column,
-// the codec and the fix.
+// reader workers. A codec Stoker cannot decompress, and a tokenizer with no string column to use
+// it, are refused at open with the file, the column and the fix.
 
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -17,8 +17,10 @@ import { specOf } from '../../src/dataset/source-spec.js';
 import { DataLoader, type Tensor, sources } from '../../src/index.js';
 import { HANG_MS, TEST_MS, collect, range, sorted, tempDir, within } from '../fixtures.js';
 import { CODECS, EDGE_ROWS, LEGACY_LZ4, TABLE_ROWS, UINT32_ROWS, e32, e64, tableRow, u32 } from '../fixtures/reference/reference-rules.mjs';
+import { TOKENIZER } from './text-targets.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/reference/parquet/${name}`, import.meta.url));
+const SMALL = fileURLToPath(new URL('../fixtures/text/small.parquet', import.meta.url));
 const CODEC_FILES = CODECS.flatMap((c) => [`codec-${c}-v1.parquet`, `codec-${c}-v2.parquet`]);
 
 type Sample = Record<string, Tensor | Int32Array>;
@@ -127,6 +129,17 @@ describe('sources.parquet reads what DuckDB and Polars write', () => {
       e.code === 'ERR_INVALID_DATASET' && e.message.includes(path) && e.message.includes('"a"') && e.message.includes('LZO') && e.message.includes('ZSTD') && e.message.includes('columns'));
     const ds = await sources.parquet(path, { columns: ['b'] });
     assert.deepEqual(await Promise.all(range(3).map(async (i) => one(await ds.get(i), 'b'))), [4, 5, 6], 'the other columns stay readable');
+    ds.close();
+  });
+
+  it('refuses a tokenizer when no selected column is a string column, naming the option and the columns', async () => {
+    const tokenizer = { path: TOKENIZER };
+    await assert.rejects(sources.parquet(fixture('codec-zstd-v1.parquet'), { tokenizer }), (e: any) =>
+      e.code === 'ERR_INVALID_OPTION' && e.message.includes('`tokenizer`') && e.message.includes('"id" (int64)') && e.message.includes('"ids" (list<int32>)'));
+    await assert.rejects(sources.parquet(SMALL, { columns: ['id', 'x'], tokenizer }), (e: any) =>
+      e.code === 'ERR_INVALID_OPTION' && e.message.includes('"text" (string)') && e.message.includes('columns'));
+    const ds = await sources.parquet(SMALL, { columns: ['id', 'text'], tokenizer });
+    assert.deepEqual(ds.ragged, ['text']);
     ds.close();
   });
 });

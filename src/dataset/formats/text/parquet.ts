@@ -7,13 +7,14 @@
 // use a loader cache). Columns: integers and floats become scalars of their dtype, list<number>
 // ragged fields, strings token ids through a tokenizer.json (or a typed error pointing at
 // `tokenizer`). Pages of every codec DuckDB, Polars and pyarrow write are read (codecs.ts); a
-// column stored with one Stoker cannot decompress (LZO) is refused at open. The rule: the file must
-// not change while a loader reads it; each open checks its size against the one seen first.
+// column stored with one Stoker cannot decompress (LZO) is refused at open, and so is a `tokenizer`
+// with no string column to use it. The rule: the file must not change while a loader reads it;
+// each open checks its size against the one seen first.
 
 import { partAt } from '../part-index.js';
 import { resolve } from 'node:path';
 import { type AsyncBuffer, type ColumnMetaData, type FileMetaData, type SchemaTree, parquetMetadataAsync, parquetRead, parquetSchema } from 'hyparquet';
-import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show, unsupportedCodec } from '../../../errors.js';
+import { LoaderError, badFile, emptyFile, indexOutOfRange, invalidDatasetError, invalidOption, invalidSourcePath, notRaggedField, show, tokenizerUnused, unsupportedCodec } from '../../../errors.js';
 import { PARQUET_CODECS, PARQUET_READABLE } from '../codecs.js';
 import { type FlippedRows, flippedRows, mayNeedCorrection, unflip } from './parquet-delta.js';
 import type { DType } from '../../../tensor/dtype.js';
@@ -300,6 +301,16 @@ function columnKind(path: string, t: SchemaTree, tokenizer: ResolvedTokenizer | 
   return list ? { kind: 'array', name, dtype: k as DType, rest: [] } : { kind: 'scalar', name, dtype: k as DType };
 }
 
+/** A column's kind in words, for messages: its dtype, list<dtype>, string, or why it is not read. */
+function columnSummary(t: SchemaTree, tokenizer: ResolvedTokenizer): string {
+  try {
+    const k = columnKind('', t, tokenizer);
+    return k.kind === 'text' ? 'string' : k.kind === 'array' ? `list<${k.dtype}>` : k.dtype;
+  } catch {
+    return 'not readable';
+  }
+}
+
 /** The codec of a chunk of column `name` that Stoker cannot decompress, if any. */
 function unreadableCodec(metadata: FileMetaData, name: string): string | undefined {
   for (const g of metadata.row_groups) {
@@ -345,6 +356,9 @@ export async function parquetSource(path: string, options: ParquetOptions = {}):
   const missing = names.filter((n) => !byName.has(n));
   if (missing.length > 0) throw invalidOption('columns', `names of columns in ${path}`, columns, `Not found: ${missing.map(show).join(', ')}. The file holds ${[...byName.keys()].map(show).join(', ')}`);
   const kinds = names.map((n) => columnKind(abs, byName.get(n)!, tokenizer));
+  if (tokenizer !== undefined && !kinds.some((k) => k.kind === 'text')) {
+    throw tokenizerUnused('tokenizer', abs, schema.children.map((c) => `${show(c.element.name)} (${columnSummary(c, tokenizer)})`).join(', '));
+  }
   checkCodecs(abs, metadata, names);
   const ds = new ParquetSource({ path: abs, fileSize: file.size, kinds, tokenizer }, metadata);
   if (ds.length === 0) throw emptyFile(path, 'rows');
