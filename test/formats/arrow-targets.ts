@@ -12,6 +12,7 @@ import { RecordBatch as FbRecordBatch } from 'apache-arrow/fb/record-batch';
 import { ByteBuffer } from 'flatbuffers';
 import type { Tensor } from '../../src/index.js';
 import { type ArrowSource, arrowSource, openArrow } from '../../src/dataset/formats/arrow/arrow.js';
+import { arrowRaggedSource } from '../../src/dataset/formats/arrow/arrow-ragged.js';
 import { kSourceSpec } from '../../src/dataset/source-spec.js';
 
 export interface RowOptions {
@@ -144,6 +145,19 @@ export async function readAllReopened(path: string): Promise<void> {
   const rows = openArrow(spec);
   const ids = Array.from({ length: rows.length }, (_, i) => i);
   await readBothWays(rows, openArrow({ ...spec, rowTable: undefined }), batchesOf(ids, 4));
+}
+
+/**
+ * Fuzz target for the Polars files of test/fixtures/reference/arrow: the numeric columns both ways
+ * (a compressed record batch is read whole either way), then the string and list columns as ragged
+ * fields, every row.
+ */
+export async function readPolars(path: string): Promise<void> {
+  const columns = ['id', 'x', 'u'];
+  const rows = arrowSource(path, { columns, cacheBatches: 2 });
+  await readBothWays(rows, arrowSource(path, { columns, cacheBatches: 2, rowReads: false }), batchesOf(scrambled(rows.length), 7));
+  const ragged = arrowRaggedSource(path, { columns: [], ragged: { s: 'values', ids: 'values' } });
+  for (let i = 0; i < ragged.length; i++) await ragged.get(i);
 }
 
 /** A decoder module as a data: URL (no file to write): the byte count and the first byte, as int32. */

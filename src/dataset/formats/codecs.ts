@@ -49,8 +49,12 @@ export const PARQUET_CODECS: Readonly<Record<'GZIP' | 'BROTLI' | 'ZSTD' | 'LZ4' 
 /** Every Parquet codec Stoker reads. The format also names LZO, which no maintained reader decodes. */
 export const PARQUET_READABLE: readonly string[] = ['UNCOMPRESSED', 'SNAPPY', ...Object.keys(PARQUET_CODECS)];
 
-/** Arrow IPC's two body codecs (BodyCompression.codec: 0 LZ4_FRAME, 1 ZSTD). */
-export const ARROW_CODECS: readonly { readonly name: string; readonly decompress: Decompress }[] = [
-  { name: 'LZ4_FRAME', decompress: (input, size) => lz4Frames(input, new Uint8Array(size)) },
-  { name: 'ZSTD', decompress: zstd },
+/**
+ * Arrow IPC's two body codecs (BodyCompression.codec: 0 LZ4_FRAME, 1 ZSTD), each with the most
+ * bytes `n` compressed bytes can stand for, so that a forged length is refused before it is
+ * allocated: an LZ4 sequence adds at most 255 bytes per input byte, a ZSTD RLE block 128 KiB per 4.
+ */
+export const ARROW_CODECS: readonly { readonly name: string; readonly decompress: Decompress; readonly most: (n: number) => number }[] = [
+  { name: 'LZ4_FRAME', decompress: (input, size) => lz4Frames(input, new Uint8Array(size)), most: (n) => 255 * n + 64 },
+  { name: 'ZSTD', decompress: zstd, most: (n) => 32768 * n + 131072 },
 ];

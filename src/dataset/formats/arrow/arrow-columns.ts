@@ -402,7 +402,7 @@ export function nullRow(w: Where): LoaderError {
 }
 
 /** The bytes of element `i` of binary-like `d`, or null when it is null. */
-function bytesAt(kind: BytesKind, d: Data, i: number, w: Where): Uint8Array | null {
+export function bytesAt(kind: BytesKind, d: Data, i: number, w: Where): Uint8Array | null {
   const bitmap = d.nullBitmap;
   if (bitmap !== undefined && bitmap !== null && bitmap.length > 0) {
     const bit = d.offset + i;

@@ -15,6 +15,7 @@
 
 import { type DataType, type Field, Message, MessageHeader, RecordBatch, RecordBatchReader, type Schema, Type } from 'apache-arrow';
 import { Footer } from 'apache-arrow/ipc/metadata/file';
+import type { RecordBatch as RecordBatchHeader } from 'apache-arrow/ipc/metadata/message';
 import { Message as FbMessage } from 'apache-arrow/fb/message';
 import { Schema as FbSchema } from 'apache-arrow/fb/schema';
 import type { Field as FbField } from 'apache-arrow/fb/field';
@@ -24,6 +25,7 @@ import { Footer as FbFooter } from 'apache-arrow/fb/footer';
 import { ByteBuffer } from 'flatbuffers';
 import { badFile, describeCause } from '../../../errors.js';
 import type { PositionedFile } from '../file.js';
+import { type BodyCompression, compressionProblem, decompressBatch } from './arrow-compression.js';
 
 /** Where the record batches of one file are: structured-cloneable, so reader workers skip the scan. */
 export interface ArrowIndex {
@@ -55,6 +57,8 @@ export interface BatchHeaders {
   readonly nodes: readonly Float64Array[];
   readonly buffers: readonly Float64Array[];
   readonly variadic: readonly (readonly number[])[];
+  /** Whether each record batch's body is compressed (its buffer table then locates compressed bytes). */
+  readonly compressed: readonly boolean[];
 }
 
 const MAGIC = 'ARROW1';
@@ -181,6 +185,7 @@ class Batches implements BatchHeaders {
   readonly nodes: Float64Array[] = [];
   readonly buffers: Float64Array[] = [];
   readonly variadic: number[][] = [];
+  readonly compressed: boolean[] = [];
   #total = 0;
 
   get count(): number {
@@ -198,6 +203,7 @@ class Batches implements BatchHeaders {
     this.nodes.push(Float64Array.from(h.nodes.flatMap((n) => [n.length, n.nullCount])));
     this.buffers.push(Float64Array.from(h.buffers.flatMap((b) => [b.offset, b.length])));
     this.variadic.push([...h.variadicBufferCounts]);
+    this.compressed.push(h.compression !== null && h.compression !== undefined);
   }
 
   index(format: 'file' | 'stream', fileSize: number, schemaMessage: Uint8Array, replaced: number[]): ArrowIndex {
@@ -336,7 +342,7 @@ interface BatchHeader {
   readonly length: number;
   readonly nodes: readonly { readonly length: number; readonly nullCount: number }[];
   readonly buffers: readonly { readonly offset: number; readonly length: number }[];
-  readonly compression: unknown;
+  readonly compression: BodyCompression | null | undefined;
   readonly variadicBufferCounts: readonly number[];
 }
 
@@ -344,18 +350,19 @@ interface BatchHeader {
  * Check a record batch's header against its body and the schema, and return it. What apache-arrow
  * would otherwise trust: the row count, each field node's length and null count (a null count of
  * -1 makes it count bits over the claimed length), each buffer's range in the body, and the
- * variadic buffer counts of view columns (it allocates an array of that many).
+ * variadic buffer counts of view columns (it allocates an array of that many). A compressed body
+ * is checked again once decompressed (decodeRecordBatch), the row count against it then.
  */
 function recordBatchHeader(path: string, m: MessageAt, k: number, schema: Schema): BatchHeader {
   const what = `record batch ${k}`;
   const h = decodeHeader(path, m, what) as BatchHeader;
-  if (h.compression !== null && h.compression !== undefined) {
-    throw badFile(path, m.offset, `${what} is compressed (LZ4/ZSTD buffers), which Stoker does not read`, 'Rewrite the file uncompressed (pyarrow: compression=None)');
-  }
+  const compressed = h.compression !== null && h.compression !== undefined;
+  const problem = compressed ? compressionProblem(h.compression!) : undefined;
+  if (problem !== undefined) throw badFile(path, m.offset, `${what}: ${problem}`);
   const rows = h.length;
   if (!Number.isSafeInteger(rows) || rows < 0 || rows > MAX_ROWS) throw badFile(path, m.offset, `${what} claims ${rows} rows; expected an integer in [0, ${MAX_ROWS}]`);
   // Every column that holds data needs at least one bit per row: a row count beyond that is forged.
-  if (rows > m.bodyLength * 8 && schema.fields.some((f) => holdsBits(f.type))) {
+  if (!compressed && rows > m.bodyLength * 8 && schema.fields.some((f) => holdsBits(f.type))) {
     throw badFile(path, m.offset, `${what} claims ${rows} rows but its body holds only ${m.bodyLength} bytes`);
   }
   const expected = schema.fields.reduce((n, f) => n + nodeCount(f.type), 0);
@@ -412,12 +419,21 @@ export function decodeRecordBatch(path: string, bytes: Uint8Array, schemaLength:
     throw badFile(path, offset, `${what} is not where the file's index put it (did the file change?)`);
   }
   const m = parseMessage(path, offset, prefix, msg.subarray(prefix, prefix + metaLength), what);
-  if (m.end - offset !== index.lengths[k] || m.message.headerType !== MessageHeader.RecordBatch || recordBatchHeader(path, m, k, schema).length !== index.rows[k]) {
-    throw badFile(path, offset, `${what} is not the record batch the file's index found there (did the file change?)`);
+  const changed = () => badFile(path, offset, `${what} is not the record batch the file's index found there (did the file change?)`);
+  if (m.end - offset !== index.lengths[k] || m.message.headerType !== MessageHeader.RecordBatch) throw changed();
+  const h = recordBatchHeader(path, m, k, schema);
+  if (h.length !== index.rows[k]) throw changed();
+  let stream = bytes;
+  if (h.compression !== null && h.compression !== undefined) {
+    // Decompressed into the message it stands for, which is checked as an uncompressed one is.
+    stream = decompressBatch(path, offset, what, h as unknown as RecordBatchHeader, msg.subarray(m.metaLength), bytes.subarray(0, schemaLength));
+    const plain = stream.subarray(schemaLength);
+    const p = parseMessage(path, offset, 8, plain.subarray(8, 8 + int32(plain.subarray(4))), what);
+    if (recordBatchHeader(path, p, k, schema).length !== index.rows[k]) throw changed();
   }
   let batch: RecordBatch | undefined;
   try {
-    const reader = RecordBatchReader.from(bytes);
+    const reader = RecordBatchReader.from(stream);
     const next = reader.next();
     batch = next.done === true ? undefined : (next.value as RecordBatch);
   } catch (cause) {

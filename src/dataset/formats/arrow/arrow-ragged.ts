@@ -1,7 +1,8 @@
-// `sources.arrow(path, { ragged })`: Arrow string, large-string, binary and (large) list columns as
-// ragged fields of a per-sample dataset. `ragged: { text: { tokenizer }, ids: 'values', raw:
-// 'values' }`: a string column tokenized (int32 ids), a list<number> column's values (its dtype), a
-// string or binary column's bytes (uint8, UTF-8 for strings). The other selected columns are read
+// `sources.arrow(path, { ragged })`: Arrow string, large-string, binary, view (Utf8View and
+// BinaryView, as Polars writes strings) and (large) list columns as ragged fields of a per-sample
+// dataset. `ragged: { text: { tokenizer }, ids: 'values', raw: 'values' }`: a string column
+// tokenized (int32 ids), a list<number> column's values (its dtype), a string or binary column's
+// bytes (uint8, UTF-8 for strings). The other selected columns are read
 // by the ordinary Arrow source (row reads, decoders) one row at a time; the ragged ones from the
 // record batch that holds the row, decoded with apache-arrow, the last one kept per reader (rows
 // in order, or shuffled within record batches, decode each record batch once). The rule: every
@@ -18,6 +19,7 @@ import type { Dataset } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec, specOf } from '../../source-spec.js';
 import { type ArrowOptions, type ArrowSource, arrowSource, openArrow } from './arrow.js';
 import { type ArrowIndex, buildIndex, decodeRecordBatch } from './arrow-index.js';
+import { bytesAt } from './arrow-columns.js';
 import { PositionedFile } from '../file.js';
 import { stampOf } from '../tar/tar-index.js';
 import { type CountsLengths, lengthsField, memoLengths, textLengths } from '../text/text-lengths.js';
@@ -31,10 +33,11 @@ export interface ArrowRaggedOptions extends ArrowOptions {
   readonly ragged: { readonly [column: string]: ArrowRaggedField };
 }
 
+/** `view`: a Utf8View / BinaryView column (Polars' strings), whose rows are 16-byte views, not offsets. */
 type Plan =
-  | { readonly name: string; readonly field: number; readonly how: 'bytes'; readonly large: boolean }
+  | { readonly name: string; readonly field: number; readonly how: 'bytes'; readonly large: boolean; readonly view: boolean }
   | { readonly name: string; readonly field: number; readonly how: 'list'; readonly large: boolean; readonly dtype: DType }
-  | { readonly name: string; readonly field: number; readonly how: 'tokens'; readonly large: boolean; readonly tokenizer: ResolvedTokenizer };
+  | { readonly name: string; readonly field: number; readonly how: 'tokens'; readonly large: boolean; readonly view: boolean; readonly tokenizer: ResolvedTokenizer };
 
 /** Internal: what reader workers receive. */
 export interface ArrowRaggedSpec {
@@ -129,6 +132,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
       const d = this.#batch(k).data.children[p.field]!;
       const r = i - this.#starts[k]!;
       if (p.how === 'tokens') out[i] = (this.#value(p, d, r, i) as Int32Array).length;
+      else if (p.how === 'bytes' && p.view) out[i] = this.#viewBytes(p, d, r, i).length;
       else {
         const [begin, stop] = this.#range(p, d, r, i);
         out[i] = stop - begin;
@@ -160,16 +164,29 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
     return [begin, end];
   }
 
+  /** Row r's bytes in a view column, checked as the ordinary source checks them (arrow-columns' bytesAt). */
+  #viewBytes(p: Plan, d: Data, r: number, row: number): Uint8Array {
+    const b = bytesAt('view', d, r, { path: this.path, offset: this.#spec.index.offsets[this.#batchOf(row)]!, column: p.name, row });
+    if (b === null) throw this.#bad(p, row, 'is null; a ragged field needs a value in every row');
+    return b;
+  }
+
   #value(p: Plan, d: Data, r: number, row: number): Tensor | Int32Array | Uint8Array {
-    const [begin, end] = this.#range(p, d, r, row);
     if (p.how === 'list') {
+      const [begin, end] = this.#range(p, d, r, row);
       const child = d.children[0]!;
       const values = child.values as Storage;
       const out = allocStorage(p.dtype, end - begin);
       out.set(values.subarray(child.offset + begin, child.offset + end) as never);
       return trustedTensor(p.dtype, out, [end - begin]);
     }
-    const slice = (d.values as Uint8Array).slice(begin, end);
+    let slice: Uint8Array;
+    if (p.view) {
+      slice = this.#viewBytes(p, d, r, row).slice();
+    } else {
+      const [begin, end] = this.#range(p, d, r, row);
+      slice = (d.values as Uint8Array).slice(begin, end);
+    }
     if (p.how === 'bytes') return slice;
     let text: string;
     try {
@@ -247,11 +264,12 @@ function planRagged(path: string, schema: Schema, names: readonly string[], name
   const field = names.indexOf(name);
   if (field < 0) throw invalidOption(`ragged.${name}`, `a column of ${path}`, name, `Its columns are ${names.map(show).join(', ')}`);
   const type = schema.fields[field]!.type;
-  const text = DataType.isUtf8(type) || DataType.isLargeUtf8(type);
-  const bytes = text || DataType.isBinary(type) || DataType.isLargeBinary(type);
+  const view = DataType.isUtf8View(type) || DataType.isBinaryView(type);
+  const text = DataType.isUtf8(type) || DataType.isLargeUtf8(type) || DataType.isUtf8View(type);
+  const bytes = text || view || DataType.isBinary(type) || DataType.isLargeBinary(type);
   const large = DataType.isLargeUtf8(type) || DataType.isLargeBinary(type) || DataType.isLargeList(type);
   if (how === 'values') {
-    if (bytes) return { name, field, how: 'bytes', large };
+    if (bytes) return { name, field, how: 'bytes', large, view };
     if (DataType.isList(type) || DataType.isLargeList(type)) {
       const child = type.children[0]!.type;
       const dtype = DataType.isInt(child) ? intDtype(child.bitWidth, child.isSigned) : DataType.isFloat(child) ? FLOATS[child.precision] : undefined;
@@ -262,7 +280,7 @@ function planRagged(path: string, schema: Schema, names: readonly string[], name
   }
   if (how === null || typeof how !== 'object' || !('tokenizer' in how)) throw invalidOption(`ragged.${name}`, "'values' or { tokenizer: { path: 'tokenizer.json' } }", how);
   if (!text) throw invalidOption(`ragged.${name}`, 'a string column to tokenize', String(type), "Use 'values' for lists and binary columns");
-  return { name, field, how: 'tokens', large, tokenizer: resolveTokenizer(how.tokenizer, `ragged.${name}.tokenizer`) };
+  return { name, field, how: 'tokens', large, view, tokenizer: resolveTokenizer(how.tokenizer, `ragged.${name}.tokenizer`) };
 }
 
 function intDtype(bits: number, signed: boolean): DType | undefined {

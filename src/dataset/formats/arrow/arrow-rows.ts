@@ -81,7 +81,8 @@ export function buildRowTable(schema: Schema, plans: readonly ColumnPlan[], head
     const fields = layouts.get(key);
     if (fields === undefined) return undefined;
     const table = { nodes: headers.nodes[k]!, buffers: headers.buffers[k]! };
-    direct[k] = plans.every((p, c) => fill(p, fields[p.field]!, table, slots[c]!, k * nodes[c]! * SLOTS)) ? 1 : 0;
+    // A compressed record batch's rows have no place in the file: it is read whole and decompressed.
+    direct[k] = !headers.compressed[k] && plans.every((p, c) => fill(p, fields[p.field]!, table, slots[c]!, k * nodes[c]! * SLOTS)) ? 1 : 0;
   }
   return { nodes, slots, direct };
 }

@@ -3,10 +3,11 @@
 // buffer tables included. A batch of sample ids then reads, in each record batch that holds some of
 // them, only those rows, at their offsets in the column buffers (arrow-rows.ts): shuffled ids touch
 // most record batches in every batch of ids, and decoding each of them whole for a few rows costs
-// the file many times over per epoch. Record batches the row path cannot read (view columns, a
-// layout apache-arrow would refuse) are read whole with one positioned read, decoded with
-// apache-arrow, and kept in an LRU bounded in bytes. Batches with decoder columns are async. The
-// rule: the file must not change while a loader reads it (a reopen that finds another size is
+// the file many times over per epoch. Record batches the row path cannot read (view columns,
+// compressed bodies — LZ4 frames or ZSTD, as Polars writes them — a layout apache-arrow would
+// refuse) are read whole with one positioned read, decompressed (arrow-compression.ts), decoded
+// with apache-arrow, and kept in an LRU bounded in bytes. Batches with decoder columns are async.
+// The rule: the file must not change while a loader reads it (a reopen that finds another size is
 // refused; rows are read at the offsets found at open).
 //
 // Image columns are decoded in this thread or in child processes (`decode`; image-decoding.ts):
@@ -65,9 +66,10 @@ export interface ArrowOptions {
    * the file many times over per epoch once it is larger than the cache (measured, one thread:
    * 50 MB in 100 record batches, a shuffled epoch in batches of 256 ids takes 9.5 s decoding whole
    * record batches with 16 MiB of cache, 0.7 s reading rows). Record batches whose layout row reads
-   * cannot read (view columns, unions before a selected column, a buffer apache-arrow would refuse)
-   * are decoded whole. `false` decodes every record batch whole and keeps it in the cache: faster
-   * (0.23 s there) only when the file fits `cacheBytes` in every reader thread.
+   * cannot read (view columns, compressed bodies, unions before a selected column, a buffer
+   * apache-arrow would refuse) are decoded whole. `false` decodes every record batch whole and
+   * keeps it in the cache: faster (0.23 s there) only when the file fits `cacheBytes` in every
+   * reader thread.
    */
   readonly rowReads?: boolean;
   /**
