@@ -7,7 +7,7 @@
 //
 // Why not hyparquet-compressors (the add-on made for hyparquet): measured on the 2-core VM over the
 // pages of one 23 MB table (bench/parquet-codecs.ts has the end-to-end figures), its pure-JavaScript
-// GZIP and BROTLI decode at a quarter and a third of the speed of Node's zlib, its ZSTD is fzstd
+// GZIP and BROTLI decode at a quarter to a third of the speed of Node's zlib, its ZSTD is fzstd
 // (used here directly), and its LZ4 has no frame decoder (Arrow needs one) and leaves the rest of
 // the output zero when a page decompresses short.
 
