@@ -136,7 +136,10 @@ export class ReaderPool implements Fetcher {
    * cancelled read's slot comes back only once its worker lets go of the chunk, which on a loaded
    * machine can be after the next epoch has started; a fetch that finds no free slot with the ring
    * at its bound waits for one instead of allocating another, so abandoning epoch after epoch never
-   * grows staging memory.
+   * grows staging memory. The wait is for a slot's chunks to settle (a worker answers every chunk, or
+   * dies and is settled for it) and for the device to stop reading it (`done`, called once its copy
+   * is done without waiting for another upload: NOTE [Follow-ups run without a next call],
+   * stream-memory.ts); each happens in finite time, so the wait ends.
    */
   set ringLimit(slots: number) {
     this.#limit = Math.max(1, slots);
