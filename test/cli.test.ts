@@ -17,7 +17,7 @@ import { newEpochStats } from '../src/pipeline/stats.js';
 import { epochFigures, int } from '../src/report/figures.js';
 import { type BenchReport, compact, renderBenchReport } from '../src/report/html.js';
 import { niceTicks } from '../src/report/svg.js';
-import { CHILD_MS } from './fixtures.js';
+import { CHILD_MS, within } from './fixtures.js';
 
 const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -123,6 +123,22 @@ describe('stoker: help and version', () => {
     for (const o of ['--scenarios', '--report', '--step-ms', '--json']) assert.ok(bench.stdout.includes(o), `bench --help lists ${o}`);
     assert.match(inspect.stdout, /Usage: stoker inspect \[options\] <path>/);
     assert.equal(version.stdout.trim(), VERSION);
+  });
+});
+
+describe('stoker: a reader that stops early', () => {
+  // NOTE: waits for the child to exit, at most CHILD_MS.
+  it('ends quietly with code 0 when its stdout pipe is closed (`stoker --help | head`), as Unix tools do', async () => {
+    for (const args of [['--help'], ['inspect', '--help']]) {
+      const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, CI: '1', NODE_ENV: 'test' } });
+      // The read end closes before the child writes (it takes far longer to start): its write meets EPIPE.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await within(CHILD_MS, `stoker ${args.join(' ')} exiting`, new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))));
+      assert.equal(stderr, '', `nothing on stderr for ${args.join(' ')}`);
+      assert.equal(code, 0);
+    }
   });
 });
 
