@@ -155,6 +155,21 @@ describe('stoker demo', () => {
     assert.equal(existsSync(dir), false, 'the temp folder is removed');
   });
 
+  it('without TensorFlow.js (an optional peer) says so before it writes anything', async () => {
+    const dir = mkdtempSync(join(scratch, 'no-tfjs-'));
+    const r = await new Promise<Run>((resolve, reject) => {
+      const args = ['--import', fileURLToPath(new URL('./fixtures/no-tfjs.mjs', import.meta.url)), BIN, 'demo', '--dir', dir, '--samples', '40', '--batch-size', '20', '--epochs', '1'];
+      execFile(process.execPath, args, { timeout: CHILD_MS, env: { ...process.env, CI: '1', NODE_ENV: 'test' } }, (error, stdout, stderr) => {
+        if (error !== null && (error as { killed?: boolean }).killed) reject(new Error(`stoker demo did not finish within ${CHILD_MS} ms (hang)`));
+        else resolve({ code: error === null ? 0 : Number((error as { code?: unknown }).code), stdout, stderr });
+      });
+    });
+    assert.equal(r.code, 1);
+    assertOneLine(r.stderr, /^stoker demo: training needs TensorFlow\.js, .*npm install @tensorflow\/tfjs/);
+    assert.deepEqual(readdirSync(dir), [], 'no file written');
+    assert.equal(r.stdout, '');
+  });
+
   it('says it is writing the images, and where, before it writes them, then says when it is done', async () => {
     // Read the child's stdout as it comes: the announcement must arrive before the done line, so a log
     // shows what the demo is doing during the write (5 000 files by default) instead of looking hung.
