@@ -1,4 +1,5 @@
-// The package as a dependent gets it: `npm pack` (which builds dist/ through prepack), a fresh
+// The package as a dependent gets it: `npm pack` of a copy of the checkout (which builds dist/ there
+// through prepack; the working tree's dist/ is never touched), a fresh
 // project that installs the tarball, then what a dependent does with it — import it, require it,
 // type-check against it without tfjs, run an epoch, run the `stoker` command, find the PTX kernels —
 // and publint and arethetypeswrong on the tarball. The rule: this needs npm and the registry, or a
@@ -6,10 +7,10 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, statSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { list } from 'tar';
@@ -64,17 +65,33 @@ function npy(rows: number, cols: number): Buffer {
   return Buffer.concat([preamble, Buffer.from(header, 'latin1'), Buffer.from(new Float32Array(rows * cols).buffer)]);
 }
 
+/** The working tree's dist/: absent, or its entry's size and modification time. */
+function distState(): string {
+  const entry = join(ROOT, 'dist', 'index.js');
+  if (!existsSync(entry)) return 'absent';
+  const st = statSync(entry);
+  return `${st.size} bytes, modified ${st.mtimeMs}`;
+}
+
 describe('the packed package, installed in a fresh project', () => {
   let work: string;
   let tarball: string;
   let app: string;
   let installed: string;
+  let distBefore: string;
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'stoker-package-'));
     const packs = join(work, 'pack');
     mkdirSync(packs);
-    await ok('npm', ['pack', '--pack-destination', packs, '--silent'], ROOT, 10 * MINUTE);
+    // Packed from a copy of the checkout: `prepack` rebuilds dist/ there, never in the working tree
+    // (a project that links this clone keeps its dist/ while the suite runs).
+    distBefore = distState();
+    const copy = join(work, 'checkout');
+    const skip = new Set(['node_modules', 'dist', '.git', '.gpu']);
+    cpSync(ROOT, copy, { recursive: true, filter: (from) => !skip.has(relative(ROOT, from).split(sep)[0]!) });
+    symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir');
+    await ok('npm', ['pack', '--pack-destination', packs, '--silent'], copy, 10 * MINUTE);
     const tgz = readdirSync(packs).filter((f) => f.endsWith('.tgz'));
     assert.equal(tgz.length, 1, `npm pack wrote one tarball, got [${tgz.join(', ')}]`);
     tarball = join(packs, tgz[0]!);
@@ -87,6 +104,10 @@ describe('the packed package, installed in a fresh project', () => {
 
   after(() => {
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
+  });
+
+  it("packing leaves the working tree's dist/ as it was", () => {
+    assert.equal(distState(), distBefore);
   });
 
   it('the tarball carries dist/ with its types, the PTX kernels, the launcher and the license, and no sources or source maps', async () => {
