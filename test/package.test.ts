@@ -99,7 +99,7 @@ describe('the packed package, installed in a fresh project', () => {
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'stoker-consumer', private: true, type: 'module' }));
     await ok('npm', ['install', tarball, `@types/node@${TYPES_NODE}`, '--prefer-offline', '--no-audit', '--no-fund'], app, 10 * MINUTE);
-    installed = join(app, 'node_modules', 'stoker');
+    installed = join(app, 'node_modules', 'stoker-ml');
   }, { timeout: 20 * MINUTE });
 
   after(() => {
@@ -121,7 +121,7 @@ describe('the packed package, installed in a fresh project', () => {
 
   it('an ES module imports it and runs one epoch of sources.arrays: every sample once', async () => {
     writeFileSync(join(app, 'epoch.mjs'), [
-      "import { DataLoader, sources, tensor } from 'stoker';",
+      "import { DataLoader, sources, tensor } from 'stoker-ml';",
       "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: Int32Array.from({ length: 10 }, (_, i) => i) }), { batchSize: 5, shuffle: true, seed: 7 });",
       'const ys = [];',
       "for await (const batch of loader.epoch(0)) { ys.push(...batch.get('y').data); batch.release(); }",
@@ -167,7 +167,7 @@ describe('the packed package, installed in a fresh project', () => {
   });
 
   it('a CommonJS file requires it (Node loads ES modules through require from 20.19)', { skip: (process.features as { require_module?: boolean }).require_module !== true && 'this Node cannot require ES modules' }, async () => {
-    writeFileSync(join(app, 'require.cjs'), "const { DataLoader, toTfDataset } = require('stoker');\nconsole.log(typeof DataLoader, typeof toTfDataset);\n");
+    writeFileSync(join(app, 'require.cjs'), "const { DataLoader, toTfDataset } = require('stoker-ml');\nconsole.log(typeof DataLoader, typeof toTfDataset);\n");
     const r = await ok(process.execPath, ['require.cjs'], app, 2 * MINUTE);
     assert.equal(r.stdout.trim(), 'function function');
   });
@@ -179,7 +179,7 @@ describe('the packed package, installed in a fresh project', () => {
       files: ['consumer.ts'],
     }));
     writeFileSync(join(app, 'consumer.ts'), [
-      "import { DataLoader, sources, tensor, toTfDataset, type AnyTensor, type Batch, type LoaderOptions, type TfNamespace } from 'stoker';",
+      "import { DataLoader, sources, tensor, toTfDataset, type AnyTensor, type Batch, type LoaderOptions, type TfNamespace } from 'stoker-ml';",
       'const options: LoaderOptions = { batchSize: 5 };',
       "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: new Int32Array(10) }), options);",
       'for await (const batch of loader.epoch(0)) {',
