@@ -4,7 +4,7 @@
 // distributed/shard-batches.ts). The rule: a position is always picks of the epoch's global order
 // consumed by all ranks together, so `loader.state()` and resume mean the same in both.
 
-import { resumeMismatchError } from '../errors.js';
+import { emptyDatasetError, resumeMismatchError } from '../errors.js';
 import type { World } from '../distributed/launch.js';
 import { type ShardMode, consumedPicks, sharePicks, shardPicks } from '../distributed/shard.js';
 import { batchAt, consumedBatchPicks, shardBatches, shareBatches } from '../distributed/shard-batches.js';
@@ -146,6 +146,10 @@ export class PackPlanner implements BatchPlanner {
   ) {
     this.state = { pack: settings };
     this.maxRows = common.batchSize * maxDocsPerWindow(lengths, settings);
+    // As flodl refuses an empty dataset at build: an epoch of no window would train on nothing.
+    if (lengths.every((n) => n === 0)) {
+      throw emptyDatasetError(`\`pack\`: all ${lengths.length} documents have 0 tokens, so no context window can be packed. Check the source's documents (or the \`lengths\` given), or drop \`pack\``);
+    }
     if (settings.mode === 'best-fit' && !settings.truncate) {
       // Found at create, not at the epoch that would meet the document.
       const long = lengths.findIndex((n) => n > settings.contextLength);
@@ -232,14 +236,14 @@ export function maxDocsPerWindow(lengths: Uint32Array, s: PackSettings): number 
 
 /**
  * The order positions a batch of windows reads, each once, in first-appearance order — the rows of
- * the batch. Empty pieces (zero-length documents) read nothing.
+ * the batch (at least one: a window holds at least one token, pack-plan.ts).
  */
 export function batchPositions(plan: PackPlan, firstWindow: number, count: number): number[] {
   const seen = new Set<number>();
   const out: number[] = [];
   for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) {
     const piece = plan.pieces[i]!;
-    if (piece.length === 0 || seen.has(piece.pick)) continue;
+    if (seen.has(piece.pick)) continue;
     seen.add(piece.pick);
     out.push(piece.pick);
   }
