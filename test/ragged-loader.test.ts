@@ -13,6 +13,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { BatchError, DataLoader, DeviceTensor, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { type RaggedOptions, docLength, openRagged } from './fixtures/ragged-source.js';
+import { tempDir } from './fixtures.js';
 import { allTokens, checkPadded, code, epochIds, hostBatch, ints, packedTokens, raggedDeviceSuite, sortedRange } from './fixtures/ragged-checks.js';
 
 const FIXTURE = new URL('./fixtures/ragged-source.ts', import.meta.url).href;
@@ -135,6 +136,49 @@ describe('ragged fields: pad collate through the tiers', () => {
       assert.deepEqual([...ints(b.get('tokens')).subarray(r * L, r * L + 12)], Array.from({ length: 12 }, (_, k) => 5 * 4096 + k + 1));
     }
     await cut.close();
+  });
+
+  it('gives each ragged field without a capacity its own longest length, whatever the order of the collate keys', async (t) => {
+    // Two list fields of a JSONL, neither with maxLength: `a` up to 50 long, `b` up to 200. Each
+    // field's capacity is the longest of its own lengths (loadLengths(field)): no batch fails, and
+    // with truncate: true no row is cut.
+    const file = path.join(tempDir(t, 'two-ragged'), 'two.jsonl');
+    const lenA = (i: number) => 1 + ((i * 37) % 50);
+    const lenB = (i: number) => 1 + ((i * 53) % 200);
+    const row = (n: number, i: number) => Array.from({ length: n }, (_, k) => i * 1000 + k);
+    fs.writeFileSync(file, Array.from({ length: 400 }, (_, i) => JSON.stringify({ a: row(lenA(i), i), b: row(lenB(i), i) }) + '\n').join(''));
+    const seen: string[] = [];
+    for (const keys of [['a', 'b'], ['b', 'a']]) {
+      for (const truncate of [false, true]) {
+        const collate = Object.fromEntries(keys.map((k) => [k, { pad: { truncate } }]));
+        const loader = await DataLoader.create(sources.jsonl(file, { fields: { a: 'int32', b: 'int32' }, index: 'off' }), { batchSize: 50, shuffle: false, collate });
+        const got: number[] = [];
+        for await (const b of loader.epoch(0)) {
+          for (const [field, len] of [['a', lenA], ['b', lenB]] as const) {
+            const data = ints(b.get(field));
+            const L = (b.get(field) as Tensor).shape[1]!;
+            b.sampleIds.forEach((id, r) => {
+              assert.equal(ints(b.get(`${field}_lengths`))[r], len(id), `${keys}, truncate ${truncate}: ${field} of sample ${id}`);
+              assert.deepEqual([...data.subarray(r * L, r * L + len(id))], row(len(id), id));
+            });
+          }
+          got.push(...b.sampleIds);
+        }
+        assert.deepEqual(got, sortedRange(400));
+        seen.push(JSON.stringify(loader.names));
+        await loader.close();
+      }
+    }
+    assert.equal(new Set(seen.map((n) => JSON.stringify(JSON.parse(n).sort()))).size, 1);
+    // One table per sample describes no one of two fields: `lengths` alone is refused, and a token
+    // budget must be told what to count.
+    const open = () => sources.jsonl(file, { fields: { a: 'int32', b: 'int32' }, index: 'off' });
+    const collate = { a: 'pad', b: 'pad' } as const;
+    await assert.rejects(DataLoader.create(open(), { batchSize: 8, collate, lengths: new Uint32Array(400) }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*"a", "b"/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(open(), { batchSize: 8, collate, batchTokens: 4096 }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*several ragged fields/.test((e as Error).message));
+    const budget = await DataLoader.create(open(), { batchSize: 8, collate, batchTokens: 4096, lengths: Uint32Array.from({ length: 400 }, (_, i) => lenA(i) + lenB(i)) });
+    assert.equal(budget.names.length, 4);
+    await budget.close();
   });
 
   it('refuses what cannot work at create, naming the knob', async () => {

@@ -56,9 +56,10 @@ export interface RaggedSetup {
 /**
  * Which fields are ragged (declared by the dataset's `ragged`, or named by `collate` / `pack.field`)
  * and each one's capacity: the collate's fixed length or `maxLength`, else the source's
- * `raggedMax`, else the longest of the dataset's `lengths`; none of them → a typed error at create.
+ * `raggedMax`, else the longest of the field's own `lengths(field)` (NOTE [per-field lengths],
+ * field-lengths.ts); none of them → a typed error at create.
  */
-export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: () => Uint32Array | undefined): RaggedSetup {
+export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: (field: string) => Uint32Array | undefined): RaggedSetup {
   const declared = hasRaggedFields(ds) ? ds.ragged.filter((n) => typeof n === 'string') : [];
   const raggedMax: Readonly<Record<string, number>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   const plans = new Map<string, RaggedPlan>();
@@ -76,7 +77,7 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
     // best-fit never splits a document: a row holds at most a window; concat splits documents, so a row holds a whole one.
     let capacity = pack.contextLength;
     if (pack.mode === 'concat') {
-      const all = lengths();
+      const all = lengths(field);
       capacity = all === undefined || all.length === 0 ? 0 : all.reduce((m, v) => Math.max(m, v), 0);
       capacity = Math.max(capacity, 1);
     }
@@ -90,7 +91,7 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
   for (const [field, spec] of specs) {
     let capacity = spec.kind === 'function' ? raggedMax[field] : spec.maxLength;
     if (capacity === undefined) {
-      const all = lengths();
+      const all = lengths(field);
       if (all !== undefined && all.length > 0) capacity = Math.max(1, all.reduce((m, v) => Math.max(m, v), 0));
     }
     if (capacity === undefined) {
