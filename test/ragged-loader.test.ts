@@ -283,6 +283,38 @@ describe('sequence packing (pack)', () => {
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, batchTokens: 1000 }), code('ERR_INVALID_OPTION'));
   });
 
+  it('never cuts a document to a `lengths` that disagrees with it: refused at create against declared lengths, else when the document is read', async () => {
+    const small: RaggedOptions = { n: 40, maxLength: 30, seed: 4 };
+    const truth = Uint32Array.from({ length: small.n }, (_, i) => docLength(i, small));
+    const longest = truth.indexOf(Math.max(...truth));
+    const victim = truth.findIndex((n, i) => n > 2 && i !== longest);
+    const shorter = Uint32Array.from(truth, (n, i) => (i === victim ? n - 1 : n));
+    const longer = Uint32Array.from(truth, (n, i) => (i === victim ? n + 3 : n));
+    for (const mode of ['concat', 'best-fit'] as const) {
+      const pack = { contextLength: 64, mode, ...(mode === 'best-fit' ? { truncate: true } : {}) };
+      // A table of another length than the dataset's.
+      await assert.rejects(DataLoader.create(openRagged(small), { batchSize: 2, pack, lengths: truth.subarray(1) }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*40 entries/.test((e as Error).message));
+      for (const lengths of [shorter, longer]) {
+        // The source declares its lengths: the option is checked against them at create.
+        await assert.rejects(
+          DataLoader.create(openRagged(small), { batchSize: 2, pack, lengths }),
+          (e: unknown) => code('ERR_INVALID_OPTION')(e) && new RegExp(`\`lengths\`.*sample ${victim}`).test((e as Error).message),
+          `${mode}: declared lengths`,
+        );
+        // It does not: the batch that reads the document fails, naming `lengths` and the sample.
+        const loader = await DataLoader.create(openRagged({ ...small, declare: false }), { batchSize: 2, shuffle: false, pack: { ...pack, field: 'tokens' }, lengths });
+        await assert.rejects(
+          async () => {
+            for await (const _ of loader.epoch(0));
+          },
+          (e: unknown) => e instanceof BatchError && code('ERR_INVALID_OPTION')(e.cause) && new RegExp(`\`lengths\`.*sample ${victim} has ${lengths[victim]}.*read ${truth[victim]}`).test((e.cause as Error).message),
+          `${mode}: lengths ${lengths[victim]} for a document of ${truth[victim]}`,
+        );
+        await loader.close();
+      }
+    }
+  });
+
   it('truncates documents over the window in best-fit when stated', async () => {
     const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: 100, truncate: true } });
     const got: number[] = [];

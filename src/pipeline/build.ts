@@ -109,13 +109,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
   // NOTE [per-field lengths] (field-lengths.ts): each ragged field's capacity from its own lengths.
   const lengths = await FieldLengths.load(ds, names, opts, length);
-  const ragged = planRagged(ds, names, opts.collate, opts.pack, (field) => {
-    try {
-      return lengths.of(field);
-    } catch {
-      return undefined;
-    }
-  });
+  const ragged = planRagged(ds, names, opts.collate, opts.pack, lengths);
   if (ragged.plans.size > 0) {
     checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);

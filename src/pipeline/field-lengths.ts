@@ -23,10 +23,12 @@ export class FieldLengths {
   readonly #count: number;
   readonly #loaded: ReadonlyMap<string, Uint32Array>;
   readonly #ragged: readonly string[];
+  readonly #by: 'option' | 'dataset';
   #resolved: Uint32Array | undefined;
 
-  private constructor(field: string | undefined, given: unknown, count: number, loaded: ReadonlyMap<string, Uint32Array>, ragged: readonly string[]) {
+  private constructor(field: string | undefined, given: unknown, count: number, loaded: ReadonlyMap<string, Uint32Array>, ragged: readonly string[], by: 'option' | 'dataset') {
     this.field = field;
+    this.#by = by;
     this.#ragged = ragged;
     this.#given = given;
     this.#count = count;
@@ -39,7 +41,9 @@ export class FieldLengths {
    * do not cover.
    */
   static async load(ds: AnyDataset, names: readonly string[], opts: ResolvedOptions, count: number): Promise<FieldLengths> {
-    const given = opts.tokens?.lengths ?? opts.lengths ?? (hasLengths(ds) ? ds.lengths : undefined);
+    const declared: unknown = hasLengths(ds) ? ds.lengths : undefined;
+    const option = opts.tokens?.lengths ?? opts.lengths;
+    const given = option ?? declared;
     const ragged = raggedFields(ds, names, opts);
     const field = opts.pack !== undefined ? (opts.pack.field ?? (ragged.length === 1 ? ragged[0] : undefined)) : ragged.length === 1 ? ragged[0] : undefined;
     if (opts.lengths !== undefined && opts.tokens === undefined && opts.pack === undefined && field === undefined) {
@@ -64,7 +68,14 @@ export class FieldLengths {
         }
       }
     }
-    return new FieldLengths(field, given, count, loaded, ragged);
+    const out = new FieldLengths(field, given, count, loaded, ragged, option !== undefined ? 'option' : 'dataset');
+    if (opts.pack !== undefined && option !== undefined && declared !== undefined) checkAgainstDeclared(out.plan(), resolveLengths(declared, undefined, count, Number.MAX_SAFE_INTEGER));
+    return out;
+  }
+
+  /** Who gave the lengths `plan()` returns: the `lengths` option, or the dataset (declared or computed). */
+  get by(): 'option' | 'dataset' {
+    return this.#by;
   }
 
   /**
@@ -91,6 +102,21 @@ export class FieldLengths {
     if (name === this.field && this.#given !== undefined) return this.plan();
     return this.#loaded.get(name);
   }
+}
+
+/**
+ * Packing lays out tokens by the lengths: an option that says otherwise than the lengths the source
+ * declares (known without reading, as Megatron's index) is refused at create, not met mid-epoch.
+ */
+function checkAgainstDeclared(option: Uint32Array, declared: Uint32Array): void {
+  const at = option.findIndex((n, i) => n !== declared[i]);
+  if (at < 0) return;
+  throw invalidOption(
+    'lengths',
+    `the lengths the dataset declares (sample ${at} has ${declared[at]} tokens)`,
+    `${option[at]} for sample ${at}`,
+    "Packing places each document's tokens by its length: drop `lengths`, the source knows them",
+  );
 }
 
 /** The dataset's ragged fields: declared by the source, or named by `collate` / `pack.field`. */

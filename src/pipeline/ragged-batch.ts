@@ -17,6 +17,7 @@ import { collatePieces, fillBitsOf, windowPieces } from '../collate/pieces.js';
 import type { EpochPlan, Packing } from './epoch-plan.js';
 import type { EpochStats } from './stats.js';
 import { batchPositions } from './batch-planner.js';
+import type { FieldLengths } from './field-lengths.js';
 import { type DType, type Storage, inferDType } from '../tensor/dtype.js';
 
 /** How each visible field of a batch is delivered. */
@@ -59,7 +60,7 @@ export interface RaggedSetup {
  * `raggedMax`, else the longest of the field's own `lengths(field)` (NOTE [per-field lengths],
  * field-lengths.ts); none of them → a typed error at create.
  */
-export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: (field: string) => Uint32Array | undefined): RaggedSetup {
+export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: FieldLengths): RaggedSetup {
   const declared = hasRaggedFields(ds) ? ds.ragged.filter((n) => typeof n === 'string') : [];
   const raggedMax: Readonly<Record<string, number>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   const plans = new Map<string, RaggedPlan>();
@@ -75,13 +76,10 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
       throw invalidOption('pack', `a dataset with only the field ${show(field)}`, `fields ${names.map((n) => show(n)).join(', ')}`, 'A context window mixes documents, so per-document fields cannot follow them: select only the token field in the source');
     }
     // best-fit never splits a document: a row holds at most a window; concat splits documents, so a row holds a whole one.
-    let capacity = pack.contextLength;
-    if (pack.mode === 'concat') {
-      const all = lengths(field);
-      capacity = all === undefined || all.length === 0 ? 0 : all.reduce((m, v) => Math.max(m, v), 0);
-      capacity = Math.max(capacity, 1);
-    }
-    plans.set(field, { capacity, truncate: pack.mode === 'best-fit' && pack.truncate });
+    // Each read is checked against the length the windows were planned with (never cut to it).
+    const planned = lengths.plan();
+    const capacity = pack.mode === 'concat' ? Math.max(1, planned.reduce((m, v) => Math.max(m, v), 0)) : pack.contextLength;
+    plans.set(field, { capacity, truncate: pack.mode === 'best-fit' && pack.truncate, planned: { lengths: planned, by: lengths.by } });
     return { plans, specs: new Map(), packField: field };
   }
   const named = Object.keys(collate ?? {}).filter((n) => names.includes(n));
@@ -91,7 +89,7 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
   for (const [field, spec] of specs) {
     let capacity = spec.kind === 'function' ? raggedMax[field] : spec.maxLength;
     if (capacity === undefined) {
-      const all = lengths(field);
+      const all = lengths.of(field);
       if (all !== undefined && all.length > 0) capacity = Math.max(1, all.reduce((m, v) => Math.max(m, v), 0));
     }
     if (capacity === undefined) {
