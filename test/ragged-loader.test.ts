@@ -277,6 +277,23 @@ describe('sequence packing (pack)', () => {
     const state = loader.state();
     await loader.close();
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 512 }, resume: state }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && /pack.contextLength/.test((e as Error).message));
+    // Its position counts windows: a loader of plain or token-budget batches would read it as picks.
+    for (const other of [{ collate: { tokens: 'pad' } }, { collate: { tokens: 'pad' }, batchTokens: 4096 }] as Partial<LoaderOptions>[]) {
+      await assert.rejects(DataLoader.create(openRagged(o), { ...other, batchSize: 3, resume: state }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && /saved mid-epoch with `pack`/.test((e as Error).message), JSON.stringify(other));
+    }
+    // And the other way: a state of plain or token-budget batches is not a packed one's.
+    for (const [other, knob] of [[{ collate: { tokens: 'pad' } }, 'no `pack`'], [{ collate: { tokens: 'pad' }, batchTokens: 4096 }, '`batchTokens`']] as [Partial<LoaderOptions>, string][]) {
+      const plain = await DataLoader.create(openRagged(o), { ...other, batchSize: 3 });
+      for await (const _ of plain.epoch(0)) break;
+      const saved = plain.state();
+      await plain.close();
+      await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, resume: saved }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && (e as Error).message.includes(knob) && /`pack`/.test((e as Error).message), knob);
+      // At an epoch's start nothing was cut yet: any batches may follow.
+      const next = await DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, resume: { ...saved, epoch: 1, position: 0 } });
+      await next.close();
+    }
+    const atStart = await DataLoader.create(openRagged(o), { batchSize: 3, collate: { tokens: 'pad' }, resume: { ...state, epoch: 1, position: 0 } });
+    await atStart.close();
     await assert.rejects(DataLoader.create(openRagged({ ...o, withLabel: true }), { batchSize: 3, pack: { contextLength: C } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /only the field/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 0 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.contextLength/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 100 } }), code('ERR_TOO_LONG'));

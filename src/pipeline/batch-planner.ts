@@ -27,9 +27,52 @@ export interface BatchPlanner {
   /** This rank's batch count of the segment of `epoch` from `position`. */
   batches(epoch: number, position: number): number;
   /** What a resume must match mid-epoch (token budgets, packing), for `loader.state()`. */
-  readonly state: { readonly tokens?: TokenSettings; readonly pack?: PackSettings };
+  readonly state: PlannedWith;
   /** The most rows (picks) one batch reads: staging is sized for it. */
   readonly maxRows: number;
+  /** Refuse a resume mid-epoch whose batches this planner would cut otherwise (NOTE [resume batches]). */
+  checkResume(saved: ResumePoint): void;
+}
+
+/** What cut a state's batches, as `loader.state()` records it: token budgets, packing, or neither. */
+export interface PlannedWith {
+  readonly tokens?: TokenSettings;
+  readonly pack?: PackSettings;
+}
+
+/** The part of a saved state a planner checks: where it stopped, and what cut its batches. */
+export interface ResumePoint extends PlannedWith {
+  readonly position: number;
+}
+
+type BatchKind = 'pack' | 'tokens' | 'fixed';
+const kindOf = (s: PlannedWith): BatchKind => (s.pack !== undefined ? 'pack' : s.tokens !== undefined ? 'tokens' : 'fixed');
+const SAVED: Record<BatchKind, string> = {
+  pack: '`pack` (its position counts context windows)',
+  tokens: '`batchTokens` (its position counts the picks of token-budget batches, which reorder the picks)',
+  fixed: 'no `pack` nor `batchTokens` (its position counts picks of the order)',
+};
+const HAS: Record<BatchKind, string> = { pack: '`pack`', tokens: '`batchTokens`', fixed: 'neither `pack` nor `batchTokens`' };
+
+/**
+ * NOTE [resume batches] A position means something only to the kind of batches that wrote it:
+ * windows with `pack`, picks of the token-budget list with `batchTokens`, picks of the order without
+ * either. A resume mid-epoch by a planner of another kind is refused with ERR_RESUME_MISMATCH naming
+ * the option (read as its own unit, the position would repeat some documents and skip others); then
+ * each planner checks the settings that cut its batches. At an epoch's start (position 0) nothing
+ * was cut yet, so any batches may follow.
+ */
+function checkKind(saved: ResumePoint, now: PlannedWith): boolean {
+  if (saved.position === 0) return false;
+  const was = kindOf(saved);
+  const is = kindOf(now);
+  if (was !== is) {
+    const knob = was === 'fixed' ? HAS[is] : HAS[was];
+    throw resumeMismatchError(
+      `\`resume\`: the state was saved mid-epoch with ${SAVED[was]}, but this loader has ${HAS[is]}; other batches would read its position otherwise, repeating some samples and skipping others. Create the loader ${was === 'fixed' ? `without ${knob}` : `with the same ${knob}`}, or resume from an epoch's start`,
+    );
+  }
+  return true;
 }
 
 interface Common {
@@ -63,6 +106,10 @@ export class FixedPlanner implements BatchPlanner {
 
   batches(_epoch: number, position: number): number {
     return countBatches(sharePicks(this.picks, this.#spec(position)), this.common.batchSize, this.dropLast);
+  }
+
+  checkResume(saved: ResumePoint): void {
+    checkKind(saved, this.state);
   }
 }
 
@@ -110,9 +157,10 @@ export class TokenPlanner implements BatchPlanner {
   }
 
   /** Refuse a resume mid-epoch whose cut differs from the saved one's (its position would mean other batches). */
-  static checkResume(saved: unknown, position: number, now: TokenSettings): void {
-    if (position === 0) return;
-    const s = (saved ?? {}) as Partial<TokenSettings>;
+  checkResume(saved: ResumePoint): void {
+    if (!checkKind(saved, this.state)) return;
+    const s = saved.tokens as Partial<TokenSettings>;
+    const now = this.settings;
     for (const key of ['batchTokens', 'bucketWindow', 'batchSize'] as const) {
       if (s[key] !== now[key]) {
         throw resumeMismatchError(
@@ -196,9 +244,10 @@ export class PackPlanner implements BatchPlanner {
   }
 
   /** Refuse a resume mid-epoch whose windows differ from the saved one's. */
-  static checkResume(saved: unknown, position: number, now: PackSettings): void {
-    if (position === 0) return;
-    const s = (saved ?? {}) as Partial<PackSettings>;
+  checkResume(saved: ResumePoint): void {
+    if (!checkKind(saved, this.state)) return;
+    const s = saved.pack as Partial<PackSettings>;
+    const now = this.settings;
     for (const key of ['contextLength', 'mode', 'window', 'truncate'] as const) {
       if (s[key] !== now[key]) {
         throw resumeMismatchError(

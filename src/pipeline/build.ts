@@ -338,12 +338,18 @@ function wrapDatasetError(what: string, cause: unknown): LoaderError {
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
 function batchPlanner(opts: ResolvedOptions, length: number, sampler: Sampler, resume: LoaderState | undefined, lengths: FieldLengths): BatchPlanner {
+  const planner = plannerFor(opts, length, sampler, lengths);
+  // NOTE [resume batches] (batch-planner.ts): a position means something only to the batches that wrote it.
+  if (resume !== undefined) planner.checkResume(resume);
+  return planner;
+}
+
+function plannerFor(opts: ResolvedOptions, length: number, sampler: Sampler, lengths: FieldLengths): BatchPlanner {
   const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
+  const orderOf = (e: number) => sampler.indices(e) as Uint32Array;
   if (opts.pack !== undefined) {
     const { field: _field, ...settings } = opts.pack;
-    const planner = new PackPlanner(common, settings, lengths.plan(), (e) => sampler.indices(e) as Uint32Array);
-    if (resume !== undefined) PackPlanner.checkResume(resume.pack, resume.position, settings);
-    return planner;
+    return new PackPlanner(common, settings, lengths.plan(), orderOf);
   }
   const t = opts.tokens;
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
@@ -351,7 +357,5 @@ function batchPlanner(opts: ResolvedOptions, length: number, sampler: Sampler, r
     batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
     lengths: resolveLengths(lengths.plan(), undefined, length, t.batchTokens),
   };
-  const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
-  if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);
-  return planner;
+  return new TokenPlanner(common, budget, orderOf);
 }
