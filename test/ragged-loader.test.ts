@@ -271,6 +271,36 @@ describe('sequence packing (pack)', () => {
     }
   });
 
+  it("two ranks under shards: 'pad' resumed mid-epoch get the uninterrupted run's windows, the padding included", async () => {
+    // 2 ranks of batches of 2 windows: the epoch's batch count is odd for these documents, so rank 1
+    // pads with a batch from the epoch's start, in the uninterrupted run and in every resumed one.
+    for (const mode of ['concat', 'best-fit'] as const) {
+      const opts: LoaderOptions = { batchSize: 2, shards: 'pad', pack: { contextLength: C, mode } };
+      const run = async (rank: number, stop = Infinity, resume?: LoaderOptions['resume']) => {
+        const loader = await DataLoader.create(openRagged(o), { ...opts, rank, worldSize: 2, resume });
+        const got: number[][] = [];
+        for await (const b of loader.epoch(0)) {
+          got.push(packedTokens(b, C));
+          if (got.length === stop) break;
+        }
+        const state = JSON.parse(JSON.stringify(loader.state()));
+        await loader.close();
+        return { got, state };
+      };
+      const full = [await run(0), await run(1)].map((r) => r.got);
+      const windows = full[0]!.length + full[1]!.length;
+      assert.ok(windows % 2 === 0 && full[1]!.length === full[0]!.length);
+      for (const stop of [1, 4, full[0]!.length - 1]) {
+        const first = [await run(0, stop), await run(1, stop)];
+        assert.deepEqual(first[0]!.state, first[1]!.state);
+        for (const rank of [0, 1]) {
+          const rest = await run(rank, Infinity, first[0]!.state);
+          assert.deepEqual([...first[rank]!.got, ...rest.got].flat(), full[rank]!.flat(), `${mode}, rank ${rank}, stopped after ${stop}`);
+        }
+      }
+    }
+  });
+
   it('refuses a resume with other pack settings, and options that cannot pack', async () => {
     const loader = await DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C } });
     for await (const _ of loader.epoch(0)) break;

@@ -177,7 +177,8 @@ export class TokenPlanner implements BatchPlanner {
  * window, not the pick: 'concat' splits documents across windows, so no count of picks names a
  * cut. A position is windows consumed by all ranks together; ranks take global batches in turn as
  * token-budget batches do (shard-batches.ts), so a resume with another world size or batch size
- * re-partitions the rest exactly. A resume mid-epoch must keep the settings that cut the windows
+ * re-partitions the rest exactly. With shards 'pad', the last step's missing batches wrap around to
+ * the epoch's first batches (windows from 0), wherever the segment started. A resume mid-epoch must keep the settings that cut the windows
  * (`loader.state().pack`).
  */
 export class PackPlanner implements BatchPlanner {
@@ -222,9 +223,12 @@ export class PackPlanner implements BatchPlanner {
     const bounds = new Uint32Array(m + 1);
     const windowStart = new Uint32Array(m);
     const windowCount = new Uint32Array(m);
+    const epochBatches = Math.ceil(nw / B);
     for (let s = 0; s < m; s++) {
-      const g = (s * world.worldSize + world.rank) % total;
-      const w0 = first + g * B;
+      // The rest's batches, then (shards 'pad') the epoch's own from its first window — not the
+      // rest's first again, so a resumed rank pads with what the uninterrupted run pads with.
+      const g = s * world.worldSize + world.rank;
+      const w0 = g < total ? first + g * B : ((g - total) % epochBatches) * B;
       const count = Math.min(B, nw - w0);
       windowStart[s] = w0;
       windowCount[s] = count;
