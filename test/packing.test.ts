@@ -107,6 +107,10 @@ describe('packing plan', () => {
       [{ contextLength: 8, mode: 'greedy' }, /pack\.mode/],
       [{ contextLength: 8, window: 1.5 }, /pack\.window/],
       [{ contextLength: 8, extra: 1 }, /pack\.extra/],
+      // Best-fit's settings mean nothing to concat, which lays documents end to end and splits them.
+      [{ contextLength: 8, mode: 'concat', window: 4 }, /`pack\.window` must be left out with mode 'concat'/],
+      [{ contextLength: 8, mode: 'concat', truncate: true }, /`pack\.truncate` must be left out with mode 'concat'/],
+      [{ contextLength: 8, mode: 'concat', truncate: false }, /`pack\.truncate`/],
       ['x', /pack/],
     ] as [unknown, RegExp][]) {
       assert.throws(() => parsePack(o), (e: unknown) => code('ERR_INVALID_OPTION')(e) && re.test((e as Error).message));

@@ -128,7 +128,7 @@ describe('piece tables: sequence-packing windows equal to packBatch', () => {
         const C = 64;
         const docs = Array.from({ length: n }, (_, i) => ctor.from(Array.from({ length: rng.below(mode === 'concat' ? 150 : 90) }, (_, k) => (i * 131 + k) & 0xffff)));
         const order = epochPermutation(9, 1, n);
-        const plan = packPlan(order, (s) => docs[s]!.length, parsePack({ contextLength: C, mode, window: 40, truncate: true })!);
+        const plan = packPlan(order, (s) => docs[s]!.length, parsePack({ contextLength: C, mode, ...(mode === 'best-fit' ? { window: 40, truncate: true } : {}) })!);
         const windows = plan.windows.length - 1;
         const value = mode === 'concat' ? 0 : 3;
         for (let first = 0; first < windows; first += 7) {

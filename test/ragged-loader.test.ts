@@ -199,7 +199,7 @@ describe('sequence packing (pack)', () => {
 
   for (const mode of ['best-fit', 'concat'] as const) {
     it(`${mode}: every token of every document exactly once per epoch, with segment and position ids`, async () => {
-      const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C, mode, window: 64 } });
+      const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C, mode, ...(mode === 'best-fit' ? { window: 64 } : {}) } });
       assert.deepEqual(loader.names, ['tokens', 'segment_ids', 'position_ids']);
       for (const e of [0, 1]) {
         const got: number[] = [];
@@ -234,7 +234,7 @@ describe('sequence packing (pack)', () => {
 
   it('resumes at random points, and onto two ranks, equal to the uninterrupted run', async () => {
     for (const mode of ['best-fit', 'concat'] as const) {
-      const opts: LoaderOptions = { batchSize: 3, pack: { contextLength: C, mode, window: 50 } };
+      const opts: LoaderOptions = { batchSize: 3, pack: { contextLength: C, mode, ...(mode === 'best-fit' ? { window: 50 } : {}) } };
       const full = await DataLoader.create(openRagged(o), opts);
       const want: number[][] = [];
       for await (const b of full.epoch(0)) want.push(packedTokens(b, C));
@@ -326,6 +326,15 @@ describe('sequence packing (pack)', () => {
     await atStart.close();
     await assert.rejects(DataLoader.create(openRagged({ ...o, withLabel: true }), { batchSize: 3, pack: { contextLength: C } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /only the field/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 0 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.contextLength/.test((e as Error).message));
+    // A packed batch's positions are addressed as int32: batchSize × contextLength ≤ 2^31 − 1, checked at create.
+    for (const mode of ['best-fit', 'concat'] as const) {
+      await assert.rejects(
+        DataLoader.create(openRagged(o), { batchSize: 2, pack: { contextLength: 2 ** 40, mode } }),
+        (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`pack\.contextLength` must be at most 1073741823 .*batchSize 2.*got 1099511627776/.test((e as Error).message),
+        mode,
+      );
+    }
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C, mode: 'concat', window: 8 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.window/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 100 } }), code('ERR_TOO_LONG'));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, batchTokens: 1000 }), code('ERR_INVALID_OPTION'));
   });

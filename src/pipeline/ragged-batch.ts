@@ -75,10 +75,12 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
     if (names.length > 1) {
       throw invalidOption('pack', `a dataset with only the field ${show(field)}`, `fields ${names.map((n) => show(n)).join(', ')}`, 'A context window mixes documents, so per-document fields cannot follow them: select only the token field in the source');
     }
-    // best-fit never splits a document: a row holds at most a window; concat splits documents, so a row holds a whole one.
+    // A row holds a whole document, the longest at most; best-fit never splits a document, so a row
+    // holds at most a window too (a longer one is truncated to it, or refused at create).
     // Each read is checked against the length the windows were planned with (never cut to it).
     const planned = lengths.plan();
-    const capacity = pack.mode === 'concat' ? Math.max(1, planned.reduce((m, v) => Math.max(m, v), 0)) : pack.contextLength;
+    const longest = planned.reduce((m, v) => Math.max(m, v), 0);
+    const capacity = Math.max(1, pack.mode === 'concat' ? longest : Math.min(longest, pack.contextLength));
     plans.set(field, { capacity, truncate: pack.mode === 'best-fit' && pack.truncate, planned: { lengths: planned, by: lengths.by } });
     return { plans, specs: new Map(), packField: field };
   }

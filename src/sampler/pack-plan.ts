@@ -40,15 +40,32 @@ export interface PackPlan {
   readonly slots: number;
 }
 
-export function parsePack(option: unknown): PackSettings | undefined {
+/**
+ * The most token positions one packed batch (batchSize windows of contextLength) may have: piece
+ * tables address output positions as int32 (collate/pieces.ts), and each output is one typed array.
+ */
+export const MAX_PACKED_POSITIONS = 2 ** 31 - 1;
+
+/** `pack` as given; `batchSize` (windows per batch) bounds contextLength, checked here at create. */
+export function parsePack(option: unknown, batchSize = 1): PackSettings | undefined {
   if (option === undefined) return undefined;
   if (option === null || typeof option !== 'object' || Array.isArray(option)) throw invalidOption('pack', 'an object { contextLength, mode?, window?, truncate? }', option);
   const o = option as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!['contextLength', 'mode', 'window', 'truncate'].includes(k)) throw invalidOption(`pack.${k}`, 'one of contextLength, mode, window, truncate', k);
   const c = o.contextLength;
   if (typeof c !== 'number' || !Number.isInteger(c) || c < 1) throw invalidOption('pack.contextLength', 'a positive integer (tokens per context window)', c);
+  const bound = Math.floor(MAX_PACKED_POSITIONS / batchSize);
+  if (c > bound) {
+    throw invalidOption('pack.contextLength', `at most ${bound} (a batch of batchSize ${batchSize} windows holds at most 2^31 − 1 token positions)`, c, 'Lower contextLength or batchSize');
+  }
   const mode = o.mode ?? 'best-fit';
   if (mode !== 'best-fit' && mode !== 'concat') throw invalidOption('pack.mode', "'best-fit' or 'concat'", mode);
+  if (mode === 'concat') {
+    // Best-fit's settings: concat neither groups documents nor truncates one (it splits it across windows).
+    for (const [k, what] of [['window', 'groups documents for best-fit'], ['truncate', 'cuts a document longer than a window in best-fit; concat splits it across windows instead']] as const) {
+      if (o[k] !== undefined) throw invalidOption(`pack.${k}`, "left out with mode 'concat'", o[k], `\`${k}\` ${what}: drop it, or use mode 'best-fit'`);
+    }
+  }
   const window = o.window ?? 1024;
   if (typeof window !== 'number' || !Number.isInteger(window) || window < 1) throw invalidOption('pack.window', 'a positive integer (documents per best-fit group)', window);
   const truncate = o.truncate ?? false;
