@@ -178,8 +178,8 @@ export class TokenPlanner implements BatchPlanner {
  * cut. A position is windows consumed by all ranks together; ranks take global batches in turn as
  * token-budget batches do (shard-batches.ts), so a resume with another world size or batch size
  * re-partitions the rest exactly. With shards 'pad', the last step's missing batches wrap around to
- * the epoch's first batches (windows from 0), wherever the segment started. A resume mid-epoch must keep the settings that cut the windows
- * (`loader.state().pack`).
+ * the epoch's first batches (windows from 0), wherever the segment started. A resume mid-epoch must
+ * keep the settings that cut the windows (`loader.state().pack`).
  */
 export class PackPlanner implements BatchPlanner {
   readonly state: { readonly pack: PackSettings };
