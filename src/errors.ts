@@ -222,6 +222,17 @@ export function raggedTooLong(field: string, id: number, length: number, capacit
   );
 }
 
+/**
+ * A sample read with another length of ragged field `field` than the one its batches were planned
+ * with (sequence packing lays out tokens by it): `by` says who gave the planned length.
+ */
+export function plannedLengthMismatch(field: string, id: number, read: number, planned: number, by: 'option' | 'dataset'): LoaderError {
+  const why = `packing placed its tokens by that length, so the document would be cut or padded with tokens it does not have`;
+  return by === 'option'
+    ? new LoaderError('ERR_INVALID_OPTION', `\`lengths\` says sample ${id} has ${planned} tokens, but its field \`${field}\` read ${read}: ${why}. Give \`lengths\` as get(i) reads the field, or drop it to use the dataset's`)
+    : new LoaderError('ERR_INVALID_DATASET', `the dataset's lengths say sample ${id} has ${planned} tokens, but its field \`${field}\` read ${read}: ${why}. A dataset's \`lengths\` (or \`loadLengths\`) must give each sample's length as get(i) reads it; or pass \`lengths\``);
+}
+
 /** `diskStage.dir` cannot take the stage: `what` could not be created there. */
 export function stageDirUnwritable(dir: string, what: string, cause: unknown): LoaderError {
   return new LoaderError('ERR_DISK_STAGE', `diskStage.dir ${JSON.stringify(dir)}: ${what} (${describeCause(cause)}). Point diskStage.dir at a writable local drive`, { cause });

@@ -158,7 +158,8 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Sequence packing: batches of `batchSize` context windows of `contextLength` tokens, documents of
    * the ragged field (`field`, default the dataset's only one) best-fit into them (`mode:
    * 'best-fit'`, over groups of `window` documents) or laid end to end (`'concat'`); each batch is
-   * `tokens`, `segment_ids`, `position_ids`. See docs/text.md.
+   * `tokens`, `segment_ids`, `position_ids`. `window` and `truncate` are best-fit's (refused with
+   * 'concat'); batchSize × contextLength ≤ 2^31 − 1 (a batch's positions are int32). See docs/text.md.
    */
   pack?: { contextLength: number; mode?: 'best-fit' | 'concat'; window?: number; truncate?: boolean; field?: string };
 }
@@ -355,7 +356,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     const field = raw !== null && typeof raw === 'object' ? (raw as { field?: unknown }).field : undefined;
     if (field !== undefined && typeof field !== 'string') throw invalidOption('pack.field', 'the name of a ragged field', field);
     const { field: _f, ...rest } = (raw !== null && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
-    const settings = parsePack(raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? rest : raw)!;
+    const settings = parsePack(raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? rest : raw, batchSize)!;
     if (tokens !== undefined) throw invalidOption('pack', 'left out with batchTokens', o.pack, 'A packed batch is batchSize context windows; token budgets cut samples into batches: use one of the two');
     if (sampler !== undefined) throw invalidOption('sampler', 'left out with pack', 'a custom sampler', 'Packing plans the built-in order; drop one of the two');
     pack = { ...settings, field };

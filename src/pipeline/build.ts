@@ -10,7 +10,6 @@ import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore } from '../device/device.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
-import { canLoadLengths, hasLengths, hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
@@ -43,6 +42,7 @@ import { planRagged, raggedDelivery } from './ragged-batch.js';
 import type { CollateSpec } from '../collate/collate.js';
 import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
+import { FieldLengths } from './field-lengths.js';
 import { warn } from '../base/warnings.js';
 
 export interface Built {
@@ -107,16 +107,9 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
-  const unbounded = unboundedCollate(ds, opts.collate);
-  let lengthTable = opts.pack !== undefined || opts.tokens !== undefined || unbounded !== undefined ? await loadLengths(opts, ds, names, unbounded) : undefined;
-  const lengthsOf = () => (lengthTable ??= sampleLengths(opts, ds, length));
-  const ragged = planRagged(ds, names, opts.collate, opts.pack, () => {
-    try {
-      return lengthsOf();
-    } catch {
-      return undefined;
-    }
-  });
+  // NOTE [per-field lengths] (field-lengths.ts): each ragged field's capacity from its own lengths.
+  const lengths = await FieldLengths.load(ds, names, opts, length);
+  const ragged = planRagged(ds, names, opts.collate, opts.pack, lengths);
   if (ragged.plans.size > 0) {
     checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
@@ -135,7 +128,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
       : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
-  const planner = batchPlanner(opts, ds, length, sampler, resume, lengthsOf, lengthTable);
+  const planner = batchPlanner(opts, length, sampler, resume, lengths);
   const delivery: DeliveryConfig = {
     names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
     probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
@@ -311,45 +304,6 @@ function checkKeyed(ds: AnyDataset, opts: ResolvedOptions): void {
   if (opts.diskStage !== undefined) throw invalidOption('diskStage', 'left out for a dataset with decode-time views (keyed reads)', opts.diskStage, 'The disk stage would freeze one view of each sample; drop diskStage, or drop the source\'s view');
 }
 
-/** Each sample's token count for packing or capacities: the `lengths` option, else the dataset's. */
-function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): Uint32Array {
-  return resolveLengths(opts.tokens?.lengths ?? opts.lengths, declaredLengths(ds), length, Number.MAX_SAFE_INTEGER);
-}
-
-/**
- * The lengths a source computes when asked (`loadLengths(field)`: tokenized text, whose lengths are
- * only known by tokenizing), for packing or token budgets; undefined when the option gives them or
- * the source declares `lengths` (read synchronously later).
- */
-async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[], asked?: string): Promise<Uint32Array | undefined> {
-  if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
-  if (hasLengths(ds) || !canLoadLengths(ds)) return undefined;
-  const ragged = hasRaggedFields(ds) ? ds.ragged : [];
-  const field = opts.pack?.field ?? asked ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
-  try {
-    return await ds.loadLengths(field);
-  } catch (cause) {
-    throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
-  }
-}
-
-/**
- * The first collated field with no capacity from the option (`maxLength`, a fixed pad `to`) nor the
- * source (`raggedMax`): its capacity is then the longest of the lengths, which a source that
- * computes them (`loadLengths`) is asked for.
- */
-function unboundedCollate(ds: AnyDataset, collate: Record<string, unknown> | undefined): string | undefined {
-  if (collate === undefined) return undefined;
-  const max: Readonly<Record<string, unknown>> = hasRaggedMax(ds) ? ds.raggedMax : {};
-  for (const [field, raw] of Object.entries(collate)) {
-    if (typeof raw === 'function' || typeof max[field] === 'number') continue;
-    const body = raw !== null && typeof raw === 'object' ? (Object.values(raw as object)[0] as Record<string, unknown> | undefined) : undefined;
-    if (body !== undefined && (typeof body.maxLength === 'number' || typeof body.to === 'number')) continue;
-    return field;
-  }
-  return undefined;
-}
-
 /** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */
 function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device, specs: ReadonlyMap<string, CollateSpec>): void {
   if (hasColumns(ds) || !SourceReader.isPerSample(ds)) {
@@ -383,26 +337,25 @@ function wrapDatasetError(what: string, cause: unknown): LoaderError {
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
-function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined, lengthsOf: () => Uint32Array, loaded: Uint32Array | undefined): BatchPlanner {
+function batchPlanner(opts: ResolvedOptions, length: number, sampler: Sampler, resume: LoaderState | undefined, lengths: FieldLengths): BatchPlanner {
+  const planner = plannerFor(opts, length, sampler, lengths);
+  // NOTE [resume batches] (batch-planner.ts): a position means something only to the batches that wrote it.
+  if (resume !== undefined) planner.checkResume(resume);
+  return planner;
+}
+
+function plannerFor(opts: ResolvedOptions, length: number, sampler: Sampler, lengths: FieldLengths): BatchPlanner {
   const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
+  const orderOf = (e: number) => sampler.indices(e) as Uint32Array;
   if (opts.pack !== undefined) {
     const { field: _field, ...settings } = opts.pack;
-    const planner = new PackPlanner(common, settings, lengthsOf(), (e) => sampler.indices(e) as Uint32Array);
-    if (resume !== undefined) PackPlanner.checkResume(resume.pack, resume.position, settings);
-    return planner;
+    return new PackPlanner(common, settings, lengths.plan(), orderOf);
   }
   const t = opts.tokens;
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
   const budget = {
     batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
-    lengths: resolveLengths(t.lengths ?? loaded, declaredLengths(ds), length, t.batchTokens),
+    lengths: resolveLengths(lengths.plan(), undefined, length, t.batchTokens),
   };
-  const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
-  if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);
-  return planner;
-}
-
-/** The lengths a dataset declares (DeclaresLengths), unchecked: resolveLengths checks them. */
-function declaredLengths(ds: unknown): unknown {
-  return hasLengths(ds) ? ds.lengths : undefined;
+  return new TokenPlanner(common, budget, orderOf);
 }

@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import { MegatronTokens, TokenWindows, tokensSource } from '../../src/dataset/formats/text/token-file.js';
 import { openSource, specOf } from '../../src/dataset/source-spec.js';
 import { DataLoader, sources } from '../../src/index.js';
-import { HANG_MS, TEST_MS, collect, range, sorted, within } from '../fixtures.js';
+import { HANG_MS, TEST_MS, collect, range, sorted, tempDir, within } from '../fixtures.js';
 
 const PYTHON = '/usr/bin/python3';
 const noPython = existsSync(PYTHON) ? false : `${PYTHON} is not installed`;
@@ -69,8 +69,8 @@ function flat(n: number, fmt: 'H' | 'I'): string {
   python(FLAT, path, String(n), fmt);
   return path;
 }
-function megatron(docs: number[][], code = 8): string {
-  const prefix = join(dir, `mega${fileNo++}`);
+function megatron(docs: number[][], code = 8, into = dir): string {
+  const prefix = join(into, `mega${fileNo++}`);
   python(MEGATRON, prefix, JSON.stringify(docs), String(code));
   return `${prefix}.bin`;
 }
@@ -224,6 +224,49 @@ describe('sources.tokens (Megatron .bin + .idx)', { skip: noPython }, () => {
         (e: any) => e.code === 'ERR_BAD_FILE' && (e.message.includes(idx) || e.message.includes(bin)) && e.message.includes(says),
         what,
       );
+    }
+  });
+
+  // NOTE: each loader below reads through reader workers; an epoch is awaited under HANG_MS, so a
+  // batch that never settles (a window with no token, so a batch with no row) fails instead of hanging.
+  it('packs empty documents into no window: all empty is refused at create, a mix packs only the tokens', { timeout: TEST_MS }, async (t) => {
+    const into = tempDir(t, 'stoker-empty-docs-');
+    for (const empty of [[[0], [0], [0], [0]], [[], [], []]]) {
+      const bin = megatron(empty, 8, into);
+      for (const mode of ['concat', 'best-fit'] as const) {
+        await assert.rejects(
+          within(HANG_MS, `create (${mode})`, DataLoader.create(sources.tokens(bin, { index: true }), { batchSize: 2, workers: 2, pack: { contextLength: 4, mode } })),
+          (e: any) => e.code === 'ERR_EMPTY_DATASET' && e.message.includes('pack') && e.message.includes(`${empty.length} documents`),
+          `${JSON.stringify(empty)}, ${mode}`,
+        );
+      }
+    }
+    // Empty documents first, between and last: every token once, no window without a token.
+    const mixed = [[0], [5], [], [3], [0], [2, 2], [0], []];
+    const bin = megatron(mixed, 8, into);
+    const all = mixed.flat().reduce((a, b) => a + b, 0);
+    for (const mode of ['concat', 'best-fit'] as const) {
+      const loader = await DataLoader.create(sources.tokens(bin, { index: true }), { batchSize: 1, workers: 2, pack: { contextLength: 4, mode, ...(mode === 'best-fit' ? { truncate: true, window: 2 } : {}) } });
+      try {
+        const batches = await within(HANG_MS, `epoch of ${mode}`, collect(loader.epoch(0)));
+        assert.equal(batches.length, loader.epoch(0).length);
+        const got: number[] = [];
+        for (const b of batches) {
+          const tokens = b.get('tokens').data as Uint16Array;
+          const seg = b.get('segment_ids').data as Int32Array;
+          assert.ok(seg.some((s) => s > 0), `${mode}: a window with no token`);
+          assert.ok(b.rows > 0);
+          // Segments count the documents that are in the window: 1, 2, … with no gap.
+          const segs = [...new Set(seg.filter((s) => s > 0))];
+          assert.deepEqual(segs, range(segs.length).map((k) => k + 1), `${mode}: segment ids ${[...seg]}`);
+          tokens.forEach((v, k) => seg[k]! > 0 && got.push(v));
+          b.release();
+        }
+        if (mode === 'concat') assert.deepEqual(got.sort((a, b) => a - b), range(all).map(tok).sort((a, b) => a - b));
+        else assert.equal(got.length, 4 + 3 + 4);
+      } finally {
+        await loader.close();
+      }
     }
   });
 });
