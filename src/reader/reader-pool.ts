@@ -25,6 +25,7 @@ import type { StagedBatch } from '../dataset/source-reader.js';
 import type { SourceSpec } from '../dataset/source-spec.js';
 import { LoaderError, describeCause, formatIds, invalidOptionError, loaderClosedError, revivedError, workerDiedError, workerStartError } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
+import { allocStorage } from '../tensor/dtype.js';
 import type { PickKeys } from '../sampler/pick-key.js';
 import type { Fetcher } from './fetcher.js';
 import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
@@ -171,6 +172,8 @@ export class ReaderPool implements Fetcher {
     // Only a keyed dataset's reads carry keys (NOTE [keyed reads]): the rest pay nothing for them.
     const keyed = this.#opts.keyed === true ? keys : undefined;
     if (signal.aborted) return Promise.reject(signal.reason);
+    // No row to read: no chunk would be posted, so no answer would ever settle the job.
+    if (sampleIds.length === 0) return Promise.resolve({ tensors: this.#opts.schema.fields.map((f) => trustedTensor(f.dtype, allocStorage(f.dtype, 0), [0, ...f.shape])), owned: false });
     return new Promise<StagedBatch>((resolve, reject) => {
       const slot = this.#acquireSlot();
       const job: Job = { id: this.#nextJob++, slot, ids: sampleIds, open: 0, finished: false, resolve, reject };
