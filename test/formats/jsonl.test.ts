@@ -117,6 +117,50 @@ describe('sources.jsonl', { skip: noPython }, () => {
     assert.throws(() => sources.jsonl(path, { fields: { label: 'float16' } }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('fields.label'));
   });
 
+  it("reads Python's NaN, Infinity and -Infinity (json.dumps writes them) as those floats, and refuses them in integer fields", () => {
+    const path = join(dir, 'nonfinite.jsonl');
+    execFileSync(PYTHON, ['-c', `
+import json, sys
+nan, inf = float('nan'), float('inf')
+with open(sys.argv[1], 'w') as f:
+    f.write(json.dumps({'x': nan, 'v': [1.5, nan, -inf, inf], 'd': -inf, 'note': 'NaN, Infinity: -Infinity', 'n': 3, 'deep': {'k': [nan]}}) + '\\n')
+    f.write(json.dumps({'x': inf, 'v': [], 'd': 0.1, 'note': '"NaN"', 'n': nan, 'deep': {}}) + '\\n')
+    f.write(json.dumps({'x': -inf, 'v': [-0.0], 'd': nan, 'note': '', 'n': inf, 'deep': None}) + '\\n')
+`, path]);
+    const ds = jsonlSource(path, { fields: { x: 'float32', v: 'float64', d: 'float64' } });
+    const got = range(3).map((i) => ds.get(i));
+    const values = (i: number, f: string) => Array.from((got[i]![f] as Tensor).data as Float64Array);
+    assert.deepEqual(values(0, 'x'), [NaN]);
+    assert.deepEqual(values(0, 'v'), [1.5, NaN, -Infinity, Infinity]);
+    assert.deepEqual(values(0, 'd'), [-Infinity]);
+    assert.deepEqual(values(1, 'x'), [Infinity]);
+    assert.deepEqual(values(1, 'v'), []);
+    assert.deepEqual(values(1, 'd'), [0.1]);
+    assert.deepEqual(values(2, 'x'), [-Infinity]);
+    assert.ok(Object.is(values(2, 'v')[0], -0));
+    assert.deepEqual(values(2, 'd'), [NaN]);
+    assert.deepEqual(ds.record(0).note, 'NaN, Infinity: -Infinity', 'text inside strings is left alone');
+    assert.deepEqual(ds.record(1).note, '"NaN"');
+    assert.deepEqual(ds.record(0).deep, { k: [NaN] });
+    ds.close();
+    const ints = jsonlSource(path, { fields: { n: 'int32' } });
+    assert.equal((ints.get(0).n as Tensor).data[0], 3);
+    assert.throws(() => ints.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(path) && e.message.includes('record 1') && e.message.includes('NaN') && e.message.includes('int32'));
+    assert.throws(() => ints.get(2), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('record 2') && e.message.includes('Infinity'));
+    ints.close();
+    const int64 = jsonlSource(path, { fields: { n: 'int64' } });
+    assert.throws(() => int64.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('NaN') && e.message.includes('int64'));
+    int64.close();
+  });
+
+  it('still refuses lines that are not JSON even with NaN or Infinity in them', () => {
+    const path = join(dir, 'nonfinite-bad.jsonl');
+    writeFileSync(path, '{"a": 1}\n{"a": NaNa}\n{"a": -NaN}\n{"a": Infinity,}\n{"a": nan}\n{"a": [Infinity}\n{"a": "x" NaN}\n');
+    const ds = jsonlSource(path, { fields: ['a'] });
+    for (const i of range(6).map((k) => k + 1)) assert.throws(() => ds.get(i), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(`record ${i} is not valid JSON`), `record ${i}`);
+    ds.close();
+  });
+
   it('fails the read of a corrupt or mistyped line with ERR_BAD_FILE naming the file and the record', () => {
     const path = join(dir, 'corrupt.jsonl');
     writeFileSync(path, '{"a": 1}\n{"a": 2\n{"a": "three"}\n[4]\n');

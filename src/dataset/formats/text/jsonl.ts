@@ -1,11 +1,12 @@
 // `sources.jsonl`: a JSON Lines file as a dataset, one record (non-blank line) per sample. The line
 // index is built once and cached (jsonl-index.ts); each sample is then one positioned read of its
-// line and one JSON.parse, in the thread that reads it (reader workers). Fields: numbers become
-// scalars of their dtype, arrays of numbers ragged fields, text fields token ids through a Hugging
-// Face tokenizer.json (tokenizer.ts) — or, without a tokenizer, a typed error at open that points
-// at the option. The rule: a record that is not valid JSON, or whose field does not fit the kind
-// the first record set, fails its sample's read (so its batch, under the loader's `errors`), never
-// the open and never silently.
+// line and one JSON.parse, in the thread that reads it (reader workers) — Python's NaN, Infinity
+// and -Infinity, which json.dumps writes by default, read as those floats (python-json.ts). Fields:
+// numbers become scalars of their dtype, arrays of numbers ragged fields, text fields token ids
+// through a Hugging Face tokenizer.json (tokenizer.ts) — or, without a tokenizer, a typed error at
+// open that points at the option. The rule: a record that is not valid JSON, or whose field does
+// not fit the kind the first record set (NaN in an integer field, say), fails its sample's read (so
+// its batch, under the loader's `errors`), never the open and never silently.
 
 import { resolve } from 'node:path';
 import { LoaderError, badFile, badFileError, emptyFile, indexOutOfRange, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
@@ -15,6 +16,7 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec
 import { PositionedFile } from '../file.js';
 import { type At, type FieldKind, fieldDtypes, kindOf, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { type JsonlIndex, type JsonlIndexMode, jsonlIndex } from './jsonl-index.js';
+import { parsePythonJson } from './python-json.js';
 import { stampOf } from '../tar/tar-index.js';
 import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
@@ -94,7 +96,7 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
     const bytes = this.#file.read(start, lines[2 * i + 1]! - start, `record ${i}`);
     let value: unknown;
     try {
-      value = JSON.parse(this.#decoder.decode(bytes));
+      value = parsePythonJson(this.#decoder.decode(bytes));
     } catch (cause) {
       throw badFile(this.path, start, `record ${i} is not valid JSON: ${(cause as Error).message}`, 'Fix or remove that line (a record is one JSON object per line)');
     }
