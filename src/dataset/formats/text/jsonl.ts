@@ -18,7 +18,7 @@ import { type At, type FieldKind, fieldDtypes, kindOf, textNeedsTokenizer, toFie
 import { type JsonlIndex, type JsonlIndexMode, jsonlIndex } from './jsonl-index.js';
 import { parsePythonJson } from './python-json.js';
 import { stampOf } from '../tar/tar-index.js';
-import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
+import { type CountsLengths, countInFlight, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface JsonlOptions {
@@ -72,11 +72,12 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
     return this.#spec.kinds;
   }
 
-  get(i: number): Record<string, Tensor | Int32Array> {
+  /** Record `i`'s fields (a promise: text fields tokenize off the thread). */
+  async get(i: number): Promise<Record<string, Tensor | Int32Array>> {
     const record = this.record(i);
     const at = this.#at(i);
     const out: Record<string, Tensor | Int32Array> = {};
-    for (const k of this.#spec.kinds) out[k.name] = toField(k, record[k.name], at, this.#spec.tokenizer);
+    for (const k of this.#spec.kinds) out[k.name] = await toField(k, record[k.name], at, this.#spec.tokenizer);
     return out;
   }
 
@@ -120,23 +121,23 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
       return textLengths({ path: this.path, stamp: index, field: name, tokenizer: this.#spec.tokenizer!, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
     }
     const out = new Uint32Array(this.length);
-    this.countLengths(name, 0, this.length, out);
+    await this.countLengths(name, 0, this.length, out);
     return out;
   }
 
   /** Lengths of `field` for records [start, end) into out[start…end), through get(i)'s own conversion; a bad record names its line. */
-  countLengths(field: string, start: number, end: number, out: Uint32Array): void {
+  async countLengths(field: string, start: number, end: number, out: Uint32Array): Promise<void> {
     const kind = this.#spec.kinds.find((k) => k.name === field);
     if (kind === undefined || kind.kind === 'scalar') throw notRaggedField(this.path, 'field', field);
-    for (let i = start; i < end; i++) {
+    await countInFlight(start, end, out, async (i) => {
       try {
-        const v = toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
-        out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
+        const v = await toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
+        return v instanceof Int32Array ? v.length : v.shape[0]!;
       } catch (error) {
         if (!(error instanceof LoaderError) || error.code !== 'ERR_BAD_FILE') throw error;
         throw badFileError(`${error.message} (line ${this.#lineOf(i)} of the file)`, error);
       }
-    }
+    });
   }
 
   /** The 1-based line number of record i (blank lines count as lines): newlines before its start, counted. */
