@@ -269,3 +269,46 @@ describe('dataset validation', () => {
     assert.deepEqual(Array.from(store), [0, 1, 2, 3, 4, 5, 6, 7], 'the source was never written');
   });
 });
+
+// Each row a `sources.*` call with a misspelt option: refused at the call, naming the source, the key
+// and the key meant — before any file is touched (the paths below do not exist).
+describe("every source checks its options' names", () => {
+  const missing = '/tmp/opt/no-such-file';
+  const part = () => sources.arrays({ y: new Int32Array(4) });
+  const SOURCES: readonly (readonly [string, () => unknown, RegExp])[] = [
+    ['sources.npy', () => sources.npy(`${missing}.npy`, { laod: 'memory' } as never), /unknown `sources.npy` option "laod"; did you mean `load`\?/],
+    ['sources.safetensors', () => sources.safetensors(`${missing}.safetensors`, { tensor: ['a'] } as never), /unknown `sources.safetensors` option "tensor"; did you mean `tensors`\?/],
+    ['sources.arrow', () => sources.arrow(`${missing}.arrow`, { column: ['a'] } as never), /unknown `sources.arrow` option "column"; did you mean `columns`\?/],
+    ['sources.arrow over shards', () => sources.arrow([`${missing}-0.arrow`, `${missing}-1.arrow`], { rowRead: false } as never), /unknown `sources.arrow` option "rowRead"; did you mean `rowReads`\?/],
+    ['sources.arrow with ragged columns', () => sources.arrow(`${missing}.arrow`, { ragged: { t: 'values' }, cacheByte: 1 } as never), /unknown `sources.arrow` option "cacheByte"; did you mean `cacheBytes`\?/],
+    ['sources.mix', () => sources.mix([{ dataset: part(), weight: 1 }], { windw: 4 } as never), /unknown `sources.mix` option "windw"; did you mean `window`\?/],
+    ['sources.imageFolder', () => sources.imageFolder(missing, { size: 8, chanels: 3 } as never), /unknown `sources.imageFolder` option "chanels"; did you mean `channels`\?/],
+    ['sources.imageFolderAsync', () => sources.imageFolderAsync(missing, { size: 8, chanels: 3 } as never), /unknown `sources.imageFolderAsync` option "chanels"; did you mean `channels`\?/],
+    ['sources.tarShards', () => sources.tarShards(`${missing}.tar`, { feilds: ['jpg'] } as never), /unknown `sources.tarShards` option "feilds"; did you mean `fields`\?/],
+    ['sources.tarShards image', () => sources.tarShards(`${missing}.tar`, { image: { size: [8, 8], chanels: 1 } } as never), /unknown `sources.tarShards image` option "chanels"; did you mean `channels`\?/],
+    ['sources.tarShards decoders', () => sources.tarShards(`${missing}.tar`, { decoders: { png: { image: { size: [8, 8], layuot: 'hwc' } } } } as never), /unknown `sources.tarShards decoders.png.image` option "layuot"; did you mean `layout`\?/],
+    ['sources.arrow decoders', () => sources.arrow(`${missing}.arrow`, { decoders: { img: { kind: 'image', size: [8, 8], chanels: 1 } } } as never), /unknown `sources.arrow decoders.img` option "chanels"; did you mean `channels`\?/],
+    ['sources.tokens', () => sources.tokens(`${missing}.bin`, { contextLenght: 8 } as never), /unknown `sources.tokens` option "contextLenght"; did you mean `contextLength`\?/],
+    ['sources.jsonl', () => sources.jsonl(`${missing}.jsonl`, { feilds: ['a'] } as never), /unknown `sources.jsonl` option "feilds"; did you mean `fields`\?/],
+    ['sources.parquet', () => sources.parquet(`${missing}.parquet`, { column: ['a'] } as never), /unknown `sources.parquet` option "column"; did you mean `columns`\?/],
+  ];
+  for (const [name, call, pattern] of SOURCES) {
+    it(`${name} refuses a misspelt option, naming the key meant`, async () => {
+      await assert.rejects(async () => call(), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    });
+  }
+
+  it('an unrelated key is answered with the known keys', () => {
+    assert.throws(() => sources.npy(`${missing}.npy`, { cores: 8 } as never), {
+      code: 'ERR_INVALID_OPTION', message: /unknown `sources.npy` option "cores". Known `sources.npy` options: load, inMemoryBytes/,
+    });
+  });
+
+  it('options that are not an object are refused', () => {
+    assert.throws(() => sources.npy(`${missing}.npy`, 7 as never), { code: 'ERR_INVALID_OPTION', message: /`sources.npy\(…, options\)` must be an object of options, got 7/ });
+  });
+});

@@ -13,6 +13,7 @@ import { type ConcatSource, concatSource, openConcat } from './concat-source.js'
 import { isMixture, kMixture } from './capabilities.js';
 import type { AnyDataset } from './dataset.js';
 import { type SourceSpec, isSourceSpec } from './source-spec.js';
+import { checkKeys, keysOf } from './option-keys.js';
 
 export interface MixPart<D = AnyDataset> {
   readonly dataset: D;
@@ -34,6 +35,9 @@ export interface MixOptions {
   /** Shuffle each part's epochs and each window's slots. Default: the loader's `shuffle`. */
   readonly shuffle?: boolean;
 }
+
+/** The keys of `MixOptions` (checked by `sources.mix`, option-keys.ts). */
+export const MIX_OPTION_KEYS = keysOf<MixOptions>({ seed: true, window: true, length: true, shuffle: true });
 
 /** What the loader reads off a mixture dataset. */
 export interface Mixture {
@@ -85,9 +89,7 @@ function checkParts(parts: unknown): number[] {
 
 function attach(concat: ConcatSource, weights: readonly number[], options: MixOptions): MixSource {
   const o = (options ?? {}) as Partial<MixOptions> & Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!['seed', 'window', 'length', 'shuffle'].includes(key)) throw invalidOption(`sources.mix options.${key}`, 'one of seed, window, length, shuffle', o[key]);
-  }
+  checkKeys('sources.mix', o, MIX_OPTION_KEYS);
   if (o.window !== undefined && (!Number.isSafeInteger(o.window) || o.window < 1)) throw invalidOption('sources.mix window', 'an integer ≥ 1', o.window);
   if (o.length !== undefined && (!Number.isSafeInteger(o.length) || o.length < 1 || o.length > 2 ** 32 - 2)) throw invalidOption('sources.mix length', 'an integer in [1, 2^32 − 2]', o.length);
   if (o.shuffle !== undefined && typeof o.shuffle !== 'boolean') throw invalidOption('sources.mix shuffle', 'a boolean', o.shuffle);
