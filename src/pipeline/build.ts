@@ -41,7 +41,7 @@ import { StreamingParts } from './streaming-parts.js';
 import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
 import { planRagged, raggedDelivery } from './ragged-batch.js';
 import type { CollateSpec } from '../collate/collate.js';
-import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
+import { type MixSource, checkMixParts, mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
 import { warn } from '../base/warnings.js';
 
@@ -92,6 +92,9 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   } catch (cause) {
     throw wrapDatasetError("reading sample 0 to learn the dataset's shape failed", cause);
   }
+  // A mixture's parts must agree on their fields before any batch draws from them.
+  const mixture = mixtureOf(ds);
+  if (mixture !== undefined) await checkMixParts(ds as MixSource, schema, probeContext);
   const count = schema.fields.length;
   if (opts.names !== undefined && opts.names.length !== count) {
     throw namesCount(opts.names.length, count);
@@ -124,7 +127,6 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
   // A mixture orders its own picks (NOTE [Mixture order], sampler/mix-sampler.ts).
-  const mixture = mixtureOf(ds);
   if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
