@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { availableParallelism } from 'node:os';
-import { DataLoader, type LoaderOptions, type Tensor, sources } from '../src/index.js';
+import { DataLoader, type Dataset, type LoaderOptions, type SampleValue, type Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { resolveOptions } from '../src/options.js';
 import { MAX_IN_FLIGHT, ringSlotsFromRam } from '../src/base/budget.js';
@@ -310,5 +310,76 @@ describe("every source checks its options' names", () => {
 
   it('options that are not an object are refused', () => {
     assert.throws(() => sources.npy(`${missing}.npy`, 7 as never), { code: 'ERR_INVALID_OPTION', message: /`sources.npy\(…, options\)` must be an object of options, got 7/ });
+  });
+});
+
+// A ragged field of each dtype, documents of 1…4 elements, and the pad values its storage cannot
+// hold: each used to be cast silently (1.5 → 1 in int32, 2^40 → 0, -1 → 255 in uint8); an int64
+// field padded with anything but 0 failed its first batch.
+describe('collate pad.value is checked against the field dtype at create', () => {
+  const doc = (make: (n: number) => SampleValue): Dataset => Object.assign({ length: 4, get: (i: number) => ({ tokens: make(i + 1) }) }, { ragged: ['tokens'], raggedMax: { tokens: 4 } });
+  const DOCS: Record<string, Dataset> = {
+    int8: doc((n) => new Int8Array(n)),
+    uint8: doc((n) => new Uint8Array(n)),
+    int16: doc((n) => new Int16Array(n)),
+    uint16: doc((n) => new Uint16Array(n)),
+    int32: doc((n) => new Int32Array(n)),
+    uint32: doc((n) => new Uint32Array(n)),
+    float16: doc((n) => tensor(new Uint16Array(n), [n], 'float16')),
+    bfloat16: doc((n) => tensor(new Uint16Array(n), [n], 'bfloat16')),
+    float32: doc((n) => new Float32Array(n)),
+    float64: doc((n) => new Float64Array(n)),
+    int64: doc((n) => new BigInt64Array(n)),
+  };
+  const padWith = (dtype: string, value: unknown) => DataLoader.create(DOCS[dtype]!, { batchSize: 2, collate: { tokens: { pad: { value } } } } as LoaderOptions);
+
+  const REFUSED: readonly (readonly [string, unknown, RegExp])[] = [
+    ['int32', 1.5, /`collate.tokens.pad.value` must be an integer in \[-2147483648, 2147483647\] \(the range of the int32 field `tokens`\), got 1.5/],
+    ['int32', 2 ** 40, /`collate.tokens.pad.value` must be an integer in \[-2147483648, 2147483647\].*got 1099511627776/],
+    ['uint8', -1, /`collate.tokens.pad.value` must be an integer in \[0, 255\] \(the range of the uint8 field `tokens`\), got -1/],
+    ['uint8', 256, /\[0, 255\].*got 256/],
+    ['int8', 128, /\[-128, 127\].*got 128/],
+    ['int16', -32769, /\[-32768, 32767\].*got -32769/],
+    ['uint16', 0.5, /\[0, 65535\].*got 0.5/],
+    ['uint32', 2 ** 32, /\[0, 4294967295\].*got 4294967296/],
+    ['float32', 1e39, /`collate.tokens.pad.value` must be a finite number within float32's range \(±3.4028234663852886e\+38\), got 1e\+39/],
+    ['float64', Number.POSITIVE_INFINITY, /`collate.tokens.pad.value` must be a finite number, got Infinity/],
+    ['float16', 1.5, /`collate.tokens.pad.value` must be an integer in \[0, 65535\]: a float16 field is padded with the raw 16-bit pattern given \(1.0 is 15360\), got 1.5/],
+    ['bfloat16', -1, /a bfloat16 field is padded with the raw 16-bit pattern given \(1.0 is 16256\), got -1/],
+    ['int64', 2 ** 60, /`collate.tokens.pad.value` must be an integer in \[-9007199254740991, 9007199254740991\] \(the integers a number holds exactly, for the int64 field `tokens`\), got 1152921504606847000/],
+  ];
+  for (const [dtype, value, pattern] of REFUSED) {
+    it(`pad.value ${String(value)} on a ${dtype} field is refused`, async () => {
+      await assert.rejects(padWith(dtype, value), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    });
+  }
+
+  const ACCEPTED: readonly (readonly [string, number, number])[] = [
+    ['int32', -1, -1], ['uint8', 255, 255], ['int8', -128, -128], ['uint32', 2 ** 32 - 1, 2 ** 32 - 1],
+    ['float32', -0.5, -0.5], ['float64', 1e300, 1e300], ['float16', 15360, 15360], ['int64', -1, -1],
+  ];
+  for (const [dtype, value, stored] of ACCEPTED) {
+    it(`pad.value ${value} on a ${dtype} field is accepted and pads with it`, async () => {
+      const loader = await padWith(dtype, value);
+      for await (const b of loader.epoch(0)) {
+        const t = b.get('tokens') as Tensor;
+        const lengths = (b.get('tokens_lengths') as Tensor).data as Int32Array;
+        const width = t.shape[1]!;
+        lengths.forEach((len, r) => {
+          for (let k = len; k < width; k++) assert.equal(Number((t.data as Float64Array)[r * width + k]), stored);
+        });
+      }
+      await loader.close();
+    });
+  }
+
+  it('pad: null is refused, not read as the default', async () => {
+    await assert.rejects(DataLoader.create(DOCS.int32!, { batchSize: 2, collate: { tokens: { pad: null } } } as unknown as LoaderOptions), {
+      code: 'ERR_INVALID_OPTION', message: /`collate.tokens.pad` must be an object of options, got null/,
+    });
   });
 });

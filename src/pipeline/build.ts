@@ -119,7 +119,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     } catch {
       return undefined;
     }
-  });
+  }, (field) => schema.fields[names.indexOf(field)]?.dtype);
   if (ragged.plans.size > 0) {
     checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
