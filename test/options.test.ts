@@ -383,3 +383,30 @@ describe('collate pad.value is checked against the field dtype at create', () =>
     });
   });
 });
+
+// Budgets larger than what they budget: each used to be accepted, the reserve leaving no depth and
+// the stage promising bytes its drive does not have.
+describe('budgets are checked against what there is at create', () => {
+  it('activationReserve above the device memory is refused, naming the memory', async () => {
+    await rejectsWith({ batchSize: 4, device: 'sim', activationReserve: 1e15 }, 'ERR_INVALID_OPTION', /`activationReserve` must be a byte count ≤ the memory of sim \(17179869184 bytes, 17179869184 free\), got 1000000000000000/);
+    await rejectsWith({ batchSize: 4, device: 'sim', sim: { totalBytes: 4096, usedBytes: 1024 }, activationReserve: 4097 }, 'ERR_INVALID_OPTION', /≤ the memory of sim \(4096 bytes, 3072 free\), got 4097/);
+  });
+
+  it('activationReserve up to the device memory is accepted', async () => {
+    const loader = await DataLoader.create(ds, { batchSize: 4, device: 'sim', sim: { totalBytes: 2 ** 20 }, activationReserve: 2 ** 20 });
+    assert.throws(() => loader.setActivationReserve(2 ** 20 + 1), { code: 'ERR_INVALID_OPTION', message: /`setActivationReserve\(bytes\)` must be a byte count ≤ the memory of sim \(1048576 bytes/ });
+    loader.setActivationReserve(2 ** 19);
+    await loader.close();
+  });
+
+  it('diskStage.gigabytes above the free space of its drive is refused, naming the free space', async () => {
+    const perSample = { length: 8, get: (i: number) => ({ y: Int32Array.of(i) }) };
+    await assert.rejects(DataLoader.create(perSample, { batchSize: 4, mode: 'streaming', diskStage: { gigabytes: 1e12, dir: '/tmp/opt/stage' } }), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+      assert.match(e.message, /`diskStage.gigabytes` must be at most the free space under "\/tmp\/opt\/stage" \(\d+(\.\d+)? GiB\), got 1000000000000. Lower it, or point diskStage.dir at a drive with more room/);
+      return true;
+    });
+    const small = await DataLoader.create(perSample, { batchSize: 4, mode: 'streaming', diskStage: { gigabytes: 0.001, dir: '/tmp/opt/stage' } });
+    await small.close();
+  });
+});

@@ -32,7 +32,7 @@ import { PooledAssembler } from './assemble/pooled.js';
 import { StagedAssembler } from './assemble/staged.js';
 import { DecodeAssembler } from './assemble/decode/decode.js';
 import { type EncodedImages, encodedImagesOf } from '../dataset/formats/images/encoded-images.js';
-import { type Probe, canFitResident, pinSourceFits } from '../base/budget.js';
+import { type Probe, canFitResident, pinSourceFits, reserveFits } from '../base/budget.js';
 import type { DeliveryConfig } from './delivery.js';
 import { type Fetcher, MainThreadFetcher } from '../reader/fetcher.js';
 import { Governor } from './governor.js';
@@ -62,6 +62,19 @@ export interface Built {
   readonly residentBuildMs: number;
 }
 
+/**
+ * Refuse an activation reserve larger than the device's memory (`knob` names the option or method).
+ * A device without a memory probe (the CPU) has no reserve to check: it ignores the option.
+ */
+export function checkActivationReserve(knob: string, bytes: number, device: Device): void {
+  const info = device.probesMemory ? device.memInfo() : undefined;
+  if (info === undefined || reserveFits(bytes, info)) return;
+  throw invalidOption(
+    knob, `a byte count ≤ the memory of ${device.name} (${info.total} bytes, ${Math.max(info.total - info.used, 0)} free)`, bytes,
+    "It is the memory a training step needs beyond what the device already uses: declare that, or leave it out",
+  );
+}
+
 /** Open, probe and build; on failure everything opened here is closed again (the device is the caller's). */
 export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<Built> {
   let ds: AnyDataset | undefined;
@@ -74,6 +87,7 @@ export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: Resolv
 }
 
 async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<Built> {
+  if (opts.activationReserve !== undefined) checkActivationReserve('activationReserve', opts.activationReserve, device);
   const probeContext = { signal: new AbortController().signal };
   // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
   // into shared memory when it is made.
