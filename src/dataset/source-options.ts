@@ -6,18 +6,21 @@
 
 import { invalidOption } from '../errors.js';
 import { checkKeys, keysOf } from './option-keys.js';
-import type { ArrowRaggedOptions } from './formats/arrow/arrow-ragged.js';
-import type { ArrowImageDecoder, ArrowModuleDecoder } from './formats/arrow/arrow-decoders.js';
+import type { ArrowRaggedField, ArrowRaggedOptions } from './formats/arrow/arrow-ragged.js';
+import type { ArrowCodesDecoder, ArrowImageDecoder, ArrowModuleDecoder } from './formats/arrow/arrow-decoders.js';
 import type { ImageFolderOptions } from './formats/images/image-folder.js';
 import type { NpyOptions } from './formats/columns/npy.js';
 import type { SafetensorsOptions } from './formats/columns/safetensors.js';
-import type { TarImageOptions, TarShardsOptions } from './formats/tar/tar-shards.js';
+import type { TarFieldDecoder, TarImageOptions, TarShardsOptions } from './formats/tar/tar-shards.js';
 import { MIX_OPTION_KEYS } from './mix-source.js';
 import type { JsonlOptions } from './formats/text/jsonl.js';
 import type { ParquetOptions } from './formats/text/parquet.js';
 import type { TokensOptions } from './formats/text/token-file.js';
 
 const IMAGE_KEYS = keysOf<TarImageOptions>({ size: true, channels: true, layout: true, fit: true, maxInputPixels: true, view: true, normalize: true, output: true });
+/** A tar field's decoder given as an object (`{ image: {...} }`), and an Arrow ragged column read through a tokenizer. */
+const TAR_DECODER_KEYS = keysOf<Extract<TarFieldDecoder, object>>({ image: true });
+const ARROW_RAGGED_KEYS = keysOf<Exclude<ArrowRaggedField, string>>({ tokenizer: true });
 
 /** The option keys of each `sources.*` factory that takes an options object (`module`'s are the user's own). */
 export const SOURCE_OPTION_KEYS = {
@@ -37,7 +40,7 @@ export const SOURCE_OPTION_KEYS = {
 const ARROW_DECODER_KEYS: Readonly<Record<string, readonly string[]>> = {
   image: keysOf<ArrowImageDecoder>({ kind: true, size: true, channels: true, layout: true, fit: true, maxInputPixels: true, view: true, normalize: true, output: true }),
   module: keysOf<ArrowModuleDecoder>({ kind: true, module: true, export: true }),
-  codes: ['kind'],
+  codes: keysOf<ArrowCodesDecoder>({ kind: true }),
 };
 
 const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -50,7 +53,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typ
 export function checkSourceOptions(source: keyof typeof SOURCE_OPTION_KEYS, options: unknown, fn: string = source): void {
   if (options === undefined) return;
   const where = `sources.${fn}`;
-  if (!isRecord(options)) throw invalidOption(`${where}(…, options)`, 'an object of options', options);
+  if (!isRecord(options)) throw invalidOption(`${where}(…, options)`, 'an object of options', options, source === 'imageFolder' ? 'Pass e.g. { size: 224 }' : undefined);
   checkKeys(where, options, SOURCE_OPTION_KEYS[source]);
   const decoders = options.decoders;
   if (source === 'tarShards') {
@@ -58,7 +61,7 @@ export function checkSourceOptions(source: keyof typeof SOURCE_OPTION_KEYS, opti
     if (isRecord(decoders)) {
       for (const [field, d] of Object.entries(decoders)) {
         if (!isRecord(d)) continue;
-        checkKeys(`${where} decoders.${field}`, d, ['image']);
+        checkKeys(`${where} decoders.${field}`, d, TAR_DECODER_KEYS);
         if (isRecord(d.image)) checkKeys(`${where} decoders.${field}.image`, d.image, IMAGE_KEYS);
       }
     }
@@ -71,7 +74,7 @@ export function checkSourceOptions(source: keyof typeof SOURCE_OPTION_KEYS, opti
       }
     }
     if (isRecord(options.ragged)) {
-      for (const [column, how] of Object.entries(options.ragged)) if (isRecord(how)) checkKeys(`${where} ragged.${column}`, how, ['tokenizer']);
+      for (const [column, how] of Object.entries(options.ragged)) if (isRecord(how)) checkKeys(`${where} ragged.${column}`, how, ARROW_RAGGED_KEYS);
     }
   }
 }
