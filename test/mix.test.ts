@@ -258,4 +258,12 @@ describe('a mixture is checked at create', () => {
     assert.equal(loader.numBatches, 2);
     await loader.close();
   });
+
+  it('a field made ragged by the collate option alone may differ in its first dimension too', async () => {
+    const doc = (base: number) => ({ length: 4, get: (i: number) => ({ tokens: Int32Array.from({ length: 1 + ((i + base) % 8) }, (_, k) => k), label: i }) });
+    const mix = sources.mix([{ dataset: doc(0), weight: 1 }, { dataset: doc(5), weight: 1 }]);
+    const loader = await DataLoader.create(mix, { batchSize: 4, collate: { tokens: { pad: { maxLength: 8 } } } });
+    assert.equal(loader.numBatches, 2);
+    await loader.close();
+  });
 });

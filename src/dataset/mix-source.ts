@@ -11,7 +11,7 @@ import type { LoaderState } from '../distributed/resume.js';
 import { MixSampler } from '../sampler/mix-sampler.js';
 import { type U64, toU64 } from '../sampler/rng.js';
 import { type ConcatSource, concatSource, openConcat } from './concat-source.js';
-import { hasRaggedFields, isMixture, kMixture } from './capabilities.js';
+import { isMixture, kMixture } from './capabilities.js';
 import type { AnyDataset, ReadContext } from './dataset.js';
 import type { FieldSpec, Schema } from './schema.js';
 import { checkKeys, keysOf } from './option-keys.js';
@@ -100,12 +100,11 @@ function checkParts(parts: unknown): number[] {
 
 /**
  * Read sample 0 of every part after the first (whose sample 0 is the mixture's, probed as `schema`)
- * and refuse parts whose fields differ from it — names, dtypes, shapes (a ragged field's first
- * dimension may differ) — so that a mixture fails at create, not at the first batch that draws from
- * the odd part. Called by the loader at create.
+ * and refuse parts whose fields differ from it — names, dtypes, shapes (the first dimension of a
+ * field `ragged(i)` says is ragged may differ) — so that a mixture fails at create, not at the first
+ * batch that draws from the odd part. Called by the loader at create.
  */
-export async function checkMixParts(ds: MixSource, schema: Schema, context: ReadContext): Promise<void> {
-  const ragged = new Set(hasRaggedFields(ds) ? ds.ragged : []);
+export async function checkMixParts(ds: MixSource, schema: Schema, context: ReadContext, ragged: (field: number) => boolean): Promise<void> {
   const names = (s: Schema) => s.keys ?? s.fields.map((_, i) => String(i));
   const want = names(schema);
   const list = (s: Schema) => (s.keys === undefined ? `[${names(s).join(', ')}] (positional)` : `{ ${names(s).join(', ')} }`);
@@ -124,7 +123,7 @@ export async function checkMixParts(ds: MixSource, schema: Schema, context: Read
     want.forEach((name, i) => {
       const a = schema.fields[i]!;
       const b = own.fields[got.indexOf(name)]!;
-      const dims = ragged.has(name) ? 1 : 0;
+      const dims = ragged(i) ? 1 : 0;
       const same = a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => k < dims || d === b.shape[k]);
       if (!same) {
         throw sampleMismatchError(

@@ -106,9 +106,6 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   } catch (cause) {
     throw wrapDatasetError("reading sample 0 to learn the dataset's shape failed", cause);
   }
-  // A mixture's parts must agree on their fields before any batch draws from them.
-  const mixture = mixtureOf(ds);
-  if (mixture !== undefined) await checkMixParts(ds as MixSource, schema, probeContext);
   const count = schema.fields.length;
   if (opts.names !== undefined && opts.names.length !== count) {
     throw namesCount(opts.names.length, count);
@@ -122,6 +119,13 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     throw invalidOption('mode', "'streaming' or 'auto' with decode: 'gpu'", opts.mode, "GPU decoding assembles each batch from the files: drop mode, or pass decode: 'cpu'");
   }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+  // A mixture's parts must agree on their fields before any batch draws from them; a ragged field —
+  // declared by the dataset, or named by `collate` or `pack.field` — only in its trailing shape.
+  const mixture = mixtureOf(ds);
+  if (mixture !== undefined) {
+    const ragged = new Set<string>([...(hasRaggedFields(ds) ? ds.ragged : []), ...Object.keys(opts.collate ?? {}), ...(opts.pack?.field !== undefined ? [opts.pack.field] : [])]);
+    await checkMixParts(ds as MixSource, schema, probeContext, (field) => ragged.has(names[field]!));
+  }
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
   const unbounded = unboundedCollate(ds, opts.collate);
