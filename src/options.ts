@@ -74,7 +74,10 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Default 0.50. Ranks on one host split it: each takes ramMaxUsage / local world size.
    */
   ramMaxUsage?: number;
-  /** Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. */
+  /**
+   * Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. At most
+   * the device's total memory (refused at create above it); ignored on the CPU, which has no probe.
+   */
   activationReserve?: number;
   /**
    * Keep samples read from a per-sample dataset in RAM across epochs (streaming mode), within the
@@ -85,7 +88,8 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Stage samples that did not fit the RAM cache in a pack file on local disk (streaming mode,
    * per-sample datasets). Pays when the source is slower than the local drive. Default off.
    * `dir` defaults to the system temp directory; the file lives in a private 0700 directory and is
-   * removed on close, on exit and on SIGINT/SIGTERM. Refused with `mode: 'resident'`, which never reads it.
+   * removed on close, on exit and on SIGINT/SIGTERM. Refused with `mode: 'resident'`, which never reads it,
+   * and when `gigabytes` exceeds the free space of `dir`'s drive (the stage would fill it and stop).
    */
   diskStage?: { gigabytes: number; dir?: string };
   /** Keep samples on the GPU across epochs (CUDA only). Default true. */

@@ -11,6 +11,7 @@ import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore }
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
+import { hasRaggedFields } from '../dataset/capabilities.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
@@ -31,7 +32,7 @@ import { PooledAssembler } from './assemble/pooled.js';
 import { StagedAssembler } from './assemble/staged.js';
 import { DecodeAssembler } from './assemble/decode/decode.js';
 import { type EncodedImages, encodedImagesOf } from '../dataset/formats/images/encoded-images.js';
-import { type Probe, canFitResident, pinSourceFits } from '../base/budget.js';
+import { type Probe, canFitResident, pinSourceFits, reserveFits } from '../base/budget.js';
 import type { DeliveryConfig } from './delivery.js';
 import { type Fetcher, MainThreadFetcher } from '../reader/fetcher.js';
 import { Governor } from './governor.js';
@@ -40,7 +41,7 @@ import { StreamingParts } from './streaming-parts.js';
 import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
 import { planRagged, raggedDelivery } from './ragged-batch.js';
 import type { CollateSpec } from '../collate/collate.js';
-import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
+import { type MixSource, checkMixParts, mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
 import { FieldLengths } from './field-lengths.js';
 import { warn } from '../base/warnings.js';
@@ -62,6 +63,19 @@ export interface Built {
   readonly residentBuildMs: number;
 }
 
+/**
+ * Refuse an activation reserve larger than the device's memory (`knob` names the option or method).
+ * A device without a memory probe (the CPU) has no reserve to check: it ignores the option.
+ */
+export function checkActivationReserve(knob: string, bytes: number, device: Device): void {
+  const info = device.probesMemory ? device.memInfo() : undefined;
+  if (info === undefined || reserveFits(bytes, info)) return;
+  throw invalidOption(
+    knob, `a byte count ≤ the memory of ${device.name} (${info.total} bytes, ${Math.max(info.total - info.used, 0)} free)`, bytes,
+    "It is the memory a training step needs beyond what the device already uses: declare that, or leave it out",
+  );
+}
+
 /** Open, probe and build; on failure everything opened here is closed again (the device is the caller's). */
 export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<Built> {
   let ds: AnyDataset | undefined;
@@ -74,6 +88,7 @@ export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: Resolv
 }
 
 async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<Built> {
+  if (opts.activationReserve !== undefined) checkActivationReserve('activationReserve', opts.activationReserve, device);
   const probeContext = { signal: new AbortController().signal };
   // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
   // into shared memory when it is made.
@@ -105,11 +120,18 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     throw invalidOption('mode', "'streaming' or 'auto' with decode: 'gpu'", opts.mode, "GPU decoding assembles each batch from the files: drop mode, or pass decode: 'cpu'");
   }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+  // A mixture's parts must agree on their fields before any batch draws from them; a ragged field —
+  // declared by the dataset, or named by `collate` or `pack.field` — only in its trailing shape.
+  const mixture = mixtureOf(ds);
+  if (mixture !== undefined) {
+    const ragged = new Set<string>([...(hasRaggedFields(ds) ? ds.ragged : []), ...Object.keys(opts.collate ?? {}), ...(opts.pack?.field !== undefined ? [opts.pack.field] : [])]);
+    await checkMixParts(ds as MixSource, schema, probeContext, (field) => ragged.has(names[field]!));
+  }
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
   // NOTE [per-field lengths] (field-lengths.ts): each ragged field's capacity from its own lengths.
   const lengths = await FieldLengths.load(ds, names, opts, length);
-  const ragged = planRagged(ds, names, opts.collate, opts.pack, lengths);
+  const ragged = planRagged(ds, names, opts.collate, opts.pack, lengths, (field) => schema.fields[names.indexOf(field)]?.dtype);
   if (ragged.plans.size > 0) {
     checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
@@ -117,7 +139,6 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
   // A mixture orders its own picks (NOTE [Mixture order], sampler/mix-sampler.ts).
-  const mixture = mixtureOf(ds);
   if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));

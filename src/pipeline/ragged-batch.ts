@@ -9,7 +9,7 @@ import { invalidOption, show, transformOutputError } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import { hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
-import { type CollateSpec, type RaggedRow, collateField, parseCollate } from '../collate/collate.js';
+import { type CollateSpec, type RaggedRow, checkPadValue, collateField, parseCollate } from '../collate/collate.js';
 import { type PackPlan, type PackSettings, packBatch } from '../sampler/pack-plan.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import type { AnyTensor, DeviceTensor } from '../device/device-tensor.js';
@@ -60,7 +60,10 @@ export interface RaggedSetup {
  * `raggedMax`, else the longest of the field's own `lengths(field)` (NOTE [per-field lengths],
  * field-lengths.ts); none of them → a typed error at create.
  */
-export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: FieldLengths): RaggedSetup {
+export function planRagged(
+  ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined,
+  lengths: FieldLengths, fieldDtype: (field: string) => DType | undefined,
+): RaggedSetup {
   const declared = hasRaggedFields(ds) ? ds.ragged.filter((n) => typeof n === 'string') : [];
   const raggedMax: Readonly<Record<string, number>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   const plans = new Map<string, RaggedPlan>();
@@ -89,6 +92,8 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
   if (ragged.length === 0 && collate === undefined) return { plans, specs: new Map(), packField: undefined };
   const specs = parseCollate(collate, ragged, raggedMax);
   for (const [field, spec] of specs) {
+    const dtype = fieldDtype(field);
+    if (spec.kind === 'pad' && dtype !== undefined) checkPadValue(field, spec.value, dtype);
     let capacity = spec.kind === 'function' ? raggedMax[field] : spec.maxLength;
     if (capacity === undefined) {
       const all = lengths.of(field);
