@@ -254,6 +254,7 @@ function blockEnv(dir: string): NodeJS.ProcessEnv {
     XDG_CACHE_HOME: join(dir, '.cache'), // the tar, JSONL, folder and length caches stay in the block's directory
     PYTHONPATH: join(ROOT, 'python'),
     STOKER_JS: BIN,
+    npm_config_offline: 'true', // npx finds the project's own stoker; never fetch a package of that name from the registry
     PATH: `${join(dir, '..', 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
   };
   delete env.NODE_TEST_CONTEXT;
