@@ -22,6 +22,7 @@ import { Binary, Field, Int32, Int64, List, Table, Utf8, tableToIPC, vectorFromA
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import ts from 'typescript';
 import { writeShapesDataset } from '../src/cli/demo-data.js';
+import { docPath } from '../src/cli/ui.js';
 import { TEST_MS } from './fixtures.js';
 import { BIN, torchMissing } from './fixtures/python-client.js';
 
@@ -300,6 +301,8 @@ describe('the documentation: README.md and docs/*.md', () => {
       if (b.mode.kind === 'typecheck-only') assert.ok(b.lang === 'ts', `${b.id}: typecheck-only is for TypeScript blocks`);
       if (b.mode.kind === 'file') assert.ok(b.lang === 'ts' || b.lang === 'js', `${b.id}: a file block is a module`);
     }
+    const files = BLOCKS.flatMap((b) => (b.mode.kind === 'file' ? [`${b.page}: ${b.mode.name}`] : []));
+    assert.equal(new Set(files).size, files.length, `a file named twice on one page: ${files.join(', ')}`);
     const runnable = BLOCKS.filter((b) => b.mode.kind === 'run');
     // A block that installs packages or runs the suite would change the project the blocks share (and run this test inside itself).
     for (const b of runnable) if (b.lang === 'sh') assert.doesNotMatch(b.code, /\b(npm|pnpm|yarn)\s+(install|i|ci|add|test|start|run)\b|\bnpm\s+t\b|\bpip3?\s+install\b/, `${b.id}: a shell block that installs or runs the suite must be marked skip`);
@@ -344,6 +347,13 @@ describe('the documentation: README.md and docs/*.md', () => {
       }
     }
     assert.deepEqual(bad, []);
+  });
+
+  it("the pages `stoker --help` names are there, and shipped (the package test runs the installed command's help)", () => {
+    for (const page of ['cli.md', 'stats.md', 'torch.md']) {
+      assert.ok(existsSync(docPath(page)), docPath(page));
+      assert.ok(shipped(relative(ROOT, docPath(page))), `docs/${page} is in the package`);
+    }
   });
 });
 
