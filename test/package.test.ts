@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, statSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, statSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, relative, sep } from 'node:path';
@@ -110,13 +110,13 @@ describe('the packed package, installed in a fresh project', () => {
     assert.equal(distState(), distBefore);
   });
 
-  it('the tarball carries dist/ with its types, the PTX kernels, the launcher and the license, and no sources or source maps', async () => {
+  it('the tarball carries dist/ with its types, the PTX kernels, the launcher, the license and the docs, and no sources, source maps or benchmark logs', async () => {
     const paths: string[] = [];
     await list({ file: tarball, onReadEntry: (entry) => void paths.push(entry.path) });
-    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/reader/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json']) {
+    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/reader/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json', 'docs/cli.md', 'docs/torch.md', 'docs/benchmarks/history.md', 'BENCHMARKS.md']) {
       assert.ok(paths.includes(`package/${p}`), `the tarball has ${p}`);
     }
-    assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
+    assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.startsWith('package/docs/results/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
   });
 
   it('an ES module imports it and runs one epoch of sources.arrays: every sample once', async () => {
@@ -234,6 +234,10 @@ describe('the packed package, installed in a fresh project', () => {
     const help = await ok('npx', ['--no', '--', 'stoker', '--help'], app, 2 * MINUTE);
     assert.match(help.stdout, /^Usage: stoker /m);
     for (const c of ['demo', 'bench', 'inspect']) assert.match(help.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
+    // The help points at pages of the installed package (docs/ ships in it), not at a clone's paths.
+    const docs = /^Docs: (.+); the figures: (.+)\.$/m.exec(help.stdout);
+    assert.ok(docs !== null, `the help names its docs:\n${help.stdout}`);
+    for (const page of docs.slice(1)) assert.ok(existsSync(page) && realpathSync(page).startsWith(realpathSync(installed)), `${page}: a page of the installed package`);
     const inspect = await ok('npx', ['--no', '--', 'stoker', 'inspect', 'x.npy'], app, 2 * MINUTE);
     assert.match(inspect.stdout, /format\s+npy/);
     assert.match(inspect.stdout, /samples\s+5/);

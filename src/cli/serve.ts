@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { serve } from '../serve/server.js';
 import { deviceArg, intArg, workersArg } from './args.js';
 import { onCleanup } from './cleanup.js';
+import { docPath } from './ui.js';
 
 interface ServeCliOptions {
   readonly socket?: string;
@@ -39,7 +40,7 @@ export function serveCommand(): Command {
 Examples:
   stoker serve --source data/train.npy --batch-size 256 --socket /tmp/stoker.sock
   stoker serve --source '{"builtin":"synthetic","options":{"n":50000}}' --device cuda
-Protocol and the Python client: docs/torch.md.`)
+Protocol and the Python client: ${docPath('torch.md')}.`)
     .action(async (opts: ServeCliOptions) => {
       const options: Record<string, unknown> = { ...opts.options };
       if (opts.batchSize !== undefined) options.batchSize = opts.batchSize;

@@ -19,6 +19,15 @@ import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSourc
 import { moduleSource } from './source-spec.js';
 import { checkSourceOptions } from './source-options.js';
 
+/** `sources.tokens`: Megatron's documents with `index`, nanoGPT's windows without (the type says which). */
+function tokens(path: string, options: TokensOptions & { readonly index: string | true }): MegatronTokens;
+function tokens(path: string, options?: TokensOptions & { readonly index?: undefined }): TokenWindows;
+function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens;
+function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
+  checkSourceOptions('tokens', options);
+  return tokensSource(path, options);
+}
+
 export const sources = {
   /**
    * A dataset reader workers can open: `sources.module(new URL('./my-data.ts', import.meta.url),
@@ -127,10 +136,7 @@ export const sources = {
    * `tokens[0..1024)`, target `tokens[1..1025)`. With Megatron's index (`index: true` for `x.idx`
    * beside `x.bin`, or its path), samples are documents `{ tokens: [len] }`, a ragged field.
    */
-  tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
-    checkSourceOptions('tokens', options);
-    return tokensSource(path, options);
-  },
+  tokens,
   /**
    * A JSON Lines file, one record per non-blank line: `sources.jsonl('data.jsonl', { fields: {
    * label: 'int64' }, text: 'text', tokenizer: { path: 'tokenizer.json' } })`. The line index is
