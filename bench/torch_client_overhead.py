@@ -8,17 +8,19 @@ import torch
 import stoker.torch as st
 from stoker.torch import DataLoader
 NB = 20000; B = 256; SLOTS = 4
+QUIET = os.pipe()  # what the liveness check selects on: never readable, never closed
 class FakeSock:
     def __init__(self, data, chunk): self.data = data; self.at = 0; self.chunk = chunk; self.sent = 0
     def recv(self, n):
         c = self.data[self.at:self.at + min(n, self.chunk)]; self.at += len(c); return c
     def sendall(self, b): self.sent += 1
+    def fileno(self): return QUIET[0]
 def make(chunk_frames):
     l = object.__new__(DataLoader)
     l.__dict__.update(dict(_proc=None, _stderr_tail=collections.deque(), _buf=bytearray(), _pos=0, _pending=collections.deque(),
         _unacked=[], _ack_at=SLOTS // 2, _slabs={0: bytearray(SLOTS * 790528)}, _layouts={}, _views={}, _cuda=None, _current=None,
         _active=None, _closed=False, _timeout=None, _source=None, _ids=False, _consumed=None, _state=None, _state_seq=None,
-        device=torch.device("cpu"), _next_epoch=0, _resume=None))
+        device=torch.device("cpu"), _next_epoch=0, _resume=None, _dtypes={}))
     layout = {"op": "layout", "id": 0, "stride": 790528, "fields": [
         {"name": "image", "dtype": "uint8", "shape": [B, 3, 32, 32], "slab": 0, "offset": 0, "bytes": B * 3072},
         {"name": "label", "dtype": "int32", "shape": [B], "slab": 0, "offset": B * 3072, "bytes": B * 4}]}

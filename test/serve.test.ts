@@ -140,6 +140,23 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     if (gather) assert.equal(out.gathers, true);
   });
 
+  for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
+    for (const at of ['mid', 'end'] as const) {
+      it(`a loader ended by ${signal} ${at === 'mid' ? 'mid-epoch' : 'between epochs'}: once it exited, the next batch asked for raises LoaderDied${signal === 'SIGTERM' ? ' (ERR_SERVE_STOPPED)' : ''}`, async () => {
+        // NOTE: the scenario waits (60 s at most) for the loader process to exit after the signal, then
+        // asks for one batch. Mid-epoch the client already holds batches the loader made before it died
+        // (a gathered chunk; on the leased route frames waiting in its buffer): none of them is handed out.
+        const { out } = await scenario('loader_stops', { signal, at, gather });
+        assert.equal(out.exited, true, `the loader process did not exit after ${signal}`);
+        assert.equal(out.gathers, gather);
+        assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+        assert.equal(out.code, signal === 'SIGTERM' ? 'ERR_SERVE_STOPPED' : 'ERR_LOADER_DIED', JSON.stringify(out));
+        if (signal === 'SIGKILL') assert.match(String(out.message), /exit code -9/);
+        else assert.match(String(out.message), /SIGTERM/);
+      });
+    }
+  }
+
   it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
     const { out } = await scenario('close', { n: 640, batch: 64, gather });
     assert.equal(out.exit, 0);
@@ -208,9 +225,15 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
     assert.deepEqual(sorted(full.out.ids), range(640));
   });
 
-  it('SIGTERM stops the server cleanly: exit code 0, no socket file, no shared-memory file left', async () => {
+  it('SIGTERM stops the server cleanly with a client connected mid-epoch: the client\u2019s next batch raises LoaderDied (ERR_SERVE_STOPPED); exit code 0, no socket file, no shared-memory file left', async () => {
     const pid = server.pid;
-    server.kill('SIGTERM');
+    // NOTE: the client sends the SIGTERM itself after its first batch and waits for the server's exit
+    // (its pidfd), then asks for a batch; a server that waits for its client to leave first hangs here.
+    // A gathering client holds no slots, so --idle-timeout (1 s here) cannot drop it first.
+    const { out } = await scenario('server_stops', { socket, pid, gather: true });
+    assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+    assert.equal(out.code, 'ERR_SERVE_STOPPED', JSON.stringify(out));
+    assert.match(String(out.message), /SIGTERM/);
     let timer: NodeJS.Timeout | undefined;
     const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('hang'), CHILD_MS)))]);
     clearTimeout(timer);

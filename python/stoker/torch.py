@@ -261,14 +261,43 @@ class DataLoader:
     def _send(self, message):
         self._send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
 
-    def _died(self, what):
+    def _died(self, what, said=None):
+        """LoaderDied: `what` happened; with the loader's last word when a stopping server said why
+        (ERR_SERVE_STOPPED: `said`, or found among the messages the client has not acted on)."""
+        stopped = said if said is not None else self._stop_message()
         code = None
         if self._proc is not None:
             try:
                 code = self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = "still running"
+        if stopped is not None:
+            return LoaderDied(f"the Stoker loader is gone: {stopped}; exit code {code}", "ERR_SERVE_STOPPED")
         return LoaderDied(f"the Stoker loader process is gone: {what}; exit code {code}; its stderr: {self._tail()}")
+
+    def _stop_message(self):
+        """The message of an ERR_SERVE_STOPPED the server sent that the client has not acted on yet, or None
+        (what the socket still holds is read first, without waiting)."""
+        try:
+            while select.select([self._sock], [], [], 0)[0]:
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
+                    break
+                self._buf += chunk
+        except (OSError, ValueError):
+            pass  # a socket that failed, or was closed here, has nothing more to say
+        pos = self._pos
+        msgs = list(self._pending)
+        while True:
+            got = self._parse(pos)
+            if got is None:
+                break
+            m, pos = got
+            msgs.append(m)
+        for m in msgs:
+            if type(m) is not tuple and m.get("op") == "error" and m.get("code") == "ERR_SERVE_STOPPED":
+                return m.get("message")
+        return None
 
     def _fill(self):
         """More bytes from the socket; the releases we owe go out first (the loader may be waiting on them)."""
@@ -287,40 +316,46 @@ class DataLoader:
             raise self._died("the socket closed")
         self._buf += chunk
 
+    def _parse(self, pos):
+        """The message at byte `pos` of the buffer and the position after it, or None when it is not all
+        there yet: a frame tuple (seq, epoch, index, rows, layout, slot, event, ids, picks) or a dict."""
+        buf = self._buf
+        n = len(buf)
+        if pos >= n:
+            return None
+        if buf[pos] == _FRAME_TAG:
+            if n - pos < _FRAME_BYTES:
+                return None
+            _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
+            end = pos + _FRAME_BYTES
+            ids = picks = None
+            if flags:
+                width = rows * 4
+                if n < end + width * ((flags & 1) + (flags >> 1 & 1)):
+                    return None
+                if flags & 1:
+                    ids = bytes(buf[end:end + width])
+                    end += width
+                if flags & 2:
+                    picks = bytes(buf[end:end + width])
+                    end += width
+            return (seq, epoch, index, rows, layout, slot, event, ids, picks), end
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            return None
+        try:
+            return json.loads(buf[pos:nl]), nl + 1
+        except ValueError:
+            raise StokerError(f"protocol: a line from the loader that is not JSON: {bytes(buf[pos:pos + 80])!r}",
+                              "ERR_PROTOCOL") from None
+
     def _read(self):
-        """The next message: a frame tuple (seq, epoch, index, rows, layout, slot, event, ids, picks) or a dict."""
+        """The next message (see `_parse`), reading the socket until it is all there."""
         while True:
-            buf, pos = self._buf, self._pos
-            n = len(buf)
-            if pos < n:
-                if buf[pos] == _FRAME_TAG:
-                    if n - pos >= _FRAME_BYTES:
-                        _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
-                        end = pos + _FRAME_BYTES
-                        ids = picks = None
-                        if flags:
-                            width = rows * 4
-                            if n >= end + width * ((flags & 1) + (flags >> 1 & 1)):
-                                if flags & 1:
-                                    ids = bytes(buf[end:end + width])
-                                    end += width
-                                if flags & 2:
-                                    picks = bytes(buf[end:end + width])
-                                    end += width
-                            else:
-                                end = -1
-                        if end >= 0:
-                            self._pos = end
-                            return (seq, epoch, index, rows, layout, slot, event, ids, picks)
-                else:
-                    nl = buf.find(b"\n", pos)
-                    if nl >= 0:
-                        self._pos = nl + 1
-                        try:
-                            return json.loads(buf[pos:nl])
-                        except ValueError:
-                            raise StokerError(f"protocol: a line from the loader that is not JSON: {bytes(buf[pos:pos + 80])!r}",
-                                              "ERR_PROTOCOL") from None
+            got = self._parse(self._pos)
+            if got is not None:
+                self._pos = got[1]
+                return got[0]
             self._fill()
 
     def _next(self):
@@ -391,6 +426,8 @@ class DataLoader:
         return self._cuda
 
     def _raise(self, m):
+        if m.get("code") == "ERR_SERVE_STOPPED":
+            raise self._died("it was stopped", m.get("message", "stoker serve was stopped"))
         if "batch" in m:
             raise BatchError(m["message"], m["epoch"], m["batch"], m.get("ids", []), m["code"])
         raise StokerError(m["message"], m.get("code", "ERR_SERVE"))
@@ -522,19 +559,25 @@ class DataLoader:
         return self._active
 
     def _alive(self):
-        """Raise LoaderDied once the loader is gone: before each gather reads its memory."""
-        if self._proc is not None:
-            if self._proc.poll() is not None:
-                raise self._died("it exited")
-            return
-        readable, _, _ = select.select([self._sock], [], [], 0)
-        if readable:
+        """Raise LoaderDied once the loader is gone: before every batch is handed out, on every route
+        (NOTE [A dead loader])."""
+        # NOTE [A dead loader]
+        # A batch the client can hand out without the loader — a gathered chunk, a frame already in the
+        # buffer, the next epoch's plan asked for ahead — says nothing of whether the loader lives, so
+        # each batch first takes what the socket holds without waiting: its end (the loader died, or
+        # a stopping server closed it after saying why: ERR_SERVE_STOPPED) raises, as does the
+        # child's exit. One select (and a waitpid for a child): a few µs a batch.
+        sock = self._sock
+        while select.select([sock], [], [], 0)[0]:
             try:
-                peek = self._sock.recv(1, socket.MSG_PEEK)
+                chunk = sock.recv(1 << 16)
             except OSError as e:
                 raise self._died(f"reading from it failed ({e})") from None
-            if not peek:
+            if not chunk:
                 raise self._died("the socket closed")
+            self._buf += chunk
+        if self._proc is not None and self._proc.poll() is not None:
+            raise self._died("it exited")
 
     def _gather_epoch(self, epoch):
         """An epoch gathered here: one plan from the loader, then index_select on the current stream."""
@@ -565,12 +608,14 @@ class DataLoader:
             store, chunk, keep_ids = self._store, self._chunk, self._ids
             b = 0
             while b < batches:
-                self._alive()
+                self._alive()  # before the gather reads the loader's columns, as before every batch
                 last = min(batches, b + chunk)
                 s0 = start(b)
                 sel = idx[s0:end(last - 1)]
                 got = {name: col.index_select(0, sel) for name, col in store.items()}
                 for i in range(b, last):
+                    if i != b:
+                        self._alive()
                     s, e = start(i), end(i)
                     tensors = {name: g[s - s0:e - s0] for name, g in got.items()}
                     ids = raw[4 * s:4 * e] if keep_ids else None
@@ -628,8 +673,10 @@ class DataLoader:
         cuda = self._cuda if self.device.type == "cuda" else None
         try:
             while True:
-                # Asking for the next batch releases the current one, before we wait for the next.
+                # Asking for the next batch releases the current one, before we wait for the next;
+                # then the loader must still live (NOTE [A dead loader]).
                 self._drop_current()
+                self._alive()
                 m = self._pending.popleft() if self._pending else self._next()
                 if type(m) is tuple:
                     seq, ep, index, rows, tensors, event, ids, picks = m

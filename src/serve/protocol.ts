@@ -45,7 +45,8 @@
 //     u8 0x01 | u8 flags (1: ids follow, 2: picks follow) | u16 ready event (0xffff: none) |
 //     u32 seq | u32 epoch | u32 index | u32 rows | u32 layout | u32 slot | [rows × u32 ids] [rows × u32 picks]
 //   {op:'end', epoch, batches}  {op:'stopped'}  {op:'state', state, seq?}  {op:'closed', error?}
-//   {op:'error', code, message, epoch?, batch?, ids?, request?}   `request`: the op it answers, if any
+//   {op:'error', code, message, epoch?, batch?, ids?, request?}   `request`: the op it answers, if any;
+//                                      code ERR_SERVE_STOPPED: the server is stopping, the socket closes next
 //
 // NOTE [Lean frames]
 // A frame starts with 0x01 and a JSON line with '{', so the client tells them apart by one byte.
@@ -61,6 +62,9 @@
 import type { Socket } from 'node:net';
 
 export const PROTOCOL_VERSION = 2;
+
+/** How long `LineChannel.close` waits for what it sent to be written before it closes regardless. */
+const CLOSE_FLUSH_MS = 2000;
 
 /** The first byte of a batch frame. */
 export const FRAME_TAG = 0x01;
@@ -241,6 +245,18 @@ export class LineChannel {
   end(): void {
     this.flush();
     if (!this.#socket.destroyed) this.#socket.end();
+  }
+
+  /**
+   * Flush what was sent, then close both ways once it is written, whatever the peer does. A peer
+   * that reads nothing (its socket buffer full) is cut off after CLOSE_FLUSH_MS, its last words lost.
+   */
+  close(): void {
+    this.flush();
+    const socket = this.#socket;
+    if (socket.destroyed) return;
+    socket.end(() => socket.destroy());
+    setTimeout(() => socket.destroy(), CLOSE_FLUSH_MS).unref();
   }
 
   destroy(): void {

@@ -100,9 +100,17 @@ export class Session {
     this.#channel = new LineChannel(socket, (m) => this.#receive(m), (why) => void this.#end(why));
   }
 
-  /** Disconnect the client (the server is shutting down); `done` settles once its loader closed. */
-  drop(): void {
-    this.#channel.destroy();
+  /**
+   * Disconnect the client (the server is shutting down); `done` settles once its loader closed.
+   * With `why`, the client is told first (an `error` it raises at its next batch), then the socket closes.
+   */
+  drop(why?: LoaderError): void {
+    if (why === undefined) {
+      this.#channel.destroy();
+      return;
+    }
+    this.#sendError(why);
+    this.#channel.close();
   }
 
   #receive(m: Message): void {
