@@ -13,7 +13,8 @@
 //                                      `ids: true` appends each batch's sample ids (and picks) to its frame;
 //                                      `gather: true` offers to gather batches itself (NOTE [Client gather],
 //                                      session.ts): `opened.gather` says whether the loader took the offer
-//   {op:'epoch', epoch}                stream that epoch's batches
+//   {op:'epoch', epoch, keep?}         stream that epoch's batches; every batch the client holds is taken
+//                                      back first but the seqs in `keep` (NOTE [Serve leases], session.ts)
 //   R <event|-> <seq> [<seq> ...]\n    (a text line) those batches may be recycled; on CUDA after the
 //                                      client's IPC event `event`, recorded once after all of them
 //   {op:'release', seq, event?}        the same for one batch (protocol 1's form, still accepted)
@@ -23,7 +24,7 @@
 //   {op:'state', epoch, taken}         (client gather) loader.state() once the client took `taken` batches of `epoch`
 //   {op:'state', seq?}                 loader.state() right after batch `seq` was taken (the client's
 //                                      consumed point; kept for the last slots + 2 batches), or now
-//   {op:'stop'} {op:'close'}
+//   {op:'stop', keep?} {op:'close'}   `keep` as in `epoch`
 // Server → client
 //   {op:'opened', protocol, names, length, numBatches, batchSize, device, world, state, slots, gather?}
 //                                      gather: {rows, fields:[{name, dtype, shape (a row's), mem|-, offset, bytes}],
@@ -61,7 +62,7 @@
 
 import type { Socket } from 'node:net';
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** How long `LineChannel.close` waits for what it sent to be written before it closes regardless. */
 const CLOSE_FLUSH_MS = 2000;
