@@ -41,6 +41,7 @@ export const ERROR_CODES = [
   'ERR_RESUME_MISMATCH',
   'ERR_TOO_LONG',
   'ERR_PIN_SOURCE',
+  'ERR_SERVE_STOPPED',
 ] as const;
 
 /** Stable error codes. Tests and callers match on these, never on message text. */
@@ -136,6 +137,15 @@ export function batchReleased(): LoaderError {
   return new LoaderError(
     'ERR_BATCH_RELEASED',
     'this batch was released and its memory may already hold another batch. Call batch.retain() before the next batch is requested (and release() when done) to keep it, or copy the data out first',
+  );
+}
+
+/** `stoker serve` is stopping (`why`: the signal, say) while a client is connected: sent to the client before its socket closes. */
+export function serveStopped(why: string): LoaderError {
+  return new LoaderError(
+    'ERR_SERVE_STOPPED',
+    `stoker serve was stopped (${why}) while this client was connected: its loader is closed and no more batches come. ` +
+      'Start the server again (or let stoker.torch start a loader of its own: leave out connect=) and resume from the last state_dict()',
   );
 }
 

@@ -49,9 +49,10 @@ Protocol and the Python client: ${docPath('torch.md')}.`)
       if (opts.seed !== undefined) options.seed = opts.seed;
       if (opts.workers !== undefined) options.workers = opts.workers;
       const abort = new AbortController();
-      const stop = () => abort.abort();
+      // The reason reaches every connected client (ERR_SERVE_STOPPED).
+      const stop = () => abort.abort('SIGTERM');
       process.once('SIGTERM', stop);
-      const undo = onCleanup(stop);
+      const undo = onCleanup(() => abort.abort('interrupted'));
       try {
         await serve({ socket: opts.socket, source: opts.source, options, slots: opts.slots, idleMs: opts.idleTimeout * 1000, once: opts.once === true }, abort.signal);
       } finally {
