@@ -20,9 +20,9 @@
 // keeps PIL's order (convert first). The arithmetic lives in image-reference.ts.
 // - Alpha is dropped before any resize, so the colour under a transparent pixel survives (libvips alone
 //   resizes alpha-weighted colour: black where alpha is 0). With channels 4 the resize is
-//   alpha-weighted, as PIL resizes RGBA.
-// - channels 1 is PIL's `convert('L')` luma, taken after the resize: luma is linear, so this differs
-//   from PIL's luma-then-resize by rounding only.
+//   alpha-weighted, as PIL resizes RGBA (a view: premultiplied with Pillow's own rounding).
+// - channels 1 is PIL's `convert('L')` luma: a view takes it before the resize, as the user's
+//   convert('L') comes first; a `fit` resize after (luma is linear, so that differs by rounding only).
 // - CMYK converts by Pillow's formula, not through a profile; embedded ICC profiles are ignored
 //   (PIL does not apply them).
 // - EXIF orientation is not applied (PIL's Image.open does not; torchvision's decode_image defaults to
@@ -30,7 +30,8 @@
 // - 16-bit samples give their high byte, as torchvision's `to_dtype(uint8, scale=True)` (PIL clips
 //   them to 255, which saturates nearly every real 16-bit image).
 // Known differences: the resize kernel of `fit` is libvips' Lanczos 3, not PIL's antialiased bilinear
-// (resized pixels are close, not equal; a `view` resizes as PIL's bilinear: NOTE [views at decode]),
+// (resized pixels are close, not equal; a `view` resizes as PIL's bilinear, and a center-crop view
+// gives torchvision's Resize + CenterCrop bytes: NOTE [views at decode]),
 // and libvips' GIF decoder gives black under transparent pixels where PIL keeps the palette colour.
 
 import { createRequire } from 'node:module';
@@ -42,7 +43,7 @@ import type { U64 } from '../sampler/rng.js';
 import { type CropBox, type View, boxFor } from './crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../tensor/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
-import { resampleBilinear } from './image-resample.js';
+import { resampleAsPil, viewResample } from './view-resample.js';
 import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
 import { decodeJpegRegion, turboJpegAvailable } from './turbo-jpeg.js';
 import { wasmResampler } from './resample-wasm.js';
@@ -247,7 +248,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
       const v = options.view;
       const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
       checkBox(box, srcW, srcH, source);
-      ({ data, info } = await cutView(bands(pipeline), box, srcW, srcH, width, height, format === 'jpeg' && !converted, channels !== 4));
+      ({ data, info } = await cutView(bands(pipeline), v.view, box, srcW, srcH, width, height, format === 'jpeg' && !converted, channels));
     } else {
       if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
       else {
@@ -284,34 +285,38 @@ function finish(hwc: Uint8Array, height: number, width: number, channels: number
 }
 
 /**
- * NOTE [views at decode] How a view's box becomes `width` × `height` pixels, by its size against the
- * output (`bands` already converts to the output's bands; `resampleHere` is false for
- * bands with alpha, which libvips resizes alpha-weighted, as PIL resizes RGBA):
- * - the box is at least the output on both sides (a reduction): libvips cuts and reduces it with its
- *   linear kernel (a triangle widened by the reduction, as Pillow's BILINEAR), in one pipeline; and
- *   when the box is at least twice the output on both sides of a JPEG, the whole image is reduced
- *   so that the box lands on the output (libvips then decodes the JPEG at ½, ¼ or ⅛ scale, its
- *   shrink-on-load, which sharp turns off once a region is cut first) and the box is cut after: the
- *   box edges move by at most half an output pixel (the cut is rounded to whole output pixels);
- * - otherwise (the box is enlarged on a side, the common case for RandomResizedCrop on ImageNet-
- *   sized images): libvips decodes and cuts the box, and image-resample.ts resizes it — Pillow's
- *   BILINEAR byte for byte, 2–3× cheaper here than libvips' enlargement (NOTE [why not libvips' resize]).
+ * NOTE [views at decode] How a view's box becomes `width` × `height` pixels (`bands` already converts
+ * to the output's bands, or to RGB for channels 1):
+ * - a center-crop view ('eval'), a box smaller than the output on a side (enlarged; the common case
+ *   for RandomResizedCrop on ImageNet-sized images), and any image with alpha (channels 4): libvips
+ *   decodes and cuts the region `viewResample` names (view-resample.ts), and image-resample.ts
+ *   resizes it as PIL would (`resampleAsPil`: luma first for channels 1, premultiplied for RGBA) —
+ *   torchvision's bytes, given the same decoded pixels (NOTE [eval as torchvision computes it]), and
+ *   2–3× cheaper here than libvips' enlargement (NOTE [why not libvips' resize]);
+ * - otherwise the box is at least the output on both sides (a reduction): libvips cuts and reduces
+ *   it with its linear kernel (a triangle widened by the reduction, as Pillow's BILINEAR), in one
+ *   pipeline; and when the box is at least twice the output on both sides of a JPEG, the whole
+ *   image is reduced so that the box lands on the output (libvips then decodes the JPEG at ½, ¼ or
+ *   ⅛ scale, its shrink-on-load, which sharp turns off once a region is cut first) and the box is
+ *   cut after: the box edges move by at most half an output pixel (the cut is rounded to whole
+ *   output pixels).
  * Then the mirror, when `flip`. A plain JPEG takes the direct route first (`directView`, NOTE [direct
- * libvips]): the same split, except that a box at least twice the output is decoded shrunk and its
- * fractional box resized by image-resample.ts.
+ * libvips]): the same split, except that a box at least twice the output (not a center-crop view's)
+ * is decoded shrunk and its fractional box resized by image-resample.ts.
  */
 async function cutView(
-  pipeline: ReturnType<Sharp>, box: CropBox, srcW: number, srcH: number, width: number, height: number, jpeg: boolean, resampleHere: boolean,
+  pipeline: ReturnType<Sharp>, view: View, box: CropBox, srcW: number, srcH: number, width: number, height: number, jpeg: boolean, channels: number,
 ): Promise<{ data: Buffer; info: { width: number; height: number; channels: number; size: number } }> {
   const whole = box.left === 0 && box.top === 0 && box.width === srcW && box.height === srcH;
   const cut = { left: box.left, top: box.top, width: box.width, height: box.height };
-  if (box.width < width || box.height < height) {
-    if (resampleHere) {
-      const { data, info } = await (whole ? pipeline : pipeline.extract(cut)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-      const px = resampleBilinear(data, info.width, info.height, info.channels, { x0: 0, y0: 0, x1: info.width, y1: info.height }, width, height, box.flip);
-      const out = Buffer.from(px.buffer, px.byteOffset, px.length);
-      return { data: out, info: { width, height, channels: info.channels, size: out.length } };
-    }
+  if (view.kind === 'center-crop' || box.width < width || box.height < height || channels === 4) {
+    const plan = viewResample(view, box, srcW, srcH, width, height);
+    const r = plan.region;
+    const all = r.left === 0 && r.top === 0 && r.width === srcW && r.height === srcH;
+    const { data, info } = await (all ? pipeline : pipeline.extract(r)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    const px = resampleAsPil(data, info.width, info.height, info.channels, info.width * info.channels, plan.box, width, height, box.flip, channels);
+    const out = Buffer.from(px.buffer, px.byteOffset, px.length);
+    return { data: out, info: { width, height, channels: px.length / (width * height), size: out.length } };
   }
   let p: ReturnType<Sharp>;
   if (jpeg && !whole && box.width >= 2 * width && box.height >= 2 * height) {
@@ -332,12 +337,15 @@ async function cutView(
 /**
  * The direct route of a view (NOTE [direct libvips]): libvips decodes the box's region of the JPEG
  * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least the output on both sides
- * (libjpeg's scaled IDCT, as libvips' shrink-on-load). A box reduced without a shrink is reduced by
- * libvips' linear kernel, in the same call (as in the sharp path); any other box (enlarged on a side,
- * or fractional after a shrink) is resized by image-resample.ts: Pillow's BILINEAR of the decoded
- * box, byte for byte when s = 1. A grey JPEG is resized as one band and spread to
- * RGB after (PIL's convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma after the resize,
- * as in the sharp path. Undefined when libvips cannot decode it here.
+ * (libjpeg's scaled IDCT, as libvips' shrink-on-load), except for a center-crop view, which is
+ * decoded at full scale.
+ * Without WebAssembly, a box reduced without a shrink is reduced by libvips' linear kernel, in the
+ * same call (as in the sharp path); any other box (enlarged on a side, or fractional after a
+ * shrink), and every center-crop view, is resized by image-resample.ts
+ * from the region `viewResample` names: PIL's bytes of the decoded pixels when s = 1 (NOTE [eval as
+ * torchvision computes it]). A grey JPEG is resized as one band and spread to RGB after (PIL's
+ * convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma, taken before the resize, as
+ * `convert('L')` is. Undefined when libvips cannot decode it here.
  */
 function directView(
   bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string,
@@ -346,8 +354,9 @@ function directView(
   if (!vipsDirectAvailable() && !turboJpegAvailable()) return undefined;
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
   checkBox(box, srcW, srcH, source);
+  const exact = v.view.kind === 'center-crop';
   let shrink = 1;
-  for (const s of [8, 4, 2]) {
+  for (const s of exact ? [] : [8, 4, 2]) {
     if (box.width >= s * width && box.height >= s * height) {
       shrink = s;
       break;
@@ -355,20 +364,24 @@ function directView(
   }
   // A box reduced without a shrink: Pillow's resample in WebAssembly (NOTE [resample in WebAssembly]:
   // a third of libvips' reduction's CPU, and Pillow's bytes); without WebAssembly, libvips' linear
-  // reduction (as the sharp path; the JS loop costs 2× it there). After a shrink libvips' reduction of
-  // the cut strays (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the
-  // resample loop (mean 1).
+  // reduction (as the sharp path; the JS loop costs 2× it there) — but not for a center-crop view,
+  // whose pixels are torchvision's on every route. After a shrink libvips' reduction of the cut strays
+  // (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the resample loop (mean 1).
   const wasm = wasmResampler();
-  if (shrink === 1 && box.width >= width && box.height >= height && wasm === undefined) {
+  if (!exact && shrink === 1 && box.width >= width && box.height >= height && wasm === undefined) {
     const px = decodeJpegReduced(bytes, box, 1, components, width, height, box.flip);
     if (px !== undefined) return spread(px, components, width, height, channels);
   }
-  // The box's pixels: libjpeg-turbo's crop decode where it loads (NOTE [crop decode], straight into
-  // the resampler's memory), else libvips' decode of the box's rows.
-  const decoded = decodeJpegRegion(bytes, box, shrink, components, wasm !== undefined ? wasm.sourceArea : (n) => new Uint8Array(n)) ??
-    decodeJpegBox(bytes, box, shrink, components);
+  // What to decode: at full scale, the region the resample reads (the box, or for a center-crop view
+  // the box and its taps beyond it); shrunk, the box, its edges fractional in the shrunk pixels.
+  const plan = shrink === 1 ? viewResample(v.view, box, srcW, srcH, width, height) : undefined;
+  const region = plan?.region ?? box;
+  // The region's pixels: libjpeg-turbo's crop decode where it loads (NOTE [crop decode], straight into
+  // the resampler's memory), else libvips' decode of the region's rows.
+  const decoded = decodeJpegRegion(bytes, region, shrink, components, wasm !== undefined ? wasm.sourceArea : (n) => new Uint8Array(n)) ??
+    decodeJpegBox(bytes, region, shrink, components);
   if (decoded === undefined) return undefined;
-  const resampleBox = { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
+  const resampleBox = plan?.box ?? { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
   const output = outputOf(options);
   try {
     // NOTE [transient pixels] Resample and cast in one WebAssembly call when nothing comes between
@@ -379,7 +392,7 @@ function directView(
       const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient }, decoded.stride);
       return new Tensor(data as never, options.layout === 'hwc' ? [height, width, channels] : [channels, height, width], output);
     }
-    return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, decoded.stride), components, width, height, channels);
+    return resampleAsPil(decoded.data, decoded.width, decoded.height, components, decoded.stride, resampleBox, width, height, box.flip, channels);
   } finally {
     decoded.release?.();
   }

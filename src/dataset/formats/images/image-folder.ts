@@ -83,7 +83,7 @@ export interface ImageFolderOptions {
   readonly decodeProcesses?: number;
   /**
    * A decode-time view per pick (docs/images.md): 'train' (RandomResizedCrop with torchvision's
-   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224) as one box), or
+   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224): torchvision's pixels), or
    * `{ randomResizedCrop: { scale, ratio } | true, centerCrop: { resize, crop } | true, flip }`.
    * The box is cut and resized to `size` by the decoder, from the pick's key, so each epoch (and
    * each `augment` repeat) gets its own crop; the loader then bypasses its sample caches for this
