@@ -38,7 +38,7 @@ import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js
 import { boxFor, viewFrom } from '../src/image/crop-box.js';
 import { decodeJpegBox, decodeJpegReduced, setVipsDirect } from '../src/image/vips-direct.js';
 import { decodeJpegRegion, setTurboJpeg, turboJpegAvailable } from '../src/image/turbo-jpeg.js';
-import { jpegHeader, toFloats } from '../src/image/image-decode.js';
+import { jpegHeader, shrinkFor, toFloats } from '../src/image/image-decode.js';
 import { resampleBilinear } from '../src/image/image-resample.js';
 import { setWasmResample, wasmResampler } from '../src/image/resample-wasm.js';
 import { PickKey } from '../src/sampler/pick-key.js';
@@ -285,8 +285,7 @@ export async function main(args: readonly string[]): Promise<void> {
     for (let i = 0; i < bytes.length; i++) {
       const h = jpegHeader(bytes[i]!)!;
       const box = boxFor(view, new PickKey(i, 0, 0, { hi: 0, lo: 1 }), h.width, h.height);
-      let shrink = 1;
-      for (const f of [8, 4, 2]) if (box.width >= f * 224 && box.height >= f * 224) { shrink = f; break; }
+      const shrink = shrinkFor(view, box, 224, 224);
       let px: Uint8Array;
       const t0 = performance.now();
       // As directView: libvips reduces a box at least the output only where WebAssembly does not run.

@@ -248,7 +248,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
       const v = options.view;
       const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
       checkBox(box, srcW, srcH, source);
-      ({ data, info } = await cutView(bands(pipeline), v.view, box, srcW, srcH, width, height, format === 'jpeg' && !converted, channels));
+      ({ data, info } = await cutView(bands(pipeline), v.view, box, srcW, srcH, width, height, channels));
     } else {
       if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
       else {
@@ -286,59 +286,65 @@ function finish(hwc: Uint8Array, height: number, width: number, channels: number
 
 /**
  * NOTE [views at decode] How a view's box becomes `width` × `height` pixels (`bands` already converts
- * to the output's bands, or to RGB for channels 1):
- * - a center-crop view ('eval'), a box smaller than the output on a side (enlarged; the common case
- *   for RandomResizedCrop on ImageNet-sized images), and any image with alpha (channels 4): libvips
- *   decodes and cuts the region `viewResample` names (view-resample.ts), and image-resample.ts
- *   resizes it as PIL would (`resampleAsPil`: luma first for channels 1, premultiplied for RGBA) —
- *   torchvision's bytes, given the same decoded pixels (NOTE [eval as torchvision computes it]), and
- *   2–3× cheaper here than libvips' enlargement (NOTE [why not libvips' resize]);
- * - otherwise the box is at least the output on both sides (a reduction): libvips cuts and reduces
- *   it with its linear kernel (a triangle widened by the reduction, as Pillow's BILINEAR), in one
- *   pipeline; and when the box is at least twice the output on both sides of a JPEG, the whole
- *   image is reduced so that the box lands on the output (libvips then decodes the JPEG at ½, ¼ or
- *   ⅛ scale, its shrink-on-load, which sharp turns off once a region is cut first) and the box is
- *   cut after: the box edges move by at most half an output pixel (the cut is rounded to whole
- *   output pixels).
- * Then the mirror, when `flip`. A plain JPEG takes the direct route first (`directView`, NOTE [direct
- * libvips]): the same split, except that a box at least twice the output (not a center-crop view's)
- * is decoded shrunk and its fractional box resized by image-resample.ts.
+ * to the output's bands, or to RGB for channels 1): libvips decodes and cuts the region
+ * `viewResample` names (view-resample.ts: the box, or for a center-crop view the box and the taps
+ * beyond it), and image-resample.ts resizes it as PIL would (`resampleAsPil`: luma first for
+ * channels 1, premultiplied for RGBA), then mirrors it when `flip` — torchvision's bytes, given the
+ * same decoded pixels (NOTE [eval as torchvision computes it]), and cheaper than libvips' resize
+ * (NOTE [why not libvips' resize]; in WebAssembly, a third of libvips' reduction's CPU: NOTE
+ * [resample in WebAssembly]). One exception, for speed where WebAssembly does not run (the
+ * JavaScript loop costs 2× libvips' reduction): a box at least the output on both sides, of a view
+ * other than a center crop, without alpha, is cut and reduced by libvips' linear kernel (a triangle
+ * widened by the reduction, as Pillow's BILINEAR; on hard-edged images up to 10 levels from it for
+ * reductions to 2×, 22 from 2× to 4×: docs/images.md). This path has no
+ * shrink-on-load: it used to reduce the whole JPEG so that the box landed on the output, which
+ * rounded the box's edges to whole output pixels and, for a flipped box, cut the mirrored region
+ * (sharp flops before its post-resize extract). A plain JPEG takes the direct route first
+ * (`directView`, NOTE [direct libvips]), which may decode a large box shrunk (NOTE [shrink margin]).
  */
 async function cutView(
-  pipeline: ReturnType<Sharp>, view: View, box: CropBox, srcW: number, srcH: number, width: number, height: number, jpeg: boolean, channels: number,
+  pipeline: ReturnType<Sharp>, view: View, box: CropBox, srcW: number, srcH: number, width: number, height: number, channels: number,
 ): Promise<{ data: Buffer; info: { width: number; height: number; channels: number; size: number } }> {
-  const whole = box.left === 0 && box.top === 0 && box.width === srcW && box.height === srcH;
-  const cut = { left: box.left, top: box.top, width: box.width, height: box.height };
-  if (view.kind === 'center-crop' || box.width < width || box.height < height || channels === 4) {
-    const plan = viewResample(view, box, srcW, srcH, width, height);
-    const r = plan.region;
-    const all = r.left === 0 && r.top === 0 && r.width === srcW && r.height === srcH;
-    const { data, info } = await (all ? pipeline : pipeline.extract(r)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    const px = resampleAsPil(data, info.width, info.height, info.channels, info.width * info.channels, plan.box, width, height, box.flip, channels);
-    const out = Buffer.from(px.buffer, px.byteOffset, px.length);
-    return { data: out, info: { width, height, channels: px.length / (width * height), size: out.length } };
+  if (view.kind !== 'center-crop' && box.width >= width && box.height >= height && channels !== 4 && wasmResampler() === undefined) {
+    const whole = box.left === 0 && box.top === 0 && box.width === srcW && box.height === srcH;
+    let p = (whole ? pipeline : pipeline.extract({ left: box.left, top: box.top, width: box.width, height: box.height })).resize(width, height, { fit: 'fill', kernel: 'linear' });
+    if (box.flip) p = p.flop();
+    return p.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   }
-  let p: ReturnType<Sharp>;
-  if (jpeg && !whole && box.width >= 2 * width && box.height >= 2 * height) {
-    const sx = width / box.width;
-    const sy = height / box.height;
-    const rw = Math.max(width, Math.round(srcW * sx));
-    const rh = Math.max(height, Math.round(srcH * sy));
-    const left = Math.min(rw - width, Math.round(box.left * sx));
-    const top = Math.min(rh - height, Math.round(box.top * sy));
-    p = pipeline.resize(rw, rh, { fit: 'fill', kernel: 'linear' }).extract({ left, top, width, height });
-  } else {
-    p = (whole ? pipeline : pipeline.extract(cut)).resize(width, height, { fit: 'fill', kernel: 'linear' });
-  }
-  if (box.flip) p = p.flop();
-  return p.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const plan = viewResample(view, box, srcW, srcH, width, height);
+  const r = plan.region;
+  const all = r.left === 0 && r.top === 0 && r.width === srcW && r.height === srcH;
+  const { data, info } = await (all ? pipeline : pipeline.extract(r)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const px = resampleAsPil(data, info.width, info.height, info.channels, info.width * info.channels, plan.box, width, height, box.flip, channels);
+  const out = Buffer.from(px.buffer, px.byteOffset, px.length);
+  return { data: out, info: { width, height, channels: px.length / (width * height), size: out.length } };
+}
+
+/**
+ * NOTE [shrink margin] The direct route decodes a JPEG at 1/s scale (libjpeg's scaled IDCT, as
+ * libvips' shrink-on-load: a fraction of the full decode's work) only when the box is at least
+ * 2·s times the output on both sides, so that Pillow's filter still reduces the shrunk box 2× or
+ * more and averages away most of where the scaled IDCT departs from the full decode PIL resizes
+ * (its own low-pass, with ringing at hard edges, and 4:2:0 chroma taken without upsampling).
+ * Measured against torchvision's `resized_crop` (RandomResizedCrop boxes of 24 photo-like JPEGs with
+ * hard edges and noise, 640×480 to 3000×2000, 4:2:0, 4:4:4 and progressive): shrinking whenever the
+ * shrunk box covered the output gave max |Δ| 45, mean 0.76–1.36 over 480 boxes; with the margin,
+ * the 135 boxes still decoded shrunk give max 15, mean 0.34–0.46, and the others are decoded at full
+ * scale (torchvision's bytes). A center-crop view is never shrunk.
+ */
+const SHRINK_MARGIN = 2;
+
+/** The scale (1, 2, 4 or 8: decoded at 1/s) at which the direct route decodes `view`'s `box` for a width × height output (NOTE [shrink margin]). */
+export function shrinkFor(view: View, box: CropBox, width: number, height: number): number {
+  if (view.kind === 'center-crop') return 1;
+  for (const s of [8, 4, 2]) if (box.width >= SHRINK_MARGIN * s * width && box.height >= SHRINK_MARGIN * s * height) return s;
+  return 1;
 }
 
 /**
  * The direct route of a view (NOTE [direct libvips]): libvips decodes the box's region of the JPEG
- * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least the output on both sides
- * (libjpeg's scaled IDCT, as libvips' shrink-on-load), except for a center-crop view, which is
- * decoded at full scale.
+ * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least 2·s times the output on
+ * both sides (NOTE [shrink margin]), except for a center-crop view, which is decoded at full scale.
  * Without WebAssembly, a box reduced without a shrink is reduced by libvips' linear kernel, in the
  * same call (as in the sharp path); any other box (enlarged on a side, or fractional after a
  * shrink), and every center-crop view, is resized by image-resample.ts
@@ -355,13 +361,7 @@ function directView(
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
   checkBox(box, srcW, srcH, source);
   const exact = v.view.kind === 'center-crop';
-  let shrink = 1;
-  for (const s of exact ? [] : [8, 4, 2]) {
-    if (box.width >= s * width && box.height >= s * height) {
-      shrink = s;
-      break;
-    }
-  }
+  const shrink = shrinkFor(v.view, box, width, height);
   // A box reduced without a shrink: Pillow's resample in WebAssembly (NOTE [resample in WebAssembly]:
   // a third of libvips' reduction's CPU, and Pillow's bytes); without WebAssembly, libvips' linear
   // reduction (as the sharp path; the JS loop costs 2× it there) — but not for a center-crop view,
