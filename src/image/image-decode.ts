@@ -55,7 +55,11 @@ export type ImageFit = 'resize' | 'center-crop';
 export type ImageChannels = 1 | 3 | 4;
 /** The dtype an image source delivers: uint8 pixels, or x / 255 (normalized with `normalize`) as a float. */
 export type ImageOutput = 'uint8' | 'float32' | 'float16' | 'bfloat16';
-/** Per-channel mean and std on the [0, 1] scale: v = (x / 255 − mean) / std. */
+/**
+ * Per-channel mean and std on the [0, 1] scale: v = (x / 255 − mean) / std. Each has one value per
+ * channel, or one value for every channel (broadcast, as torchvision's Normalize broadcasts a list
+ * of one); any other length is `ERR_INVALID_OPTION` naming `normalize.mean` or `normalize.std`.
+ */
 export interface ImageNormalize {
   readonly mean: readonly number[];
   readonly std: readonly number[];

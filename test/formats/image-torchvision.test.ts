@@ -6,7 +6,7 @@
 // with decode 'threads' and 'processes'. The images are numpy pixels (a smooth field, texture,
 // noise and flat rectangles with hard edges) encoded by PIL: JPEG 4:2:0, 4:4:4, progressive, grey
 // and CMYK, PNG RGB, RGBA, grey and palette, sized below and above 256, odd, and as extreme as
-// 3000×40.
+// 3000×40. A 1-value `normalize` broadcasts over the channels as torchvision's Normalize does.
 // Skipped, with the reason, where /usr/bin/python3 has no torchvision (CI installs it: .ci/run).
 
 import assert from 'node:assert/strict';
@@ -63,7 +63,7 @@ const JOBS: readonly Job[] = [
   ...[1, 4, 6, 9, 13, 16].map((image, k) => ({ image, mode: 'RGB' as const, resize: 160, crop: 128, flip: k % 2 === 0, sample: sampleWithFlip(k % 2 === 0, 10 * k) })),
 ];
 
-/** Writes the images and, for each job, torchvision's uint8 HWC pixels (job k: `k.ref`). */
+/** Writes the images and, for each job, torchvision's uint8 HWC pixels (job k: `k.ref`); the normalize reference (`norm.ref`, float32 CHW). */
 const PY = String.raw`
 import json, sys, numpy as np
 from PIL import Image
@@ -97,11 +97,16 @@ for i, (w, h, kind) in enumerate(spec['images']):
 for k, j in enumerate(spec['jobs']):
     ts = [T.Resize(j['resize']), T.CenterCrop(j['crop'])] + ([T.RandomHorizontalFlip(1.0)] if j['flip'] else [])
     np.asarray(T.Compose(ts)(Image.open(paths[j['image']]).convert(j['mode']))).tofile(f'{out}/{k}.ref')
+n = spec['normalize']
+norm = T.Compose([T.Resize(256), T.CenterCrop(224), T.ToTensor(), T.Normalize(n['mean'], n['std'])])
+norm(Image.open(paths[0]).convert('RGB')).numpy().astype(np.float32).tofile(f'{out}/norm.ref')
 json.dump(paths, open(f'{out}/paths.json', 'w'))
 `;
 
 /** The jobs of the image folder test: eval as RGB, the first eight (jobs 0–7, so classes c0–c7 sort in job order). */
 const FOLDER_JOBS = [...JOBS.entries()].slice(0, 8);
+
+const NORMALIZE = { mean: [0.45], std: [0.225] };
 
 let dir: string;
 let paths: string[];
@@ -137,7 +142,7 @@ describe("a center-crop view gives torchvision's pixels", { skip, timeout: SUITE
     loadImageDecoder();
     dir = mkdtempSync(join(tmpdir(), 'stoker-torchvision-'));
     const spec = join(dir, 'spec.json');
-    writeFileSync(spec, JSON.stringify({ images: IMAGES, jobs: JOBS }));
+    writeFileSync(spec, JSON.stringify({ images: IMAGES, jobs: JOBS, normalize: NORMALIZE }));
     const r = spawnSync(PYTHON, ['-c', PY, dir, spec], { encoding: 'utf8', timeout: 300_000 });
     assert.equal(r.status, 0, `the torchvision reference failed: ${r.stderr}`);
     paths = JSON.parse(readFileSync(join(dir, 'paths.json'), 'utf8')) as string[];
@@ -209,5 +214,19 @@ describe("a center-crop view gives torchvision's pixels", { skip, timeout: SUITE
         await loader.close();
       }
     }
+  });
+
+  it("a normalize of one mean and one std is torchvision's Normalize of a list of one: every channel", async () => {
+    const t = await decodeImage(readFileSync(paths[0]!), {
+      size: [224, 224], source: paths[0]!, normalize: NORMALIZE, output: 'float32',
+      view: { view: viewFrom('eval'), sample: 0, repeat: 0, epoch: 0, seed: { hi: 0, lo: 0 } },
+    });
+    const want = new Float32Array(new Uint8Array(readFileSync(join(dir, 'norm.ref'))).buffer);
+    const got = t.data as Float32Array;
+    assert.equal(got.length, want.length);
+    let max = 0;
+    for (let i = 0; i < got.length; i++) max = Math.max(max, Math.abs(got[i]! - want[i]!));
+    // float32 x · (1 / (255·std)) + (−mean / std) against torchvision's (x / 255 − mean) / std: rounding apart.
+    assert.ok(max <= 1e-5, `max |Δ| ${max}`);
   });
 });

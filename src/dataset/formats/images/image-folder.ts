@@ -90,7 +90,11 @@ export interface ImageFolderOptions {
    * source (NOTE [keyed reads], dataset.ts). Replaces `fit`. Default: none (`fit` decides).
    */
   readonly view?: ViewOption;
-  /** Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`): v = (x / 255 − mean) / std. */
+  /**
+   * Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`):
+   * v = (x / 255 − mean) / std. One value per channel, or one for every channel (as torchvision's
+   * Normalize broadcasts a list of one); another length is refused, naming `normalize.mean` or `.std`.
+   */
   readonly normalize?: ImageNormalize;
   /** 'uint8' (default without normalize), 'float32' (default with it), 'float16' or 'bfloat16': the image field's dtype, made by the decoder. */
   readonly output?: ImageOutput;
