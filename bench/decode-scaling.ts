@@ -1,6 +1,6 @@
 // `bench decode-scaling`: where the CPU image route stops scaling with cores (issue 17). On the same
-// files and the ImageNet training view (RandomResizedCrop 224 + flip + normalize), per process
-// count N (default 1, 4, 8, 15):
+// files and the ImageNet training view (RandomResizedCrop 224 + flip + normalize; `--view eval`:
+// Resize(256) + CenterCrop(224) + normalize, rows a, a2, b, d, e), per process count N (default 1, 4, 8, 15):
 //   (a) decodeImage in this thread, one process (file read included);
 //   (a2) (a) with the sharp path only (STOKER_VIPS_DIRECT off), the direct libvips route with the
 //       JavaScript resample and cast (STOKER_WASM=off), the libvips route with WebAssembly
@@ -20,7 +20,7 @@
 // images/s = all images / wall time until the last one ends.
 //
 //   npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240 (images per process per pass)]
-//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
+//     [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--view train|eval] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)]
 //     [--variants default,stgc,pool1,uv1,all]
 
 import { spawn } from 'node:child_process';
@@ -38,8 +38,9 @@ import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js
 import { boxFor, viewFrom } from '../src/image/crop-box.js';
 import { decodeJpegBox, decodeJpegReduced, setVipsDirect } from '../src/image/vips-direct.js';
 import { decodeJpegRegion, setTurboJpeg, turboJpegAvailable } from '../src/image/turbo-jpeg.js';
-import { jpegHeader, toFloats } from '../src/image/image-decode.js';
+import { jpegHeader, shrinkFor, toFloats } from '../src/image/image-decode.js';
 import { resampleBilinear } from '../src/image/image-resample.js';
+import { viewResample } from '../src/image/view-resample.js';
 import { setWasmResample, wasmResampler } from '../src/image/resample-wasm.js';
 import { PickKey } from '../src/sampler/pick-key.js';
 import { fixture } from './images.js';
@@ -47,7 +48,7 @@ import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, sta
 
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
-const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)] [--variants default,stgc,pool1,uv1,all]';
+const USAGE = 'npm run bench -- decode-scaling [--files 4000] [--classes 100] [--per 240] [--procs 1,4,8,15] [--output bfloat16|float32|uint8] [--batch 64] [--rows a,a2,b,c,d,e] [--view train|eval] [--python python3] [--readers 1 (reader workers for (e), comma-separated: each drives ceil(N / readers) processes)] [--variants default,stgc,pool1,uv1,all]';
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** Child flag variants for (d)/(e): flags in STOKER_DECODE_CHILD_FLAGS and the child's UV_THREADPOOL_SIZE. */
@@ -106,11 +107,13 @@ interface LoopConfig {
   readonly paths: readonly string[];
   readonly output: 'float32' | 'bfloat16' | 'uint8';
   readonly warm: number;
+  /** The view decoded: 'train' (RandomResizedCrop 224 + flip) or 'eval' (Resize(256) + CenterCrop(224)). */
+  readonly view: 'train' | 'eval';
 }
 
 function decodeOptions(cfg: LoopConfig, i: number): DecodeImageOptions {
   const normalize = cfg.output === 'uint8' ? undefined : { mean: MEAN, std: STD };
-  return { size: [224, 224], source: cfg.paths[i]!, view: { view: viewFrom('train'), sample: i, repeat: 0, epoch: 0, seed: { hi: 0, lo: 1 } }, normalize, output: cfg.output };
+  return { size: [224, 224], source: cfg.paths[i]!, view: { view: viewFrom(cfg.view), sample: i, repeat: 0, epoch: 0, seed: { hi: 0, lo: 1 } }, normalize, output: cfg.output };
 }
 
 /** The (a) loop: decodeImage over cfg.paths in this thread; returns [seconds, cpu ms]. */
@@ -192,7 +195,7 @@ export async function main(args: readonly string[]): Promise<void> {
     ({ values: v } = parseArgs({ args: [...args], strict: true, options: {
       files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, per: { type: 'string', default: '240' },
       procs: { type: 'string', default: '1,4,8,15' }, output: { type: 'string', default: 'bfloat16' }, batch: { type: 'string', default: '64' },
-      rows: { type: 'string', default: 'a,b,c,d,e' }, python: { type: 'string', default: 'python3' }, readers: { type: 'string', default: '1' }, variants: { type: 'string', default: 'default,stgc,pool1,uv1,all' },
+      rows: { type: 'string', default: 'a,b,c,d,e' }, view: { type: 'string', default: 'train' }, python: { type: 'string', default: 'python3' }, readers: { type: 'string', default: '1' }, variants: { type: 'string', default: 'default,stgc,pool1,uv1,all' },
     } }));
   } catch (error) {
     throw new UsageError(`${(error as Error).message}\nusage: ${USAGE}`);
@@ -205,18 +208,21 @@ export async function main(args: readonly string[]): Promise<void> {
   const batch = Number(v.batch);
   if (!(Number.isInteger(per) && per >= 1) || !(Number.isInteger(batch) && batch >= 1)) throw new UsageError(`bad --per or --batch\nusage: ${USAGE}`);
   const rows = new Set(String(v.rows).split(','));
+  const view = String(v.view) as LoopConfig['view'];
+  if (view !== 'train' && view !== 'eval') throw new UsageError(`bad --view ${String(v.view)}: train or eval\nusage: ${USAGE}`);
+  if (view === 'eval' && rows.has('c')) throw new UsageError(`row c (the PIL recipe) runs the training recipe only: leave it out of --rows with --view eval\nusage: ${USAGE}`);
   const variants = String(v.variants).split(',');
   const readers = String(v.readers).split(',').map(Number);
   if (!readers.every((n) => Number.isInteger(n) && n >= 1)) throw new UsageError(`bad --readers ${String(v.readers)}: positive integers, comma-separated\nusage: ${USAGE}`);
   for (const name of variants) if (!(name in VARIANTS)) throw new UsageError(`bad --variants: ${name} (known: ${Object.keys(VARIANTS).join(', ')})\nusage: ${USAGE}`);
   const files = Number(v.files);
   const dir = await fixture(files, Number(v.classes));
-  const source = imageFolderSource(dir, { size: 224, view: 'train', decode: 'processes', decodeProcesses: 1 });
+  const source = imageFolderSource(dir, { size: 224, view, decode: 'processes', decodeProcesses: 1 });
   const order = Array.from({ length: source.length }, (_, i) => i).sort((a, b) => ((a * 2654435761) >>> 0) - ((b * 2654435761) >>> 0));
   const all = order.map((i) => source.pathOf(i) as string);
   await source.close();
   const slice = (k: number) => Array.from({ length: per }, (_, i) => all[(k * per + i) % all.length]!);
-  console.log(`bench decode-scaling: ${hardwareLine()}; ${dir} (${all.length} files); RandomResizedCrop(224) + flip${output === 'uint8' ? '' : ' + normalize'}, ${output}; ${per} images per process per pass; N = ${procs.join(', ')}`);
+  console.log(`bench decode-scaling: ${hardwareLine()}; ${dir} (${all.length} files); ${view === 'train' ? 'RandomResizedCrop(224) + flip' : 'Resize(256) + CenterCrop(224)'}${output === 'uint8' ? '' : ' + normalize'}, ${output}; ${per} images per process per pass; N = ${procs.join(', ')}`);
   const out: Row[] = [];
   const print = (r: Row) => {
     out.push(r);
@@ -226,14 +232,14 @@ export async function main(args: readonly string[]): Promise<void> {
 
   let one: Row | undefined;
   if (rows.has('a')) {
-    const cfg: LoopConfig = { paths: slice(0), output, warm };
+    const cfg: LoopConfig = { paths: slice(0), output, warm, view };
     await loop(cfg, 0, warm);
     const [s, cpuMs] = await loop(cfg, 0, per);
     one = row('a', 'decodeImage loop in this thread', 1, per, s, cpuMs);
     print(one);
   }
   if (rows.has('a2')) {
-    const cfg: LoopConfig = { paths: slice(0), output, warm };
+    const cfg: LoopConfig = { paths: slice(0), output, warm, view };
     const bytes = await Promise.all(cfg.paths.map((p) => readFile(p)));
     // In-memory bytes (no file read), rounds rotating over the ways, 4 rounds each: the sharp path,
     // the libvips route with the JavaScript resample and cast, the libvips route with WebAssembly (run
@@ -280,24 +286,25 @@ export async function main(args: readonly string[]): Promise<void> {
     const newRow = rowOf('direct', `decodeImage, direct route${turbo ? ', libjpeg-turbo crop decode' : ', libvips'}${wasmResampler() === undefined ? '' : ', WebAssembly resample and cast'} (bytes in memory)`);
     print({ ...newRow, scaling: newRow.imagesPerS / oldRow.imagesPerS });
     // The stages of the direct route, wall ms per image over one pass each.
-    const view = viewFrom('train');
+    const cropView = viewFrom(view);
     const stage = { reduced: 0, reducedMs: 0, decode: 0, resample: 0, cast: 0 };
     for (let i = 0; i < bytes.length; i++) {
       const h = jpegHeader(bytes[i]!)!;
-      const box = boxFor(view, new PickKey(i, 0, 0, { hi: 0, lo: 1 }), h.width, h.height);
-      let shrink = 1;
-      for (const f of [8, 4, 2]) if (box.width >= f * 224 && box.height >= f * 224) { shrink = f; break; }
+      const box = boxFor(cropView, new PickKey(i, 0, 0, { hi: 0, lo: 1 }), h.width, h.height);
+      const shrink = shrinkFor(cropView, box, 224, 224);
       let px: Uint8Array;
       const t0 = performance.now();
-      // As directView: libvips reduces a box at least the output only where WebAssembly does not run.
-      if (shrink === 1 && box.width >= 224 && box.height >= 224 && wasmResampler() === undefined) {
+      // As directView: libvips reduces a box at least the output only where WebAssembly does not run (never a center crop's).
+      if (cropView.kind !== 'center-crop' && shrink === 1 && box.width >= 224 && box.height >= 224 && wasmResampler() === undefined) {
         px = decodeJpegReduced(bytes[i]!, box, 1, h.channels, 224, 224, box.flip)!;
         stage.reduced++;
         stage.reducedMs += performance.now() - t0;
       } else {
-        const d = (turbo ? decodeJpegRegion(bytes[i]!, box, shrink, h.channels, (n) => new Uint8Array(n)) : undefined) ?? decodeJpegBox(bytes[i]!, box, shrink, h.channels)!;
+        const plan = shrink === 1 ? viewResample(cropView, box, h.width, h.height, 224, 224) : undefined;
+        const region = plan?.region ?? box;
+        const d = (turbo ? decodeJpegRegion(bytes[i]!, region, shrink, h.channels, (n) => new Uint8Array(n)) : undefined) ?? decodeJpegBox(bytes[i]!, region, shrink, h.channels)!;
         const t1 = performance.now();
-        px = resampleBilinear(d.data, d.width, d.height, d.bands, { x0: d.x0, y0: d.y0, x1: d.x1, y1: d.y1 }, 224, 224, box.flip, d.stride);
+        px = resampleBilinear(d.data, d.width, d.height, d.bands, plan?.box ?? { x0: d.x0, y0: d.y0, x1: d.x1, y1: d.y1 }, 224, 224, box.flip, d.stride);
         d.release?.();
         stage.decode += t1 - t0;
         stage.resample += performance.now() - t1;
@@ -312,7 +319,7 @@ export async function main(args: readonly string[]): Promise<void> {
   const scaled = (r: Row, ref: Row | undefined): Row => (ref === undefined ? r : { ...r, scaling: r.imagesPerS / (r.n * ref.imagesPerS) });
   if (rows.has('b')) {
     for (const n of procs) {
-      const r = await independent(process.execPath, (f) => ['--import', import.meta.resolve('tsx'), join(here, 'run.ts'), 'decode-scaling', '--loop-child', f], Array.from({ length: n }, (_, k) => ({ paths: slice(k), output, warm })));
+      const r = await independent(process.execPath, (f) => ['--import', import.meta.resolve('tsx'), join(here, 'run.ts'), 'decode-scaling', '--loop-child', f], Array.from({ length: n }, (_, k) => ({ paths: slice(k), output, warm, view })));
       print(scaled(row('b', `${n} independent node decodeImage loops`, n, r.images, r.s, r.cpuMs), one));
     }
   }
@@ -332,7 +339,7 @@ export async function main(args: readonly string[]): Promise<void> {
         await withChildEnv(variant, async () => {
           const pool = new DecodePool({ size: n });
           const paths = Array.from({ length: n }, (_, k) => slice(k)).flat();
-          const cfg: LoopConfig = { paths, output, warm };
+          const cfg: LoopConfig = { paths, output, warm, view };
           const pass = async (count: number) => {
             let next = 0;
             await Promise.all(Array.from({ length: 2 * n }, async () => {
@@ -360,7 +367,7 @@ export async function main(args: readonly string[]): Promise<void> {
         await withChildEnv(variant, async () => {
           const normalize = output === 'uint8' ? undefined : { mean: MEAN, std: STD };
           // decodeProcesses is per dataset copy: each reader worker holds one copy.
-          const src = imageFolderSource(dir, { size: 224, view: 'train', normalize, output, decode: 'processes', decodeProcesses: each });
+          const src = imageFolderSource(dir, { size: 224, view, normalize, output, decode: 'processes', decodeProcesses: each });
           const loader = await DataLoader.create(src, { batchSize: batch, shuffle: true, workers: w });
           const batches = Math.max(1, Math.ceil((w * each * per) / batch));
           // The images delivered (an epoch shorter than the pass ends it early).

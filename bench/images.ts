@@ -269,7 +269,7 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
         if (k === 0 && e === 0) readers = loader.stats().workers;
         // Device batches: wait for the last one's rows (stream order: every earlier decode is done too).
         if (gpu && k + 1 === count && e === o.epochs - 1) await (b.get('image') as { toHost?: () => Promise<unknown> }).toHost?.();
-        // As the README's loop does: the loader reuses a released batch's memory (NOTE [released batches reused]).
+        // As the loop in docs/datasets.md does: the loader reuses a released batch's memory (NOTE [released batches reused]).
         b.release();
         k++;
       }

@@ -247,7 +247,7 @@ export async function main(args: readonly string[]): Promise<void> {
     return;
   }
   const ours = idsDigest(corpus, tokenizer, reference.digestDocs);
-  console.log(`tokenizers agree on the first ${reference.digestDocs} documents (JS vs Python): ${ours === reference.idsDigest ? 'yes' : `NO (${ours} vs ${reference.idsDigest})`}`);
+  console.log(`tokenizers agree on the first ${reference.digestDocs} documents (Node addon vs Python): ${ours === reference.idsDigest ? 'yes' : `NO (${ours} vs ${reference.idsDigest})`}`);
   const refPad = reference.best?.pad;
   const refGrouped = reference.best?.grouped;
   const ratio = (config: string, against: any, name: string) => {

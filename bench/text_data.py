@@ -15,8 +15,8 @@ mapped to printable characters) and BPE merges learnt here from the first 2 000 
 pair count (ties: the smaller pair) until a vocabulary of 4 096 (256 bytes + merges + 2 specials);
 `<|endoftext|>` appended to every document by the post-processor, `<pad>` for padding collators.
 Written by hand in the format `tokenizer.save()` writes (merges as "a b" strings, which every
-tokenizers version reads), so no library is needed; Hugging Face `tokenizers` (Python) and
-`@huggingface/tokenizers` (JS) both load it, and bench/text_reference.py checks they agree.
+tokenizers version reads), so no library is needed; Hugging Face `tokenizers` loads it, from Python
+and from Node (the `tokenizers` addon Stoker tokenizes with), and bench/text.ts checks they agree.
 
 Usage: python3 bench/text_data.py <dir> [--docs 50000] [--seed 1234]   (prints one JSON line)
 """

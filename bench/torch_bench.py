@@ -15,7 +15,10 @@ once per --workers value (the best is reported). Figures: images/s of the timed 
 synchronized), and the GPU's data wait as 1 − images/s ÷ images/s of the same round's loop over one
 batch already on the GPU (the ceiling: a loader can only lose time against it).
 Usage: python3 bench/torch_bench.py [--rounds 3] [--steps 300] [--routes batch] [--json out.json]. Needs CUDA, but for
-`--device cpu`: the model-free run only, (b) in host memory against (c) over shared memory (no GPU).
+`--device cpu`: the model-free run only, (b) in host memory against (c) over shared memory (no GPU), and (a)
+with `pin_memory` off. The model-free table gives batches/s too, and ends with the ratios of the leased
+routes: the default (`recycle="auto"`, kept batches stay correct) against the zero-copy opt-in
+(`recycle="next"`) and against torch's DataLoader at its best, measured in the same rounds.
 Model-free runs also report the client's own CPU time per batch (process time ÷ batches: what the
 consumer pays for taking a batch, the socket wait excluded). `--server-timing` makes the loader log
 where its time per batch goes at each epoch's end (STOKER_SERVE_TIMING; on stderr).
@@ -33,8 +36,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 # Stoker routes by name: extra stoker.torch.DataLoader options. "gather" (the default): the client gathers
 # each batch itself from the loader's resident columns, mapped once (NOTE [Client gather], src/serve/session.ts);
-# "batch": the loader gathers each batch into a slot (its own CUDA context) and hands the slot over.
-ROUTES = {"gather": {"gather": True}, "batch": {"gather": False}}
+# "batch": the loader gathers each batch into a slot (its own CUDA context) and hands the slot over, which
+# goes back once the loop no longer refers to the batch (recycle="auto", the default: NOTE [Kept batches],
+# python/stoker/torch.py); "batch-next": the same, the slot back when the next batch is asked for (the
+# zero-copy opt-in, recycle="next"); "batch-keep": "batch" with a loop that keeps every batch of its epoch
+# (`list(loader)`), so that all but the first few are copied out of their slots.
+ROUTES = {"gather": {"gather": True}, "batch": {"gather": False}, "batch-next": {"gather": False, "recycle": "next"},
+          "batch-keep": {"gather": False}}
+KEEPS = {"batch-keep"}
 _server_loader = None  # the Stoker loader whose process CPU the current timed() run reads
 
 
@@ -48,7 +57,7 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--steps", type=int, default=300, help="timed training steps of each loop in each round")
     p.add_argument("--rounds", type=int, default=3, help="rounds; each runs every loop once, in turn")
-    p.add_argument("--routes", default="gather,batch", help=f"Stoker routes to run, comma-separated: {', '.join(ROUTES)}")
+    p.add_argument("--routes", default=",".join(ROUTES), help=f"Stoker routes to run, comma-separated: {', '.join(ROUTES)}")
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--workers", default="2,4,8")
     p.add_argument("--json")
@@ -175,7 +184,7 @@ def main():
             return images[i], labels[i]
 
     def torch_loader(workers):
-        dl = torch.utils.data.DataLoader(DS(), batch_size=B, shuffle=True, drop_last=True, pin_memory=True,
+        dl = torch.utils.data.DataLoader(DS(), batch_size=B, shuffle=True, drop_last=True, pin_memory=on_gpu,
                                          num_workers=workers, persistent_workers=workers > 0)
 
         def epoch(e):
@@ -193,18 +202,24 @@ def main():
     loaders = {r: st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, env=env,
                                 dtypes={"label": torch.int64}, **dict(ROUTES[r], slots=a.slots)) for r in routes}
 
-    def stoker_epoch(sl):
+    def stoker_epoch(sl, keep=False):
         def epoch(e):
+            kept = []
             for b in sl:
+                if keep:
+                    kept.append(b)
                 yield b["image"], b["label"]
         return epoch
     # Interleaved rounds: the GPU's clocks and the host's load drift between runs by 20–30 %, so every
     # loop runs once a round, and each ratio is taken against the resident loop of its own round.
-    loops = [("resident", resident)] + [(f"stoker:{r}", stoker_epoch(loaders[r])) for r in routes]
+    loops = [("resident", resident)] + [(f"stoker:{r}", stoker_epoch(loaders[r], r in KEEPS)) for r in routes]
+    # (a) model-free: torch's DataLoader on the same data, once per --workers value in every round.
+    workers = [int(x) for x in a.workers.split(",") if x]
+    free_loops = loops + [(f"torch nw={w}", torch_loader(w)) for w in workers]
     per_round = {"modelFree": [], "train": []}
     for rnd in range(a.rounds):
         row = {}
-        for name, fn in loops:
+        for name, fn in free_loops:
             _server_loader = loaders.get(name.split(":", 1)[1]) if name.startswith("stoker:") else None
             row[name] = timed(forever(fn), False, model_free_steps, name)
             log(f"round {rnd + 1} model-free {name}: {row[name]:.0f} samples/s, client CPU {cpu_per_batch[name][-1]:.1f} µs a batch")
@@ -250,9 +265,6 @@ def main():
                 [1 - row[name] / row["ceiling"] for row in per_round["train"]]))
         results["torchDataLoader"]["dataWait"] = max(0.0, 1 - results["torchDataLoader"]["imagesPerSec"] / ceiling)
 
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=2)
     print(f"GPU {results['gpu']}, torch {results['torch']}, N={N}, batch {B}, {a.rounds} rounds, "
           f"{a.steps} train steps / {model_free_steps} model-free batches a loop a round")
     if model is not None:
@@ -263,11 +275,27 @@ def main():
                   f"{r['vsResident']:>12.3f}  [{lo:.3f}, {hi:.3f}]")
         t = results["torchDataLoader"]
         print(f"{'torch nw=' + str(t['numWorkers']):<26}{t['imagesPerSec']:>12.0f}{'(once)':>9}{100 * t['dataWait']:>10.2f}%")
-    print(f"{'model-free loop':<26}{'samples/s':>12}{'spread':>9}{'÷ resident':>12}{'client µs':>11}{'loader µs':>11}")
+    print(f"{'model-free loop':<26}{'samples/s':>12}{'batches/s':>11}{'spread':>9}{'÷ resident':>12}{'client µs':>11}{'loader µs':>11}")
     for name, r in results["modelFree"].items():
         srv = results["serverCpuUsPerBatch"].get(name)
-        print(f"{name:<26}{r['median']:>12.0f}{100 * r['spread']:>8.1f}%{r['vsResident']:>12.3f}"
+        print(f"{name:<26}{r['median']:>12.0f}{r['median'] / B:>11.0f}{100 * r['spread']:>8.1f}%{r['vsResident']:>12.3f}"
               f"{results['clientCpuUsPerBatch'][name]:>11.1f}{'' if srv is None else f'{srv:>11.1f}'}")
+    # The leased routes against each other and against torch's DataLoader, round by round (medians, ranges).
+    rows = per_round["modelFree"]
+    torch_names = [n for n in rows[0] if n.startswith("torch ")]
+    best_torch = max(torch_names, key=lambda n: results["modelFree"][n]["median"]) if torch_names else None
+    pairs = [("stoker:batch", "stoker:batch-next"), ("stoker:batch-keep", "stoker:batch-next"),
+             ("stoker:batch", best_torch), ("stoker:batch-keep", best_torch), ("stoker:batch-next", best_torch)]
+    results["ratios"] = {}
+    for num, den in pairs:
+        if den is None or num not in rows[0] or den not in rows[0]:
+            continue
+        q = [r[num] / r[den] for r in rows]
+        results["ratios"][f"{num} / {den}"] = {"median": statistics.median(q), "range": [min(q), max(q)]}
+        print(f"{num + ' ÷ ' + den:<48}{statistics.median(q):>8.3f}  [{min(q):.3f}, {max(q):.3f}]  (batches/s, same rounds)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=2)
 
 if __name__ == "__main__":
     main()

@@ -25,6 +25,14 @@ if (existsSync(source)) {
   }
 }
 
+// A reader that stops early (`stoker --help | head`) closes the pipe: end quietly, as Unix tools do.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE') throw error;
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+  });
+}
+
 const { main } = await import(entry.href);
 const code = await main(process.argv.slice(2));
 process.exitCode = code;

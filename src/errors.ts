@@ -41,6 +41,7 @@ export const ERROR_CODES = [
   'ERR_RESUME_MISMATCH',
   'ERR_TOO_LONG',
   'ERR_PIN_SOURCE',
+  'ERR_SERVE_STOPPED',
 ] as const;
 
 /** Stable error codes. Tests and callers match on these, never on message text. */
@@ -139,6 +140,15 @@ export function batchReleased(): LoaderError {
   );
 }
 
+/** `stoker serve` is stopping (`why`: the signal, say) while a client is connected: sent to the client before its socket closes. */
+export function serveStopped(why: string): LoaderError {
+  return new LoaderError(
+    'ERR_SERVE_STOPPED',
+    `stoker serve was stopped (${why}) while this client was connected: its loader is closed and no more batches come. ` +
+      'Start the server again (or let stoker.torch start a loader of its own: leave out connect=) and resume from the last state_dict()',
+  );
+}
+
 export function loaderClosed(): LoaderError {
   return new LoaderError('ERR_LOADER_CLOSED', 'the loader is closed. Create a new one with DataLoader.create(dataset, options)');
 }
@@ -233,6 +243,17 @@ export function raggedTooLong(field: string, id: number, length: number, capacit
       ? `ragged field \`${field}\`: sample ${id} has length ${length}, over the capacity ${capacity}. Set \`collate.${field}.*.truncate: true\` to keep its first ${capacity}, or raise \`maxLength\` (or the pad \`to\`)`
       : `ragged field \`${field}\`: sample ${id} has length ${length}, over the capacity ${capacity}. Set \`collate.${field}.*.truncate: true\` (or \`pack.truncate\`) to keep its first ${capacity}, or raise \`maxLength\``,
   );
+}
+
+/**
+ * A sample read with another length of ragged field `field` than the one its batches were planned
+ * with (sequence packing lays out tokens by it): `by` says who gave the planned length.
+ */
+export function plannedLengthMismatch(field: string, id: number, read: number, planned: number, by: 'option' | 'dataset'): LoaderError {
+  const why = `packing placed its tokens by that length, so the document would be cut or padded with tokens it does not have`;
+  return by === 'option'
+    ? new LoaderError('ERR_INVALID_OPTION', `\`lengths\` says sample ${id} has ${planned} tokens, but its field \`${field}\` read ${read}: ${why}. Give \`lengths\` as get(i) reads the field, or drop it to use the dataset's`)
+    : new LoaderError('ERR_INVALID_DATASET', `the dataset's lengths say sample ${id} has ${planned} tokens, but its field \`${field}\` read ${read}: ${why}. A dataset's \`lengths\` (or \`loadLengths\`) must give each sample's length as get(i) reads it; or pass \`lengths\``);
 }
 
 /** `diskStage.dir` cannot take the stage: `what` could not be created there. */

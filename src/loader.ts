@@ -15,7 +15,7 @@ import type { Batch } from './batch.js';
 import { epochActive, invalidOption, loaderClosed, resumeMismatchError } from './errors.js';
 import { type LoaderOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type DeliveryConfig, deliveredNames } from './pipeline/delivery.js';
-import { type Built, buildLoader } from './pipeline/build.js';
+import { type Built, buildLoader, checkActivationReserve } from './pipeline/build.js';
 import type { EpochPlan } from './pipeline/epoch-plan.js';
 import type { BatchPlanner, Segment } from './pipeline/batch-planner.js';
 import { MixSampler } from './sampler/mix-sampler.js';
@@ -240,9 +240,10 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     return this.#governor?.autoResize() ?? 0;
   }
 
-  /** Declare the device memory a training step needs beyond what the probe sees. No-op in resident mode. */
+  /** Declare the device memory a training step needs beyond what the probe sees (at most the device's memory). No-op in resident mode. */
   setActivationReserve(bytes: number): void {
     if (!Number.isSafeInteger(bytes) || bytes < 0) throw invalidOption('setActivationReserve(bytes)', 'a byte count ≥ 0', bytes);
+    if (!this.#closed) checkActivationReserve('setActivationReserve(bytes)', bytes, this.#device);
     this.#governor?.setActivationReserve(bytes, 'user');
   }
 

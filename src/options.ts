@@ -74,7 +74,10 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Default 0.50. Ranks on one host split it: each takes ramMaxUsage / local world size.
    */
   ramMaxUsage?: number;
-  /** Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. */
+  /**
+   * Bytes of device memory the model's step needs beyond what the probe sees; trusted in full. At most
+   * the device's total memory (refused at create above it); ignored on the CPU, which has no probe.
+   */
   activationReserve?: number;
   /**
    * Keep samples read from a per-sample dataset in RAM across epochs (streaming mode), within the
@@ -85,7 +88,8 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Stage samples that did not fit the RAM cache in a pack file on local disk (streaming mode,
    * per-sample datasets). Pays when the source is slower than the local drive. Default off.
    * `dir` defaults to the system temp directory; the file lives in a private 0700 directory and is
-   * removed on close, on exit and on SIGINT/SIGTERM. Refused with `mode: 'resident'`, which never reads it.
+   * removed on close, on exit and on SIGINT/SIGTERM. Refused with `mode: 'resident'`, which never reads it,
+   * and when `gigabytes` exceeds the free space of `dir`'s drive (the stage would fill it and stop).
    */
   diskStage?: { gigabytes: number; dir?: string };
   /** Keep samples on the GPU across epochs (CUDA only). Default true. */
@@ -158,7 +162,8 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
    * Sequence packing: batches of `batchSize` context windows of `contextLength` tokens, documents of
    * the ragged field (`field`, default the dataset's only one) best-fit into them (`mode:
    * 'best-fit'`, over groups of `window` documents) or laid end to end (`'concat'`); each batch is
-   * `tokens`, `segment_ids`, `position_ids`. See docs/text.md.
+   * `tokens`, `segment_ids`, `position_ids`. `window` and `truncate` are best-fit's (refused with
+   * 'concat'); batchSize × contextLength ≤ 2^31 − 1 (a batch's positions are int32). See docs/text.md.
    */
   pack?: { contextLength: number; mode?: 'best-fit' | 'concat'; window?: number; truncate?: boolean; field?: string };
 }
@@ -355,7 +360,7 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     const field = raw !== null && typeof raw === 'object' ? (raw as { field?: unknown }).field : undefined;
     if (field !== undefined && typeof field !== 'string') throw invalidOption('pack.field', 'the name of a ragged field', field);
     const { field: _f, ...rest } = (raw !== null && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
-    const settings = parsePack(raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? rest : raw)!;
+    const settings = parsePack(raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? rest : raw, batchSize)!;
     if (tokens !== undefined) throw invalidOption('pack', 'left out with batchTokens', o.pack, 'A packed batch is batchSize context windows; token budgets cut samples into batches: use one of the two');
     if (sampler !== undefined) throw invalidOption('sampler', 'left out with pack', 'a custom sampler', 'Packing plans the built-in order; drop one of the two');
     pack = { ...settings, field };

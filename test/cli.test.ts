@@ -17,7 +17,7 @@ import { newEpochStats } from '../src/pipeline/stats.js';
 import { epochFigures, int } from '../src/report/figures.js';
 import { type BenchReport, compact, renderBenchReport } from '../src/report/html.js';
 import { niceTicks } from '../src/report/svg.js';
-import { CHILD_MS } from './fixtures.js';
+import { CHILD_MS, within } from './fixtures.js';
 
 const BIN = fileURLToPath(new URL('../bin/stoker.js', import.meta.url));
 const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -126,6 +126,22 @@ describe('stoker: help and version', () => {
   });
 });
 
+describe('stoker: a reader that stops early', () => {
+  // NOTE: waits for the child to exit, at most CHILD_MS.
+  it('ends quietly with code 0 when its stdout pipe is closed (`stoker --help | head`), as Unix tools do', async () => {
+    for (const args of [['--help'], ['inspect', '--help']]) {
+      const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, CI: '1', NODE_ENV: 'test' } });
+      // The read end closes before the child writes (it takes far longer to start): its write meets EPIPE.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      const code = await within(CHILD_MS, `stoker ${args.join(' ')} exiting`, new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))));
+      assert.equal(stderr, '', `nothing on stderr for ${args.join(' ')}`);
+      assert.equal(code, 0);
+    }
+  });
+});
+
 describe('stoker demo', () => {
   it('trains on a tiny budget: one plain line per epoch without a terminal, a summary, the temp folder removed', async () => {
     const r = await stoker(['demo', '--samples', '200', '--epochs', '1', '--batch-size', '50']);
@@ -137,6 +153,21 @@ describe('stoker demo', () => {
     const dir = /with sharp to (\S+) …$/m.exec(r.stdout)?.[1];
     assert.ok(dir !== undefined && dir.includes('stoker-demo-'), 'names its temp folder');
     assert.equal(existsSync(dir), false, 'the temp folder is removed');
+  });
+
+  it('without TensorFlow.js (an optional peer) says so before it writes anything', async () => {
+    const dir = mkdtempSync(join(scratch, 'no-tfjs-'));
+    const r = await new Promise<Run>((resolve, reject) => {
+      const args = ['--import', fileURLToPath(new URL('./fixtures/no-tfjs.mjs', import.meta.url)), BIN, 'demo', '--dir', dir, '--samples', '40', '--batch-size', '20', '--epochs', '1'];
+      execFile(process.execPath, args, { timeout: CHILD_MS, env: { ...process.env, CI: '1', NODE_ENV: 'test' } }, (error, stdout, stderr) => {
+        if (error !== null && (error as { killed?: boolean }).killed) reject(new Error(`stoker demo did not finish within ${CHILD_MS} ms (hang)`));
+        else resolve({ code: error === null ? 0 : Number((error as { code?: unknown }).code), stdout, stderr });
+      });
+    });
+    assert.equal(r.code, 1);
+    assertOneLine(r.stderr, /^stoker demo: training needs TensorFlow\.js, .*npm install @tensorflow\/tfjs/);
+    assert.deepEqual(readdirSync(dir), [], 'no file written');
+    assert.equal(r.stdout, '');
   });
 
   it('says it is writing the images, and where, before it writes them, then says when it is done', async () => {

@@ -88,6 +88,18 @@ describe('sources.concat', { timeout: SUITE_MS }, () => {
     assert.throws(() => concat.getBatch([13], ctx), { code: 'ERR_INVALID_DATASET', message: /index 13 is out of range \[0, 13\)/ });
   });
 
+  it('reads without a read context, as the other sources do: each part is given one', () => {
+    const strict = (start: number, n: number): BatchDataset => {
+      const inner = sources.arrays(xy(start, n));
+      return { length: n, getBatch: (ids, c) => (c.signal.throwIfAborted(), inner.getBatch(ids, c)) };
+    };
+    // Called as a user would at a prompt, with no context (the types ask for one).
+    const batched = sources.concat([strict(0, 3), sources.arrays(xy(3, 4))]) as unknown as { getBatch(ids: readonly number[]): Record<string, Tensor> };
+    assert.deepEqual(Array.from(batched.getBatch([5, 0, 2]).y!.data as Int32Array), [5, 0, 2]);
+    const single = sources.concat([perSample(0, 2), strict(2, 3)]) as unknown as { get(i: number): { y: Tensor } };
+    assert.deepEqual([0, 3].map((i) => (single.get(i).y.data as Int32Array)[0]), [0, 3]);
+  });
+
   it('per-sample parts route get(i) to the part holding i', async () => {
     const parts = [perSample(0, 3), perSample(3, 4), perSample(7, 2)];
     const concat = sources.concat(parts) as Dataset;

@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
+import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources, tensor } from '../src/index.js';
 import { MixSampler, apportion } from '../src/sampler/mix-sampler.js';
 import { toU64 } from '../src/sampler/rng.js';
 import { Rng } from '../src/sampler/rng.js';
@@ -114,7 +114,7 @@ describe('mixture order', () => {
 
   it('refuses bad weights, options and a custom sampler, naming the knob', async () => {
     assert.throws(() => mixOf([3, 3], [1, -1]), (e: unknown) => e instanceof LoaderError && e.code === 'ERR_INVALID_OPTION' && /weight/.test(e.message));
-    assert.throws(() => mixOf([3, 3], [0, 0]), (e: unknown) => e instanceof LoaderError && /not all 0/.test(e.message));
+    assert.throws(() => mixOf([3, 3], [0, 0]), (e: unknown) => e instanceof LoaderError && /\[0\]\.weight` must be a finite number > 0/.test(e.message));
     assert.throws(() => mixOf([3], [1], { window: 0 }), (e: unknown) => e instanceof LoaderError && /window/.test(e.message));
     await assert.rejects(
       DataLoader.create(mixOf([3, 3], [1, 1]), { batchSize: 2, sampler: { length: 6, indices: () => range(6) } }),
@@ -203,5 +203,67 @@ describe('mixture resume refusals', () => {
       DataLoader.create(mixOf([6, 20], [1, 1]), { batchSize: 4, seed: 1, resume: plain.state }),
       (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && /order/.test(e.message),
     );
+  });
+});
+
+describe('a mixture is checked at create', () => {
+  const refused = (pattern: RegExp) => (e: unknown) => {
+    assert.ok(e instanceof LoaderError, String(e));
+    assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+    assert.match(e.message, pattern);
+    return true;
+  };
+
+  it('a weight of 0 is refused, pointing at dropping the part', () => {
+    assert.throws(() => mixOf([3, 3], [1, 0]), refused(/`sources.mix\(parts\)\[1\].weight` must be a finite number > 0, got 0. A part of weight 0 is never drawn: drop it from the parts/));
+  });
+
+  it('negative, NaN, infinite and missing weights are refused, naming the part', () => {
+    for (const w of [-1, Number.NaN, Number.POSITIVE_INFINITY, undefined, '1']) {
+      assert.throws(() => sources.mix([{ dataset: part(0, 3), weight: 1 }, { dataset: part(1, 3), weight: w as number }]), refused(/`sources.mix\(parts\)\[1\].weight` must be a finite number > 0/));
+    }
+  });
+
+  it('a misspelt key of a part is refused with the key meant', () => {
+    assert.throws(() => sources.mix([{ dataset: part(0, 3), weight: 1 }, { dataset: part(1, 3), weight: 1, wieght: 2 } as never]), refused(/unknown `sources.mix parts\[1\]` option "wieght"; did you mean `weight`\?/));
+  });
+
+  // Parts whose samples differ used to fail the first batch that drew from the odd part.
+  const SCHEMAS: readonly (readonly [string, Parameters<typeof sources.arrays>[0], RegExp])[] = [
+    ['another dtype', { id: new Float32Array(4) }, /part 1's field `id` is float32 \[\] but part 0's is int32 \[\]/],
+    ['another shape', { id: tensor(new Int32Array(8), [4, 2]) }, /part 1's field `id` is int32 \[2\] but part 0's is int32 \[\]/],
+    ['another field name', { label: new Int32Array(4) }, /part 1 has fields \{ label \} but part 0 has \{ id \}: every part must give the same fields/],
+    ['a field more', { id: new Int32Array(4), extra: new Int32Array(4) }, /part 1 has fields \{ id, extra \} but part 0 has \{ id \}/],
+  ];
+  for (const [name, columns, pattern] of SCHEMAS) {
+    it(`parts whose samples differ (${name}) are refused at create, naming the part and the field`, async () => {
+      const mix = sources.mix([{ dataset: part(0, 6), weight: 1 }, { dataset: sources.arrays(columns), weight: 1 }]);
+      await assert.rejects(DataLoader.create(mix, { batchSize: 4, mode: 'streaming' }), (e: unknown) => {
+        assert.ok(e instanceof LoaderError, String(e));
+        assert.equal(e.code, 'ERR_SAMPLE_MISMATCH', e.message);
+        assert.match(e.message, /^sources.mix: /);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    });
+  }
+
+  it('parts with the same fields but ragged rows of other lengths are accepted', async () => {
+    const doc = (base: number) => ({
+      length: 4, ragged: ['tokens'], raggedMax: { tokens: 8 },
+      get: (i: number) => ({ tokens: Int32Array.from({ length: 1 + ((i + base) % 8) }, (_, k) => k) }),
+    });
+    const mix = sources.mix([{ dataset: doc(0), weight: 1 }, { dataset: doc(5), weight: 1 }]);
+    const loader = await DataLoader.create(mix, { batchSize: 4, collate: { tokens: 'pad' } });
+    assert.equal(loader.numBatches, 2);
+    await loader.close();
+  });
+
+  it('a field made ragged by the collate option alone may differ in its first dimension too', async () => {
+    const doc = (base: number) => ({ length: 4, get: (i: number) => ({ tokens: Int32Array.from({ length: 1 + ((i + base) % 8) }, (_, k) => k), label: i }) });
+    const mix = sources.mix([{ dataset: doc(0), weight: 1 }, { dataset: doc(5), weight: 1 }]);
+    const loader = await DataLoader.create(mix, { batchSize: 4, collate: { tokens: { pad: { maxLength: 8 } } } });
+    assert.equal(loader.numBatches, 2);
+    await loader.close();
   });
 });

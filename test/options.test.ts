@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { availableParallelism } from 'node:os';
-import { DataLoader, type LoaderOptions, type Tensor, sources } from '../src/index.js';
+import { DataLoader, type Dataset, type LoaderOptions, type SampleValue, type Tensor, sources, tensor } from '../src/index.js';
 import { cudaAvailable } from '../src/device/cuda/driver.js';
 import { resolveOptions } from '../src/options.js';
 import { MAX_IN_FLIGHT, ringSlotsFromRam } from '../src/base/budget.js';
@@ -267,5 +267,146 @@ describe('dataset validation', () => {
     } });
     for await (const b of loader.epoch(0)) assert.deepEqual(Array.from(b.at(0).data as Int32Array), [-1, -1]);
     assert.deepEqual(Array.from(store), [0, 1, 2, 3, 4, 5, 6, 7], 'the source was never written');
+  });
+});
+
+// Each row a `sources.*` call with a misspelt option: refused at the call, naming the source, the key
+// and the key meant — before any file is touched (the paths below do not exist).
+describe("every source checks its options' names", () => {
+  const missing = '/tmp/opt/no-such-file';
+  const part = () => sources.arrays({ y: new Int32Array(4) });
+  const SOURCES: readonly (readonly [string, () => unknown, RegExp])[] = [
+    ['sources.npy', () => sources.npy(`${missing}.npy`, { laod: 'memory' } as never), /unknown `sources.npy` option "laod"; did you mean `load`\?/],
+    ['sources.safetensors', () => sources.safetensors(`${missing}.safetensors`, { tensor: ['a'] } as never), /unknown `sources.safetensors` option "tensor"; did you mean `tensors`\?/],
+    ['sources.arrow', () => sources.arrow(`${missing}.arrow`, { column: ['a'] } as never), /unknown `sources.arrow` option "column"; did you mean `columns`\?/],
+    ['sources.arrow over shards', () => sources.arrow([`${missing}-0.arrow`, `${missing}-1.arrow`], { rowRead: false } as never), /unknown `sources.arrow` option "rowRead"; did you mean `rowReads`\?/],
+    ['sources.arrow with ragged columns', () => sources.arrow(`${missing}.arrow`, { ragged: { t: 'values' }, cacheByte: 1 } as never), /unknown `sources.arrow` option "cacheByte"; did you mean `cacheBytes`\?/],
+    ['sources.mix', () => sources.mix([{ dataset: part(), weight: 1 }], { windw: 4 } as never), /unknown `sources.mix` option "windw"; did you mean `window`\?/],
+    ['sources.imageFolder', () => sources.imageFolder(missing, { size: 8, chanels: 3 } as never), /unknown `sources.imageFolder` option "chanels"; did you mean `channels`\?/],
+    ['sources.imageFolderAsync', () => sources.imageFolderAsync(missing, { size: 8, chanels: 3 } as never), /unknown `sources.imageFolderAsync` option "chanels"; did you mean `channels`\?/],
+    ['sources.tarShards', () => sources.tarShards(`${missing}.tar`, { feilds: ['jpg'] } as never), /unknown `sources.tarShards` option "feilds"; did you mean `fields`\?/],
+    ['sources.tarShards image', () => sources.tarShards(`${missing}.tar`, { image: { size: [8, 8], chanels: 1 } } as never), /unknown `sources.tarShards image` option "chanels"; did you mean `channels`\?/],
+    ['sources.tarShards decoders', () => sources.tarShards(`${missing}.tar`, { decoders: { png: { image: { size: [8, 8], layuot: 'hwc' } } } } as never), /unknown `sources.tarShards decoders.png.image` option "layuot"; did you mean `layout`\?/],
+    ['sources.arrow decoders', () => sources.arrow(`${missing}.arrow`, { decoders: { img: { kind: 'image', size: [8, 8], chanels: 1 } } } as never), /unknown `sources.arrow decoders.img` option "chanels"; did you mean `channels`\?/],
+    ['sources.tokens', () => sources.tokens(`${missing}.bin`, { contextLenght: 8 } as never), /unknown `sources.tokens` option "contextLenght"; did you mean `contextLength`\?/],
+    ['sources.jsonl', () => sources.jsonl(`${missing}.jsonl`, { feilds: ['a'] } as never), /unknown `sources.jsonl` option "feilds"; did you mean `fields`\?/],
+    ['sources.parquet', () => sources.parquet(`${missing}.parquet`, { column: ['a'] } as never), /unknown `sources.parquet` option "column"; did you mean `columns`\?/],
+  ];
+  for (const [name, call, pattern] of SOURCES) {
+    it(`${name} refuses a misspelt option, naming the key meant`, async () => {
+      await assert.rejects(async () => call(), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    });
+  }
+
+  it('an unrelated key is answered with the known keys', () => {
+    assert.throws(() => sources.npy(`${missing}.npy`, { cores: 8 } as never), {
+      code: 'ERR_INVALID_OPTION', message: /unknown `sources.npy` option "cores". Known `sources.npy` options: load, inMemoryBytes/,
+    });
+  });
+
+  it('options that are not an object are refused', () => {
+    assert.throws(() => sources.npy(`${missing}.npy`, 7 as never), { code: 'ERR_INVALID_OPTION', message: /`sources.npy\(…, options\)` must be an object of options, got 7/ });
+  });
+});
+
+// A ragged field of each dtype, documents of 1…4 elements, and the pad values its storage cannot
+// hold: each used to be cast silently (1.5 → 1 in int32, 2^40 → 0, -1 → 255 in uint8); an int64
+// field padded with anything but 0 failed its first batch.
+describe('collate pad.value is checked against the field dtype at create', () => {
+  const doc = (make: (n: number) => SampleValue): Dataset => Object.assign({ length: 4, get: (i: number) => ({ tokens: make(i + 1) }) }, { ragged: ['tokens'], raggedMax: { tokens: 4 } });
+  const DOCS: Record<string, Dataset> = {
+    int8: doc((n) => new Int8Array(n)),
+    uint8: doc((n) => new Uint8Array(n)),
+    int16: doc((n) => new Int16Array(n)),
+    uint16: doc((n) => new Uint16Array(n)),
+    int32: doc((n) => new Int32Array(n)),
+    uint32: doc((n) => new Uint32Array(n)),
+    float16: doc((n) => tensor(new Uint16Array(n), [n], 'float16')),
+    bfloat16: doc((n) => tensor(new Uint16Array(n), [n], 'bfloat16')),
+    float32: doc((n) => new Float32Array(n)),
+    float64: doc((n) => new Float64Array(n)),
+    int64: doc((n) => new BigInt64Array(n)),
+  };
+  const padWith = (dtype: string, value: unknown) => DataLoader.create(DOCS[dtype]!, { batchSize: 2, collate: { tokens: { pad: { value } } } } as LoaderOptions);
+
+  const REFUSED: readonly (readonly [string, unknown, RegExp])[] = [
+    ['int32', 1.5, /`collate.tokens.pad.value` must be an integer in \[-2147483648, 2147483647\] \(the range of the int32 field `tokens`\), got 1.5/],
+    ['int32', 2 ** 40, /`collate.tokens.pad.value` must be an integer in \[-2147483648, 2147483647\].*got 1099511627776/],
+    ['uint8', -1, /`collate.tokens.pad.value` must be an integer in \[0, 255\] \(the range of the uint8 field `tokens`\), got -1/],
+    ['uint8', 256, /\[0, 255\].*got 256/],
+    ['int8', 128, /\[-128, 127\].*got 128/],
+    ['int16', -32769, /\[-32768, 32767\].*got -32769/],
+    ['uint16', 0.5, /\[0, 65535\].*got 0.5/],
+    ['uint32', 2 ** 32, /\[0, 4294967295\].*got 4294967296/],
+    ['float32', 1e39, /`collate.tokens.pad.value` must be a finite number within float32's range \(±3.4028234663852886e\+38\), got 1e\+39/],
+    ['float64', Number.POSITIVE_INFINITY, /`collate.tokens.pad.value` must be a finite number, got Infinity/],
+    ['float16', 1.5, /`collate.tokens.pad.value` must be an integer in \[0, 65535\]: a float16 field is padded with the raw 16-bit pattern given \(1.0 is 15360\), got 1.5/],
+    ['bfloat16', -1, /a bfloat16 field is padded with the raw 16-bit pattern given \(1.0 is 16256\), got -1/],
+    ['int64', 2 ** 60, /`collate.tokens.pad.value` must be an integer in \[-9007199254740991, 9007199254740991\] \(the integers a number holds exactly, for the int64 field `tokens`\), got 1152921504606847000/],
+  ];
+  for (const [dtype, value, pattern] of REFUSED) {
+    it(`pad.value ${String(value)} on a ${dtype} field is refused`, async () => {
+      await assert.rejects(padWith(dtype, value), (e: Error & { code?: string }) => {
+        assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+        assert.match(e.message, pattern);
+        return true;
+      });
+    });
+  }
+
+  const ACCEPTED: readonly (readonly [string, number, number])[] = [
+    ['int32', -1, -1], ['uint8', 255, 255], ['int8', -128, -128], ['uint32', 2 ** 32 - 1, 2 ** 32 - 1],
+    ['float32', -0.5, -0.5], ['float64', 1e300, 1e300], ['float16', 15360, 15360], ['int64', -1, -1],
+  ];
+  for (const [dtype, value, stored] of ACCEPTED) {
+    it(`pad.value ${value} on a ${dtype} field is accepted and pads with it`, async () => {
+      const loader = await padWith(dtype, value);
+      for await (const b of loader.epoch(0)) {
+        const t = b.get('tokens') as Tensor;
+        const lengths = (b.get('tokens_lengths') as Tensor).data as Int32Array;
+        const width = t.shape[1]!;
+        lengths.forEach((len, r) => {
+          for (let k = len; k < width; k++) assert.equal(Number((t.data as Float64Array)[r * width + k]), stored);
+        });
+      }
+      await loader.close();
+    });
+  }
+
+  it('pad: null is refused, not read as the default', async () => {
+    await assert.rejects(DataLoader.create(DOCS.int32!, { batchSize: 2, collate: { tokens: { pad: null } } } as unknown as LoaderOptions), {
+      code: 'ERR_INVALID_OPTION', message: /`collate.tokens.pad` must be an object of options, got null/,
+    });
+  });
+});
+
+// Budgets larger than what they budget: each used to be accepted, the reserve leaving no depth and
+// the stage promising bytes its drive does not have.
+describe('budgets are checked against what there is at create', () => {
+  it('activationReserve above the device memory is refused, naming the memory', async () => {
+    await rejectsWith({ batchSize: 4, device: 'sim', activationReserve: 1e15 }, 'ERR_INVALID_OPTION', /`activationReserve` must be a byte count ≤ the memory of sim \(17179869184 bytes, 17179869184 free\), got 1000000000000000/);
+    await rejectsWith({ batchSize: 4, device: 'sim', sim: { totalBytes: 4096, usedBytes: 1024 }, activationReserve: 4097 }, 'ERR_INVALID_OPTION', /≤ the memory of sim \(4096 bytes, 3072 free\), got 4097/);
+  });
+
+  it('activationReserve up to the device memory is accepted', async () => {
+    const loader = await DataLoader.create(ds, { batchSize: 4, device: 'sim', sim: { totalBytes: 2 ** 20 }, activationReserve: 2 ** 20 });
+    assert.throws(() => loader.setActivationReserve(2 ** 20 + 1), { code: 'ERR_INVALID_OPTION', message: /`setActivationReserve\(bytes\)` must be a byte count ≤ the memory of sim \(1048576 bytes/ });
+    loader.setActivationReserve(2 ** 19);
+    await loader.close();
+  });
+
+  it('diskStage.gigabytes above the free space of its drive is refused, naming the free space', async () => {
+    const perSample = { length: 8, get: (i: number) => ({ y: Int32Array.of(i) }) };
+    await assert.rejects(DataLoader.create(perSample, { batchSize: 4, mode: 'streaming', diskStage: { gigabytes: 1e12, dir: '/tmp/opt/stage' } }), (e: Error & { code?: string }) => {
+      assert.equal(e.code, 'ERR_INVALID_OPTION', e.message);
+      assert.match(e.message, /`diskStage.gigabytes` must be at most the free space under "\/tmp\/opt\/stage" \(\d+(\.\d+)? GiB\), got 1000000000000. Lower it, or point diskStage.dir at a drive with more room/);
+      return true;
+    });
+    const small = await DataLoader.create(perSample, { batchSize: 4, mode: 'streaming', diskStage: { gigabytes: 0.001, dir: '/tmp/opt/stage' } });
+    await small.close();
   });
 });

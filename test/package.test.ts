@@ -1,4 +1,5 @@
-// The package as a dependent gets it: `npm pack` (which builds dist/ through prepack), a fresh
+// The package as a dependent gets it: `npm pack` of a copy of the checkout (which builds dist/ there
+// through prepack; the working tree's dist/ is never touched), a fresh
 // project that installs the tarball, then what a dependent does with it — import it, require it,
 // type-check against it without tfjs, run an epoch, run the `stoker` command, find the PTX kernels —
 // and publint and arethetypeswrong on the tarball. The rule: this needs npm and the registry, or a
@@ -6,10 +7,10 @@
 
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, statSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { list } from 'tar';
@@ -64,17 +65,33 @@ function npy(rows: number, cols: number): Buffer {
   return Buffer.concat([preamble, Buffer.from(header, 'latin1'), Buffer.from(new Float32Array(rows * cols).buffer)]);
 }
 
+/** The working tree's dist/: absent, or its entry's size and modification time. */
+function distState(): string {
+  const entry = join(ROOT, 'dist', 'index.js');
+  if (!existsSync(entry)) return 'absent';
+  const st = statSync(entry);
+  return `${st.size} bytes, modified ${st.mtimeMs}`;
+}
+
 describe('the packed package, installed in a fresh project', () => {
   let work: string;
   let tarball: string;
   let app: string;
   let installed: string;
+  let distBefore: string;
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'stoker-package-'));
     const packs = join(work, 'pack');
     mkdirSync(packs);
-    await ok('npm', ['pack', '--pack-destination', packs, '--silent'], ROOT, 10 * MINUTE);
+    // Packed from a copy of the checkout: `prepack` rebuilds dist/ there, never in the working tree
+    // (a project that links this clone keeps its dist/ while the suite runs).
+    distBefore = distState();
+    const copy = join(work, 'checkout');
+    const skip = new Set(['node_modules', 'dist', '.git', '.gpu']);
+    cpSync(ROOT, copy, { recursive: true, filter: (from) => !skip.has(relative(ROOT, from).split(sep)[0]!) });
+    symlinkSync(join(ROOT, 'node_modules'), join(copy, 'node_modules'), 'dir');
+    await ok('npm', ['pack', '--pack-destination', packs, '--silent'], copy, 10 * MINUTE);
     const tgz = readdirSync(packs).filter((f) => f.endsWith('.tgz'));
     assert.equal(tgz.length, 1, `npm pack wrote one tarball, got [${tgz.join(', ')}]`);
     tarball = join(packs, tgz[0]!);
@@ -82,25 +99,29 @@ describe('the packed package, installed in a fresh project', () => {
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'stoker-consumer', private: true, type: 'module' }));
     await ok('npm', ['install', tarball, `@types/node@${TYPES_NODE}`, '--prefer-offline', '--no-audit', '--no-fund'], app, 10 * MINUTE);
-    installed = join(app, 'node_modules', 'stoker');
+    installed = join(app, 'node_modules', 'stoker-ml');
   }, { timeout: 20 * MINUTE });
 
   after(() => {
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
   });
 
-  it('the tarball carries dist/ with its types, the PTX kernels, the launcher and the license, and no sources or source maps', async () => {
+  it("packing leaves the working tree's dist/ as it was", () => {
+    assert.equal(distState(), distBefore);
+  });
+
+  it('the tarball carries dist/ with its types, the PTX kernels, the launcher, the license and the docs, and no sources, source maps or benchmark logs', async () => {
     const paths: string[] = [];
     await list({ file: tarball, onReadEntry: (entry) => void paths.push(entry.path) });
-    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/reader/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json']) {
+    for (const p of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/reader/reader-worker.js', 'kernels/gather.ptx', 'bin/stoker.js', 'LICENSE', 'README.md', 'package.json', 'docs/cli.md', 'docs/torch.md', 'docs/benchmarks/history.md', 'BENCHMARKS.md']) {
       assert.ok(paths.includes(`package/${p}`), `the tarball has ${p}`);
     }
-    assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
+    assert.deepEqual(paths.filter((p) => p.startsWith('package/src/') || p.startsWith('package/test/') || p.startsWith('package/docs/results/') || p.endsWith('.map') || p.endsWith('.ts') && !p.endsWith('.d.ts')), []);
   });
 
   it('an ES module imports it and runs one epoch of sources.arrays: every sample once', async () => {
     writeFileSync(join(app, 'epoch.mjs'), [
-      "import { DataLoader, sources, tensor } from 'stoker';",
+      "import { DataLoader, sources, tensor } from 'stoker-ml';",
       "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: Int32Array.from({ length: 10 }, (_, i) => i) }), { batchSize: 5, shuffle: true, seed: 7 });",
       'const ys = [];',
       "for await (const batch of loader.epoch(0)) { ys.push(...batch.get('y').data); batch.release(); }",
@@ -146,7 +167,7 @@ describe('the packed package, installed in a fresh project', () => {
   });
 
   it('a CommonJS file requires it (Node loads ES modules through require from 20.19)', { skip: (process.features as { require_module?: boolean }).require_module !== true && 'this Node cannot require ES modules' }, async () => {
-    writeFileSync(join(app, 'require.cjs'), "const { DataLoader, toTfDataset } = require('stoker');\nconsole.log(typeof DataLoader, typeof toTfDataset);\n");
+    writeFileSync(join(app, 'require.cjs'), "const { DataLoader, toTfDataset } = require('stoker-ml');\nconsole.log(typeof DataLoader, typeof toTfDataset);\n");
     const r = await ok(process.execPath, ['require.cjs'], app, 2 * MINUTE);
     assert.equal(r.stdout.trim(), 'function function');
   });
@@ -158,7 +179,7 @@ describe('the packed package, installed in a fresh project', () => {
       files: ['consumer.ts'],
     }));
     writeFileSync(join(app, 'consumer.ts'), [
-      "import { DataLoader, sources, tensor, toTfDataset, type AnyTensor, type Batch, type LoaderOptions, type TfNamespace } from 'stoker';",
+      "import { DataLoader, sources, tensor, toTfDataset, type AnyTensor, type Batch, type LoaderOptions, type TfNamespace } from 'stoker-ml';",
       'const options: LoaderOptions = { batchSize: 5 };',
       "const loader = await DataLoader.create(sources.arrays({ x: tensor(new Float32Array(40), [10, 4]), y: new Int32Array(10) }), options);",
       'for await (const batch of loader.epoch(0)) {',
@@ -213,6 +234,10 @@ describe('the packed package, installed in a fresh project', () => {
     const help = await ok('npx', ['--no', '--', 'stoker', '--help'], app, 2 * MINUTE);
     assert.match(help.stdout, /^Usage: stoker /m);
     for (const c of ['demo', 'bench', 'inspect']) assert.match(help.stdout, new RegExp(`^\\s+${c}\\b`, 'm'));
+    // The help points at pages of the installed package (docs/ ships in it), not at a clone's paths.
+    const docs = /^Docs: (.+); the figures: (.+)\.$/m.exec(help.stdout);
+    assert.ok(docs !== null, `the help names its docs:\n${help.stdout}`);
+    for (const page of docs.slice(1)) assert.ok(existsSync(page) && realpathSync(page).startsWith(realpathSync(installed)), `${page}: a page of the installed package`);
     const inspect = await ok('npx', ['--no', '--', 'stoker', 'inspect', 'x.npy'], app, 2 * MINUTE);
     assert.match(inspect.stdout, /format\s+npy/);
     assert.match(inspect.stdout, /samples\s+5/);

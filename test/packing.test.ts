@@ -77,6 +77,22 @@ describe('packing plan', () => {
     assert.deepEqual([...b.position_ids], [0, 1, 2, 0, 1, 0, 1, 2, 3, 4, 0, 0]);
   });
 
+  it('places no empty document: every window holds a token, and an order of empty documents has no window', () => {
+    const lengths = [0, 5, 0, 0, 3, 0, 2, 0];
+    for (const mode of ['concat', 'best-fit'] as const) {
+      for (const window of [1, 2, 8]) {
+        const s = parsePack({ contextLength: 4, mode, ...(mode === 'best-fit' ? { window, truncate: true } : {}) })!;
+        const plan = packPlan(Uint32Array.from(lengths.keys()), (i) => lengths[i]!, s);
+        assert.ok(plan.pieces.every((p) => p.length > 0 && lengths[p.pick]! > 0), `${mode}: no empty piece`);
+        for (let w = 0; w + 1 < plan.windows.length; w++) assert.ok(plan.windows[w + 1]! > plan.windows[w]!, `${mode}, window ${w} is empty`);
+        assert.equal(plan.realTokens, mode === 'concat' ? 10 : 9);
+        const none = packPlan(Uint32Array.of(0, 2, 3), (i) => lengths[i]!, s);
+        assert.deepEqual([...none.windows], [0]);
+        assert.equal(none.slots, 0);
+      }
+    }
+  });
+
   it('refuses a document over contextLength in best-fit unless truncate', () => {
     const s = parsePack({ contextLength: 8 })!;
     assert.throws(() => packPlan(Uint32Array.of(0, 1), (i) => (i === 1 ? 9 : 3), s), (e: unknown) => code('ERR_TOO_LONG')(e) && /document 1 has 9 tokens/.test((e as Error).message));
@@ -91,6 +107,10 @@ describe('packing plan', () => {
       [{ contextLength: 8, mode: 'greedy' }, /pack\.mode/],
       [{ contextLength: 8, window: 1.5 }, /pack\.window/],
       [{ contextLength: 8, extra: 1 }, /pack\.extra/],
+      // Best-fit's settings mean nothing to concat, which lays documents end to end and splits them.
+      [{ contextLength: 8, mode: 'concat', window: 4 }, /`pack\.window` must be left out with mode 'concat'/],
+      [{ contextLength: 8, mode: 'concat', truncate: true }, /`pack\.truncate` must be left out with mode 'concat'/],
+      [{ contextLength: 8, mode: 'concat', truncate: false }, /`pack\.truncate`/],
       ['x', /pack/],
     ] as [unknown, RegExp][]) {
       assert.throws(() => parsePack(o), (e: unknown) => code('ERR_INVALID_OPTION')(e) && re.test((e as Error).message));

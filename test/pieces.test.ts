@@ -128,7 +128,7 @@ describe('piece tables: sequence-packing windows equal to packBatch', () => {
         const C = 64;
         const docs = Array.from({ length: n }, (_, i) => ctor.from(Array.from({ length: rng.below(mode === 'concat' ? 150 : 90) }, (_, k) => (i * 131 + k) & 0xffff)));
         const order = epochPermutation(9, 1, n);
-        const plan = packPlan(order, (s) => docs[s]!.length, parsePack({ contextLength: C, mode, window: 40, truncate: true })!);
+        const plan = packPlan(order, (s) => docs[s]!.length, parsePack({ contextLength: C, mode, ...(mode === 'best-fit' ? { window: 40, truncate: true } : {}) })!);
         const windows = plan.windows.length - 1;
         const value = mode === 'concat' ? 0 : 3;
         for (let first = 0; first < windows; first += 7) {
@@ -163,13 +163,13 @@ describe('piece tables: builders and checks', () => {
     assert.equal(k.maxSpan, 9);
   });
 
-  it('windowPieces: an empty document takes its segment number but no entry and no row', () => {
-    // Windows of 4: [0:0-3, 1:empty, 2:0-1], [3:0-2].
+  it('windowPieces: an empty document is in no window, so it takes no entry, no segment number and no row', () => {
+    // Windows of 4: [0:0-3, 2:0-1], [3:0-2].
     const plan = packPlan(Uint32Array.of(0, 1, 2, 3), (s) => [3, 0, 1, 2][s]!, parsePack({ contextLength: 4, mode: 'concat' })!);
     const picks = batchPositions(plan, 0, 2);
     assert.deepEqual(picks, [0, 2, 3]);
     const t = windowPieces(plan, 0, 2, 4, rowMap(picks));
-    assert.deepEqual([...t.table], [0, 0, 0, 3, 1, 1, 0, 3, 1, 3, 2, 0, 4, 2, 1]);
+    assert.deepEqual([...t.table], [0, 0, 0, 3, 1, 1, 0, 3, 1, 2, 2, 0, 4, 2, 1]);
   });
 
   it('a table without pieces fills the whole output', () => {

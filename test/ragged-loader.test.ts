@@ -13,6 +13,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { BatchError, DataLoader, DeviceTensor, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { type RaggedOptions, docLength, openRagged } from './fixtures/ragged-source.js';
+import { tempDir } from './fixtures.js';
 import { allTokens, checkPadded, code, epochIds, hostBatch, ints, packedTokens, raggedDeviceSuite, sortedRange } from './fixtures/ragged-checks.js';
 
 const FIXTURE = new URL('./fixtures/ragged-source.ts', import.meta.url).href;
@@ -137,6 +138,49 @@ describe('ragged fields: pad collate through the tiers', () => {
     await cut.close();
   });
 
+  it('gives each ragged field without a capacity its own longest length, whatever the order of the collate keys', async (t) => {
+    // Two list fields of a JSONL, neither with maxLength: `a` up to 50 long, `b` up to 200. Each
+    // field's capacity is the longest of its own lengths (loadLengths(field)): no batch fails, and
+    // with truncate: true no row is cut.
+    const file = path.join(tempDir(t, 'two-ragged'), 'two.jsonl');
+    const lenA = (i: number) => 1 + ((i * 37) % 50);
+    const lenB = (i: number) => 1 + ((i * 53) % 200);
+    const row = (n: number, i: number) => Array.from({ length: n }, (_, k) => i * 1000 + k);
+    fs.writeFileSync(file, Array.from({ length: 400 }, (_, i) => JSON.stringify({ a: row(lenA(i), i), b: row(lenB(i), i) }) + '\n').join(''));
+    const seen: string[] = [];
+    for (const keys of [['a', 'b'], ['b', 'a']]) {
+      for (const truncate of [false, true]) {
+        const collate = Object.fromEntries(keys.map((k) => [k, { pad: { truncate } }]));
+        const loader = await DataLoader.create(sources.jsonl(file, { fields: { a: 'int32', b: 'int32' }, index: 'off' }), { batchSize: 50, shuffle: false, collate });
+        const got: number[] = [];
+        for await (const b of loader.epoch(0)) {
+          for (const [field, len] of [['a', lenA], ['b', lenB]] as const) {
+            const data = ints(b.get(field));
+            const L = (b.get(field) as Tensor).shape[1]!;
+            b.sampleIds.forEach((id, r) => {
+              assert.equal(ints(b.get(`${field}_lengths`))[r], len(id), `${keys}, truncate ${truncate}: ${field} of sample ${id}`);
+              assert.deepEqual([...data.subarray(r * L, r * L + len(id))], row(len(id), id));
+            });
+          }
+          got.push(...b.sampleIds);
+        }
+        assert.deepEqual(got, sortedRange(400));
+        seen.push(JSON.stringify(loader.names));
+        await loader.close();
+      }
+    }
+    assert.equal(new Set(seen.map((n) => JSON.stringify(JSON.parse(n).sort()))).size, 1);
+    // One table per sample describes no one of two fields: `lengths` alone is refused, and a token
+    // budget must be told what to count.
+    const open = () => sources.jsonl(file, { fields: { a: 'int32', b: 'int32' }, index: 'off' });
+    const collate = { a: 'pad', b: 'pad' } as const;
+    await assert.rejects(DataLoader.create(open(), { batchSize: 8, collate, lengths: new Uint32Array(400) }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*"a", "b"/.test((e as Error).message));
+    await assert.rejects(DataLoader.create(open(), { batchSize: 8, collate, batchTokens: 4096 }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*several ragged fields/.test((e as Error).message));
+    const budget = await DataLoader.create(open(), { batchSize: 8, collate, batchTokens: 4096, lengths: Uint32Array.from({ length: 400 }, (_, i) => lenA(i) + lenB(i)) });
+    assert.equal(budget.names.length, 4);
+    await budget.close();
+  });
+
   it('refuses what cannot work at create, naming the knob', async () => {
     const plain = openRagged({ n: 8 });
     await assert.rejects(DataLoader.create(plain, { batchSize: 2 }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /collate\.tokens/.test((e as Error).message));
@@ -155,7 +199,7 @@ describe('sequence packing (pack)', () => {
 
   for (const mode of ['best-fit', 'concat'] as const) {
     it(`${mode}: every token of every document exactly once per epoch, with segment and position ids`, async () => {
-      const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C, mode, window: 64 } });
+      const loader = await DataLoader.create(openRagged(o), { batchSize: 4, pack: { contextLength: C, mode, ...(mode === 'best-fit' ? { window: 64 } : {}) } });
       assert.deepEqual(loader.names, ['tokens', 'segment_ids', 'position_ids']);
       for (const e of [0, 1]) {
         const got: number[] = [];
@@ -190,7 +234,7 @@ describe('sequence packing (pack)', () => {
 
   it('resumes at random points, and onto two ranks, equal to the uninterrupted run', async () => {
     for (const mode of ['best-fit', 'concat'] as const) {
-      const opts: LoaderOptions = { batchSize: 3, pack: { contextLength: C, mode, window: 50 } };
+      const opts: LoaderOptions = { batchSize: 3, pack: { contextLength: C, mode, ...(mode === 'best-fit' ? { window: 50 } : {}) } };
       const full = await DataLoader.create(openRagged(o), opts);
       const want: number[][] = [];
       for await (const b of full.epoch(0)) want.push(packedTokens(b, C));
@@ -227,16 +271,104 @@ describe('sequence packing (pack)', () => {
     }
   });
 
+  it("two ranks under shards: 'pad' resumed mid-epoch get the uninterrupted run's windows, the padding included", async () => {
+    // 2 ranks of batches of 2 windows: the epoch's batch count is odd for these documents, so rank 1
+    // pads with a batch from the epoch's start, in the uninterrupted run and in every resumed one.
+    for (const mode of ['concat', 'best-fit'] as const) {
+      const opts: LoaderOptions = { batchSize: 2, shards: 'pad', pack: { contextLength: C, mode } };
+      const run = async (rank: number, stop = Infinity, resume?: LoaderOptions['resume']) => {
+        const loader = await DataLoader.create(openRagged(o), { ...opts, rank, worldSize: 2, resume });
+        const got: number[][] = [];
+        for await (const b of loader.epoch(0)) {
+          got.push(packedTokens(b, C));
+          if (got.length === stop) break;
+        }
+        const state = JSON.parse(JSON.stringify(loader.state()));
+        await loader.close();
+        return { got, state };
+      };
+      const full = [await run(0), await run(1)].map((r) => r.got);
+      const windows = full[0]!.length + full[1]!.length;
+      assert.ok(windows % 2 === 0 && full[1]!.length === full[0]!.length);
+      for (const stop of [1, 4, full[0]!.length - 1]) {
+        const first = [await run(0, stop), await run(1, stop)];
+        assert.deepEqual(first[0]!.state, first[1]!.state);
+        for (const rank of [0, 1]) {
+          const rest = await run(rank, Infinity, first[0]!.state);
+          assert.deepEqual([...first[rank]!.got, ...rest.got].flat(), full[rank]!.flat(), `${mode}, rank ${rank}, stopped after ${stop}`);
+        }
+      }
+    }
+  });
+
   it('refuses a resume with other pack settings, and options that cannot pack', async () => {
     const loader = await DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C } });
     for await (const _ of loader.epoch(0)) break;
     const state = loader.state();
     await loader.close();
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 512 }, resume: state }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && /pack.contextLength/.test((e as Error).message));
+    // Its position counts windows: a loader of plain or token-budget batches would read it as picks.
+    for (const other of [{ collate: { tokens: 'pad' } }, { collate: { tokens: 'pad' }, batchTokens: 4096 }] as Partial<LoaderOptions>[]) {
+      await assert.rejects(DataLoader.create(openRagged(o), { ...other, batchSize: 3, resume: state }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && /saved mid-epoch with `pack`/.test((e as Error).message), JSON.stringify(other));
+    }
+    // And the other way: a state of plain or token-budget batches is not a packed one's.
+    for (const [other, knob] of [[{ collate: { tokens: 'pad' } }, 'no `pack`'], [{ collate: { tokens: 'pad' }, batchTokens: 4096 }, '`batchTokens`']] as [Partial<LoaderOptions>, string][]) {
+      const plain = await DataLoader.create(openRagged(o), { ...other, batchSize: 3 });
+      for await (const _ of plain.epoch(0)) break;
+      const saved = plain.state();
+      await plain.close();
+      await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, resume: saved }), (e: unknown) => code('ERR_RESUME_MISMATCH')(e) && (e as Error).message.includes(knob) && /`pack`/.test((e as Error).message), knob);
+      // At an epoch's start nothing was cut yet: any batches may follow.
+      const next = await DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, resume: { ...saved, epoch: 1, position: 0 } });
+      await next.close();
+    }
+    const atStart = await DataLoader.create(openRagged(o), { batchSize: 3, collate: { tokens: 'pad' }, resume: { ...state, epoch: 1, position: 0 } });
+    await atStart.close();
     await assert.rejects(DataLoader.create(openRagged({ ...o, withLabel: true }), { batchSize: 3, pack: { contextLength: C } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /only the field/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 0 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.contextLength/.test((e as Error).message));
+    // A packed batch's positions are addressed as int32: batchSize × contextLength ≤ 2^31 − 1, checked at create.
+    for (const mode of ['best-fit', 'concat'] as const) {
+      await assert.rejects(
+        DataLoader.create(openRagged(o), { batchSize: 2, pack: { contextLength: 2 ** 40, mode } }),
+        (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`pack\.contextLength` must be at most 1073741823 .*batchSize 2.*got 1099511627776/.test((e as Error).message),
+        mode,
+      );
+    }
+    await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C, mode: 'concat', window: 8 } }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /pack\.window/.test((e as Error).message));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: 100 } }), code('ERR_TOO_LONG'));
     await assert.rejects(DataLoader.create(openRagged(o), { batchSize: 3, pack: { contextLength: C }, batchTokens: 1000 }), code('ERR_INVALID_OPTION'));
+  });
+
+  it('never cuts a document to a `lengths` that disagrees with it: refused at create against declared lengths, else when the document is read', async () => {
+    const small: RaggedOptions = { n: 40, maxLength: 30, seed: 4 };
+    const truth = Uint32Array.from({ length: small.n }, (_, i) => docLength(i, small));
+    const longest = truth.indexOf(Math.max(...truth));
+    const victim = truth.findIndex((n, i) => n > 2 && i !== longest);
+    const shorter = Uint32Array.from(truth, (n, i) => (i === victim ? n - 1 : n));
+    const longer = Uint32Array.from(truth, (n, i) => (i === victim ? n + 3 : n));
+    for (const mode of ['concat', 'best-fit'] as const) {
+      const pack = { contextLength: 64, mode, ...(mode === 'best-fit' ? { truncate: true } : {}) };
+      // A table of another length than the dataset's.
+      await assert.rejects(DataLoader.create(openRagged(small), { batchSize: 2, pack, lengths: truth.subarray(1) }), (e: unknown) => code('ERR_INVALID_OPTION')(e) && /`lengths`.*40 entries/.test((e as Error).message));
+      for (const lengths of [shorter, longer]) {
+        // The source declares its lengths: the option is checked against them at create.
+        await assert.rejects(
+          DataLoader.create(openRagged(small), { batchSize: 2, pack, lengths }),
+          (e: unknown) => code('ERR_INVALID_OPTION')(e) && new RegExp(`\`lengths\`.*sample ${victim}`).test((e as Error).message),
+          `${mode}: declared lengths`,
+        );
+        // It does not: the batch that reads the document fails, naming `lengths` and the sample.
+        const loader = await DataLoader.create(openRagged({ ...small, declare: false }), { batchSize: 2, shuffle: false, pack: { ...pack, field: 'tokens' }, lengths });
+        await assert.rejects(
+          async () => {
+            for await (const _ of loader.epoch(0));
+          },
+          (e: unknown) => e instanceof BatchError && code('ERR_INVALID_OPTION')(e.cause) && new RegExp(`\`lengths\`.*sample ${victim} has ${lengths[victim]}.*read ${truth[victim]}`).test((e.cause as Error).message),
+          `${mode}: lengths ${lengths[victim]} for a document of ${truth[victim]}`,
+        );
+        await loader.close();
+      }
+    }
   });
 
   it('truncates documents over the window in best-fit when stated', async () => {

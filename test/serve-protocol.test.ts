@@ -36,7 +36,7 @@ describe('the batch frame and the release line', () => {
   });
 });
 
-/** A raw protocol-2 client: JSON lines and frames as they come. */
+/** A raw protocol-3 client: JSON lines and frames as they come. */
 class RawClient {
   readonly messages: (Record<string, unknown> | Frame)[] = [];
   #buf = Buffer.alloc(0);
@@ -94,7 +94,7 @@ class RawClient {
 }
 
 // Both ways the server writes a slot: through its own mapping of the slab, and through pwrite.
-for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protocol 2 (slab writes: ${mmap === 'on' ? 'mapped' : 'pwrite'})`, { timeout: TEST_MS }, () => {
+for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protocol 3 (slab writes: ${mmap === 'on' ? 'mapped' : 'pwrite'})`, { timeout: TEST_MS }, () => {
   let dir: string;
   let server: ChildProcess;
   let socket: string;
@@ -190,5 +190,43 @@ for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protoco
     await c.until(() => c.ops('closed').length === 1, 'closed');
     c.socket.destroy();
     assert.equal(existsSync(slabPath), false, 'the slab file is gone at close');
+  });
+
+  it('stop and epoch take back every batch the client holds but those it keeps: a kept slot is not written again until its release', async () => {
+    const c = new RawClient(socket);
+    c.send({ op: 'open', ids: true });
+    await c.until(() => c.ops('opened').length === 1 || c.ops('error').length > 0, 'opened');
+    c.send({ op: 'epoch', epoch: 0 });
+    await c.until(() => c.frames().length >= 2, 'two frames');
+    const [kept, other] = c.frames() as [Frame, Frame];
+    assert.notEqual(kept.slot, other.slot);
+    c.send({ op: 'stop', keep: [kept.seq] });
+    await c.until(() => c.ops('stopped').length === 1, 'stopped');
+    c.send({ op: 'epoch', epoch: 1, keep: [kept.seq] });
+    await c.until(() => c.frames().some((f) => f.epoch === 1), 'a frame of epoch 1');
+    const first = c.frames().find((f) => f.epoch === 1)!;
+    assert.notEqual(first.slot, kept.slot, 'the kept batch\u2019s slot is not handed out again');
+    // The kept slot still holds the kept batch's rows (the slab is still linked: no slab-open was sent).
+    const slab = c.ops('slab')[0]!;
+    const layout = c.ops('layout')[0]! as { stride: number; fields: { name: string; offset: number; bytes: number }[] };
+    const image = layout.fields.find((x) => x.name === 'image')!;
+    const bytes = Buffer.alloc(image.bytes);
+    const fd = openSync(slab.path as string, 'r');
+    readSync(fd, bytes, 0, bytes.length, kept.slot * layout.stride + image.offset);
+    closeSync(fd);
+    const row = 3 * 32 * 32;
+    for (let r = 0; r < kept.rows; r++) assert.equal(bytes[r * row], kept.ids![r]! % 251, `row ${r} of the kept batch`);
+    // Released, its slot takes part again: the epoch goes on past the two slots.
+    c.send(`R - ${kept.seq} ${first.seq}`);
+    await c.until(() => c.frames().filter((f) => f.epoch === 1).length >= 3, 'frames of epoch 1 after the release');
+    c.send({ op: 'stop', keep: ['x'] });
+    await c.until(() => c.ops('error').length === 1, 'error');
+    const err = c.ops('error')[0]!;
+    assert.equal(err.code, 'ERR_PROTOCOL');
+    assert.equal(err.request, 'stop');
+    assert.match(String(err.message), /`keep` of stop must be an array of batch seqs/);
+    c.send({ op: 'close' });
+    await c.until(() => c.ops('closed').length === 1, 'closed');
+    c.socket.destroy();
   });
 });

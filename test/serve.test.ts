@@ -39,24 +39,32 @@ describe('the Python client over CUDA IPC, the parts that run without a GPU', { 
 });
 
 describe('the Python client over CUDA IPC, its logic against canned frames and a fake IPC layer (no GPU)', { skip }, () => {
-  it('waits on each batch\'s ready event before handing it out, makes tensors once per layout, and sends each release line with the event recorded for it', async () => {
-    const { out } = await scenario('cuda_logic');
-    const log = out.log as [string, ...number[]][];
-    const values = out.values as number[];
-    assert.deepEqual(values, [0, 4096, 0, 4096, 0, 4096], 'each batch views its layout\'s offset');
-    assert.deepEqual(log.filter((e) => e[0] === 'tensor'), [['tensor', 0, 0], ['tensor', 0, 4096]], 'one tensor per layout, not per batch');
-    for (let seq = 0; seq < 6; seq++) {
-      const y = log.findIndex((e) => e[0] === 'yield' && e[1] === seq);
-      assert.ok(y > 0, `batch ${seq} handed out`);
-      assert.deepEqual(log[y - 1], ['wait', seq % 2], `batch ${seq}: the stream waited on its ready event right before`);
-    }
-    const lines = (out.lines as string[]).map((l) => l.trim().split(' '));
-    const records = log.filter((e) => e[0] === 'record').map((e) => e[1]);
-    assert.equal(lines.length, records.length, 'one event recorded per release line');
-    assert.deepEqual(lines.map((l) => Number(l[1])), records);
-    assert.deepEqual(lines.flatMap((l) => l.slice(2).map(Number)), [0, 1, 2, 3, 4, 5], 'every batch released once, in order');
-    assert.ok(lines.every((l) => l.length - 2 <= 2), 'at most half the slots (2 of 4) a line');
-  });
+  for (const recycle of ['next', 'auto'] as const) {
+    it(`recycle="${recycle}": waits on each batch's ready event before handing it out, makes tensors ${recycle === 'next' ? 'once per layout' : 'per batch'}, and sends each release line with the event recorded for it`, async () => {
+      const { out } = await scenario('cuda_logic', { recycle });
+      const log = out.log as [string, ...number[]][];
+      const values = out.values as number[];
+      assert.deepEqual(values, [0, 4096, 0, 4096, 0, 4096], 'each batch views its layout\'s offset');
+      const made = log.filter((e) => e[0] === 'tensor');
+      if (recycle === 'next') assert.deepEqual(made, [['tensor', 0, 0], ['tensor', 0, 4096]], 'one tensor per layout, not per batch');
+      else assert.deepEqual(made, [0, 1, 2, 3, 4, 5].map((seq) => ['tensor', 0, (seq % 2) * 4096]), 'tensors of its own for each batch');
+      let prev = -1;
+      for (let seq = 0; seq < 6; seq++) {
+        const y = log.findIndex((e) => e[0] === 'yield' && e[1] === seq);
+        assert.ok(y > prev, `batch ${seq} handed out, after batch ${seq - 1}`);
+        const waits = log.slice(prev + 1, y).filter((e) => e[0] === 'wait');
+        assert.deepEqual(waits, [['wait', seq % 2]], `batch ${seq}: the stream waited on its ready event before it was handed out`);
+        prev = y;
+      }
+      const lines = (out.lines as string[]).map((l) => l.trim().split(' '));
+      const records = log.filter((e) => e[0] === 'record').map((e) => e[1]);
+      assert.equal(lines.length, records.length, 'one event recorded per release line');
+      assert.deepEqual(lines.map((l) => Number(l[1])), records);
+      // "auto": the loop's variable still holds batch 5 when the epoch ends, so it stays leased.
+      assert.deepEqual(lines.flatMap((l) => l.slice(2).map(Number)), recycle === 'next' ? [0, 1, 2, 3, 4, 5] : [0, 1, 2, 3, 4], 'every batch released once, in order');
+      assert.ok(lines.every((l) => l.length - 2 <= 2), 'at most half the slots (2 of 4) a line');
+    });
+  }
 });
 
 // Both routes of the client: it gathers from the loader's columns (NOTE [Client gather], session.ts),
@@ -140,6 +148,47 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     if (gather) assert.equal(out.gathers, true);
   });
 
+  for (const source of ['arrays', 'images'] as const) {
+    it(`batches kept past their step stay as they came, as with torch's DataLoader (${source === 'arrays' ? 'plain arrays' : 'an image folder'}): list(loader), a tensor and a view of it kept, a first look kept across the next epoch and past close()`, async () => {
+      // Each compared with a copy of every batch made as it came (issue 32: 2 of 6 kept batches of an
+      // image folder and 36 of 40 with gather=False held other batches' data).
+      const { out } = await scenario('kept', { source, gather });
+      assert.equal(out.gathers, gather && source === 'arrays', 'an image folder streams: its batches are leased on both routes');
+      assert.equal(out.listLen, out.batches);
+      assert.ok((out.batches as number) > 4, 'more batches than the loader has slots');
+      assert.deepEqual({ listWrong: out.listWrong, tensorsWrong: out.tensorsWrong, firstOk: out.firstOk }, { listWrong: 0, tensorsWrong: 0, firstOk: true });
+      assert.equal(out.firstAfterClose, true, 'a kept batch is still what it was once the loader closed');
+      const bad = out.badRecycle as { code: string; message: string };
+      assert.equal(bad.code, 'ERR_INVALID_OPTION');
+      assert.match(bad.message, /^recycle: expected 'auto' .* or 'next' .*got 'sometimes'/);
+    });
+  }
+
+  it('recycle="next" (the zero-copy opt-in: a slot back when the next batch is asked for) delivers every sample exactly once, each row as the source made it', async () => {
+    const { out } = await scenario('exactly_once', { n: 640, batch: 64, epochs: 2, gather, recycle: 'next' });
+    assert.equal(out.gathers, gather);
+    for (const ids of out.epochs as number[][]) assert.deepEqual(sorted(ids), range(640));
+    assert.equal(out.rowsOk, true);
+    assert.equal(out.exit, 0);
+  });
+
+  for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
+    for (const at of ['mid', 'end'] as const) {
+      it(`a loader ended by ${signal} ${at === 'mid' ? 'mid-epoch' : 'between epochs'}: once it exited, the next batch asked for raises LoaderDied${signal === 'SIGTERM' ? ' (ERR_SERVE_STOPPED)' : ''}`, async () => {
+        // NOTE: the scenario waits (60 s at most) for the loader process to exit after the signal, then
+        // asks for one batch. Mid-epoch the client already holds batches the loader made before it died
+        // (a gathered chunk; on the leased route frames waiting in its buffer): none of them is handed out.
+        const { out } = await scenario('loader_stops', { signal, at, gather });
+        assert.equal(out.exited, true, `the loader process did not exit after ${signal}`);
+        assert.equal(out.gathers, gather);
+        assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+        assert.equal(out.code, signal === 'SIGTERM' ? 'ERR_SERVE_STOPPED' : 'ERR_LOADER_DIED', JSON.stringify(out));
+        if (signal === 'SIGKILL') assert.match(String(out.message), /exit code -9/);
+        else assert.match(String(out.message), /SIGTERM/);
+      });
+    }
+  }
+
   it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
     const { out } = await scenario('close', { n: 640, batch: 64, gather });
     assert.equal(out.exit, 0);
@@ -208,9 +257,15 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
     assert.deepEqual(sorted(full.out.ids), range(640));
   });
 
-  it('SIGTERM stops the server cleanly: exit code 0, no socket file, no shared-memory file left', async () => {
+  it('SIGTERM stops the server cleanly with a client connected mid-epoch: the client\u2019s next batch raises LoaderDied (ERR_SERVE_STOPPED); exit code 0, no socket file, no shared-memory file left', async () => {
     const pid = server.pid;
-    server.kill('SIGTERM');
+    // NOTE: the client sends the SIGTERM itself after its first batch and waits for the server's exit
+    // (its pidfd), then asks for a batch; a server that waits for its client to leave first hangs here.
+    // A gathering client holds no slots, so --idle-timeout (1 s here) cannot drop it first.
+    const { out } = await scenario('server_stops', { socket, pid, gather: true });
+    assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+    assert.equal(out.code, 'ERR_SERVE_STOPPED', JSON.stringify(out));
+    assert.match(String(out.message), /SIGTERM/);
     let timer: NodeJS.Timeout | undefined;
     const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('hang'), CHILD_MS)))]);
     clearTimeout(timer);

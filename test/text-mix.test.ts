@@ -58,8 +58,8 @@ function parts(options: { id?: boolean; maxLength?: boolean } = {}) {
 }
 
 /** Each part's documents' ids, by global sample id of the concat layout. */
-function documents(ps: ReturnType<typeof parts>): Int32Array[] {
-  return ps.flatMap((ds) => range(ds.length).map((i) => ds.get(i).text as Int32Array));
+async function documents(ps: ReturnType<typeof parts>): Promise<Int32Array[]> {
+  return Promise.all(ps.flatMap((ds) => range(ds.length).map(async (i) => (await ds.get(i)).text as Int32Array)));
 }
 
 describe('ragged fields through concat and mix', { skip: noPython, timeout: TEST_MS }, () => {
@@ -69,7 +69,7 @@ describe('ragged fields through concat and mix', { skip: noPython, timeout: TEST
     assert.deepEqual(mix.ragged, ['text']);
     assert.deepEqual(mix.raggedMax, { text: 30 });
     const loaded = await (mix as unknown as { loadLengths(f?: string): Promise<Uint32Array> }).loadLengths('text');
-    assert.deepEqual([...loaded], documents(ps).map((d) => d.length));
+    assert.deepEqual([...loaded], (await documents(ps)).map((d) => d.length));
     // A part without a bound leaves the field unbounded; token files' lengths concatenate as a table.
     const unbounded = sources.concat([...parts({ maxLength: false }).slice(0, 1), ps[1]!]);
     assert.deepEqual(unbounded.raggedMax, {});
@@ -82,7 +82,7 @@ describe('ragged fields through concat and mix', { skip: noPython, timeout: TEST
   for (const workers of [0, 2]) {
     it(`a padded mixture of JSONL files: exact shares per batch, whole part epochs, each row its record (${workers} workers)`, async () => {
       const ps = parts();
-      const docs = documents(ps);
+      const docs = await documents(ps);
       const mix = sources.mix(ps.map((dataset, p) => ({ dataset, weight: WEIGHTS[p]! })));
       const B = 8;
       const loader = await DataLoader.create(mix, { batchSize: B, seed: 5, workers, dropLast: false, collate: { text: 'pad' } });
@@ -124,7 +124,7 @@ describe('ragged fields through concat and mix', { skip: noPython, timeout: TEST
 
   it('a packed mixture of JSONL files (lengths computed through the parts): each batch holds its picks\' documents whole, the epoch the mixture\'s picks exactly once', async () => {
     const ps = parts({ id: false, maxLength: false });
-    const docs = documents(ps).map((d) => [...d].join(','));
+    const docs = (await documents(ps)).map((d) => [...d].join(','));
     const mix = sources.mix(ps.map((dataset, p) => ({ dataset, weight: WEIGHTS[p]! })), { window: 16 });
     const C = 160;
     const loader = await DataLoader.create(mix, { batchSize: 2, seed: 9, dropLast: false, pack: { contextLength: C } });

@@ -104,6 +104,16 @@ describe('transforms.image on the CPU', () => {
     assert.equal(bf16!.dtype, 'bfloat16');
   });
 
+  it('a normalize of one mean and one std applies to every channel (torchvision broadcasts a list of one); other lengths are refused by name', () => {
+    const input = image(2, 3, 2, 2);
+    const [one] = transforms.image({ normalize: { mean: [0.5], std: [0.25] } })([input], keys(2)) as Tensor[];
+    const [three] = transforms.image({ normalize: { mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25] } })([input], keys(2)) as Tensor[];
+    assert.deepEqual(one!.data, three!.data);
+    const two = transforms.image({ normalize: { mean: [0.5, 0.5], std: [0.25] } });
+    assert.throws(() => two([input], keys(2)), { code: 'ERR_INVALID_OPTION', message: /normalize\.mean has 2 values for images of 3 channels/ });
+    assert.throws(() => transforms.image({ normalize: { mean: [0.5], std: [] } }), { code: 'ERR_INVALID_OPTION', message: /normalize\.std must be an array of finite numbers/ });
+  });
+
   it('gives each (seed, epoch, sample, repeat) the same view, and other epochs other views', () => {
     const t = transforms.image({ crop: { padding: 4 }, flip: true });
     const input = image(16, 3, 8, 8);

@@ -85,10 +85,11 @@ class CudaIpc:
     def open_ready(self, event_id, handle_hex):
         self.ready[event_id] = torch.cuda.Event.from_ipc_handle(self.device, bytes.fromhex(handle_hex))
 
-    def tensor(self, mem_id, offset, dtype, shape):
-        """A tensor over bytes [offset, ...) of allocation `mem_id` (the caller keeps it per layout and slot)."""
+    def tensor(self, mem_id, offset, dtype, shape, anchor=None):
+        """A tensor over bytes [offset, ...) of allocation `mem_id`. Its storage keeps its `_View` (and so
+        `anchor`, NOTE [Kept batches] in torch.py) referenced for as long as it, or any view of it, lives."""
         m = self.mems[mem_id]
-        t = torch.as_tensor(_View(m.ptr + offset, shape, _TYPESTR[dtype], m), device=self.device)
+        t = torch.as_tensor(_View(m.ptr + offset, shape, _TYPESTR[dtype], m if anchor is None else (m, anchor)), device=self.device)
         if dtype == "bfloat16":
             t = t.view(torch.bfloat16)
         return t

@@ -21,7 +21,9 @@ class BatchError(StokerError):
 
 
 class LoaderDied(StokerError):
-    """The loader process exited or the socket closed while the client waited on it."""
+    """The loader process exited or its socket closed: raised at the next batch asked for, whatever the
+    client still held. `code` is ERR_LOADER_DIED, or ERR_SERVE_STOPPED when `stoker serve` was stopped
+    (SIGTERM) and said so before it closed the socket."""
 
-    def __init__(self, message):
-        super().__init__(message, "ERR_LOADER_DIED")
+    def __init__(self, message, code="ERR_LOADER_DIED"):
+        super().__init__(message, code)

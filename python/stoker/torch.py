@@ -5,15 +5,33 @@
         for batch in loader:            # one epoch per loop, like torch's DataLoader
             images, labels = batch["image"], batch["label"]
 
-The rules: when the loader holds the whole dataset as it is (resident, no transform), the client
-gathers each batch itself from the loader's columns, mapped once (CUDA IPC or shared memory): the
-batch's tensors are then the client's own, made on the current stream, like an `index_select` of
-data already on the GPU (`gather=False` turns this off). Otherwise a batch's tensors view memory the
-loader recycles once the batch is released, which happens when the next batch is asked for (or at
-`batch.release()` / the end of a `with batch:`); `batch.retain()` keeps it until `release()`; clone
-what must outlive that. On CUDA the tensors are
-ordered on the current stream (it waits on the batch's ready event) and the release is recorded on
-the current stream, so the loader never overwrites memory a queued kernel still reads.
+The rules: a batch stays what it was for as long as anything refers to it, as with torch's
+DataLoader: `list(loader)` and tensors kept past their step are safe. When the loader holds the
+whole dataset as it is (resident, no transform), the client gathers each batch itself from the
+loader's columns, mapped once (CUDA IPC or shared memory): the batch's tensors are then the client's
+own, made on the current stream, like an `index_select` of data already on the GPU (`gather=False`
+turns this off). Otherwise a batch's tensors view a slot of the loader's memory, which goes back to
+the loader once nothing in this process refers to the batch any more (NOTE [Kept batches]);
+`recycle="next"` gives a slot back when the next batch is asked for instead (a loop must then clone
+what it keeps). On CUDA the tensors are ordered on the current stream (it waits on the batch's ready
+event) and the release is recorded on the current stream, so the loader never overwrites memory a
+queued kernel still reads.
+
+NOTE [Kept batches]
+A leased batch (not gathered by the client) is handed out as tensors over its slot, made anew for
+that batch, every one of them holding one *anchor* object through its storage (the memoryview of
+the slot on the CPU, a token in each CUDA view's owner): whatever still views the slot — the batch,
+a tensor of it, a view or a numpy array of one, an autograd graph that saved one — keeps the
+anchor's reference count above the lease table's own. Each time a batch is asked for (and before
+`epoch` or `stop`, which take back every other batch), leases whose anchor nothing else refers to
+are released; the rest stay leased, across epochs too (the server keeps the seqs named in `keep`).
+A loop that lets go of its batches thus holds two slots at most (the batch of its body, still
+referenced when the next is asked for, and the next). A loop that keeps them (`list(loader)`) would
+hold every slot and starve the loader, so a batch is handed out over its slot only while that
+leaves one slot the loop does not hold; past that it is copied out of its slot into memory of its
+own (one copy, as torch's DataLoader makes in collate) and the slot goes back at once. On the CPU a
+kept batch stays valid after `close()` (the mapping lives as long as the anchor); on CUDA a kept
+batch lives in the loader's memory, valid until the loader closes or re-opens (`load_state_dict`).
 """
 
 import base64
@@ -39,7 +57,7 @@ from ._errors import BatchError, LoaderDied, StokerError
 __all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
 
 # The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 28-byte batch frames.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 _FRAME_TAG = 0x01
 _FRAME = struct.Struct("<BBHIIIIII")
 _FRAME_BYTES = _FRAME.size
@@ -50,6 +68,79 @@ _DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
     "uint16": getattr(torch, "uint16", None), "uint32": getattr(torch, "uint32", None),
 }
+
+
+_RECYCLE = ("auto", "next")
+
+
+class _Anchor:
+    """NOTE [Kept batches]: referenced by every CUDA view of one leased batch, and by the lease table."""
+
+    __slots__ = ()
+
+
+def _refcounts(leases):
+    """(seq, references to its anchor) for each lease; the same expression for the table and for `_ANCHOR_ALONE`."""
+    return [(seq, sys.getrefcount(anchor)) for seq, anchor in leases.items()]
+
+
+# References to an anchor that only the lease table holds, counted by the very code that counts them
+# for a lease (the table's value, the loop's name, getrefcount's argument), not assumed.
+_ANCHOR_ALONE = _refcounts({0: _Anchor()})[0][1]
+
+
+class _Layout:
+    """Where a layout's fields lie (NOTE [Lean frames], src/serve/protocol.ts), resolved when its first
+    frame is read: the tensors of a slot, made once per slot (`views`), or made anew with their anchor
+    for a batch handed out over its slot (`fresh`, NOTE [Kept batches])."""
+
+    __slots__ = ("stride", "fields", "slab", "cuda", "cached")
+
+    def __init__(self, m, slabs, cuda):
+        self.stride = m["stride"]
+        self.cuda = cuda
+        self.slab = None
+        self.cached = {}
+        self.fields = []
+        for f in m["fields"]:
+            if "mem" in f:
+                self.fields.append((f["name"], f["dtype"], None, 0, f["offset"], f["shape"], f["mem"]))
+                continue
+            dtype = _DTYPES.get(f["dtype"])
+            if dtype is None:
+                raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
+                                  "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
+            self.slab = slabs[f["slab"]]
+            count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
+            # A tuple, and None for a flat field (frombuffer's shape already): view() costs µs a call.
+            shape = tuple(f["shape"])
+            self.fields.append((f["name"], f["dtype"], dtype, count, f["offset"], None if shape == (count,) else shape, None))
+
+    def views(self, slot):
+        """The slot's tensors, made once: handed out as they are with recycle="next", else only copied from."""
+        tensors = self.cached.get(slot)
+        if tensors is None:
+            tensors = self.cached[slot] = self._make(self.slab, slot * self.stride, None)
+        return tensors
+
+    def fresh(self, slot):
+        """The slot's tensors made for one batch, and their anchor: referenced by each of them (through
+        its storage) for as long as it, or anything viewing it, lives."""
+        if self.slab is not None:
+            anchor = memoryview(self.slab)[slot * self.stride:(slot + 1) * self.stride]
+            return self._make(anchor, 0, None), anchor
+        anchor = _Anchor()
+        return self._make(None, slot * self.stride, anchor), anchor
+
+    def _make(self, buf, base, owner):
+        out = {}
+        for name, dtype_name, dtype, count, offset, shape, mem in self.fields:
+            if mem is not None:
+                out[name] = self.cuda.tensor(mem, base + offset, dtype_name, shape, owner)
+            else:
+                t = torch.frombuffer(buf, dtype=dtype, count=count, offset=base + offset)
+                out[name] = t if shape is None else t.view(shape)
+        return out
 
 
 def synthetic(n=50_000, shape=(3, 32, 32), classes=10, fail_at=None):
@@ -125,7 +216,8 @@ class Batch(dict):
         return self._id_tensor(self._picks if self._picks is not None else self._ids, "picks")
 
     def retain(self):
-        """Keep this batch past the point where the loader would recycle it; pair with `release()`."""
+        """Keep this batch past the next batch with recycle="next"; pair with `release()`. (With
+        recycle="auto", the default, a batch is kept for as long as anything refers to it anyway.)"""
         self._holds += 1
         return self
 
@@ -169,6 +261,12 @@ class DataLoader:
     gather: let the client gather batches itself from the loader's resident columns when the loader's
         batches are just its rows (default True; the loader decides: see `loader.gathers`). Nothing then
         crosses the socket per batch and batches are not leased.
+    recycle: when a leased batch's slot goes back to the loader. "auto" (default): once nothing in this
+        process refers to the batch or to a tensor of it, so kept batches stay as they came, as with
+        torch's DataLoader (NOTE [Kept batches]); a loop that keeps every batch gets them copied out of
+        their slots past the first few. "next": when the next batch is asked for (Stoker's own lease
+        rule, no check a batch and a full read-ahead): a batch or tensor kept past its step then holds
+        a later batch's data, so clone what you keep, or `batch.retain()` it until `release()`.
     dtypes: {field: torch.dtype} to deliver fields as, e.g. {"label": torch.int64} for PyTorch's losses.
         When the client gathers, the column is cast once (a copy beside the loader's, in this
         process), so batches come in that dtype at no cost a batch; leased batches are cast a batch.
@@ -177,7 +275,10 @@ class DataLoader:
 
     def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
                  command=None, connect=None, slots=4, timeout=None, env=None, ids=False, gather=True, dtypes=None,
-                 **options):
+                 recycle="auto", **options):
+        if recycle not in _RECYCLE:
+            raise StokerError(f"recycle: expected 'auto' (a slot goes back once nothing refers to its batch) or 'next' "
+                              f"(when the next batch is asked for), got {recycle!r}", "ERR_INVALID_OPTION")
         self._proc = None
         self._sock = None
         self._stderr_tail = collections.deque(maxlen=40)
@@ -188,7 +289,9 @@ class DataLoader:
         self._ack_at = 1
         self._slabs = {}
         self._layouts = {}
-        self._views = {}
+        self._specs = {}
+        self._recycle = recycle
+        self._leases = {}
         self._cuda = None
         self._current = None
         self._active = None
@@ -261,14 +364,43 @@ class DataLoader:
     def _send(self, message):
         self._send_bytes((json.dumps(message, separators=(",", ":")) + "\n").encode())
 
-    def _died(self, what):
+    def _died(self, what, said=None):
+        """LoaderDied: `what` happened; with the loader's last word when a stopping server said why
+        (ERR_SERVE_STOPPED: `said`, or found among the messages the client has not acted on)."""
+        stopped = said if said is not None else self._stop_message()
         code = None
         if self._proc is not None:
             try:
                 code = self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = "still running"
+        if stopped is not None:
+            return LoaderDied(f"the Stoker loader is gone: {stopped}; exit code {code}", "ERR_SERVE_STOPPED")
         return LoaderDied(f"the Stoker loader process is gone: {what}; exit code {code}; its stderr: {self._tail()}")
+
+    def _stop_message(self):
+        """The message of an ERR_SERVE_STOPPED the server sent that the client has not acted on yet, or None
+        (what the socket still holds is read first, without waiting)."""
+        try:
+            while select.select([self._sock], [], [], 0)[0]:
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
+                    break
+                self._buf += chunk
+        except (OSError, ValueError):
+            pass  # a socket that failed, or was closed here, has nothing more to say
+        pos = self._pos
+        msgs = list(self._pending)
+        while True:
+            got = self._parse(pos)
+            if got is None:
+                break
+            m, pos = got
+            msgs.append(m)
+        for m in msgs:
+            if type(m) is not tuple and m.get("op") == "error" and m.get("code") == "ERR_SERVE_STOPPED":
+                return m.get("message")
+        return None
 
     def _fill(self):
         """More bytes from the socket; the releases we owe go out first (the loader may be waiting on them)."""
@@ -287,68 +419,75 @@ class DataLoader:
             raise self._died("the socket closed")
         self._buf += chunk
 
+    def _parse(self, pos):
+        """The message at byte `pos` of the buffer and the position after it, or None when it is not all
+        there yet: a frame tuple (seq, epoch, index, rows, layout, slot, event, ids, picks) or a dict."""
+        buf = self._buf
+        n = len(buf)
+        if pos >= n:
+            return None
+        if buf[pos] == _FRAME_TAG:
+            if n - pos < _FRAME_BYTES:
+                return None
+            _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
+            end = pos + _FRAME_BYTES
+            ids = picks = None
+            if flags:
+                width = rows * 4
+                if n < end + width * ((flags & 1) + (flags >> 1 & 1)):
+                    return None
+                if flags & 1:
+                    ids = bytes(buf[end:end + width])
+                    end += width
+                if flags & 2:
+                    picks = bytes(buf[end:end + width])
+                    end += width
+            return (seq, epoch, index, rows, layout, slot, event, ids, picks), end
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            return None
+        try:
+            return json.loads(buf[pos:nl]), nl + 1
+        except ValueError:
+            raise StokerError(f"protocol: a line from the loader that is not JSON: {bytes(buf[pos:pos + 80])!r}",
+                              "ERR_PROTOCOL") from None
+
     def _read(self):
-        """The next message: a frame tuple (seq, epoch, index, rows, layout, slot, event, ids, picks) or a dict."""
+        """The next message (see `_parse`), reading the socket until it is all there."""
         while True:
-            buf, pos = self._buf, self._pos
-            n = len(buf)
-            if pos < n:
-                if buf[pos] == _FRAME_TAG:
-                    if n - pos >= _FRAME_BYTES:
-                        _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
-                        end = pos + _FRAME_BYTES
-                        ids = picks = None
-                        if flags:
-                            width = rows * 4
-                            if n >= end + width * ((flags & 1) + (flags >> 1 & 1)):
-                                if flags & 1:
-                                    ids = bytes(buf[end:end + width])
-                                    end += width
-                                if flags & 2:
-                                    picks = bytes(buf[end:end + width])
-                                    end += width
-                            else:
-                                end = -1
-                        if end >= 0:
-                            self._pos = end
-                            return (seq, epoch, index, rows, layout, slot, event, ids, picks)
-                else:
-                    nl = buf.find(b"\n", pos)
-                    if nl >= 0:
-                        self._pos = nl + 1
-                        try:
-                            return json.loads(buf[pos:nl])
-                        except ValueError:
-                            raise StokerError(f"protocol: a line from the loader that is not JSON: {bytes(buf[pos:pos + 80])!r}",
-                                              "ERR_PROTOCOL") from None
+            got = self._parse(self._pos)
+            if got is not None:
+                self._pos = got[1]
+                return got[0]
             self._fill()
 
     def _next(self):
         """The next message that is not bookkeeping (slabs, layouts, IPC memory and events are handled here);
-        a frame comes back as (seq, epoch, index, rows, tensors, event, ids, picks), its views resolved now."""
+        a frame comes back as (seq, epoch, index, rows, layout, slot, event, ids, picks), its layout resolved
+        now (a `_Layout`: a later `slab`, `forget` or `layout-reset` does not concern it)."""
         while True:
             m = self._read()
             if type(m) is tuple:
-                seq, epoch, index, rows, layout, slot, event, ids, picks = m
-                tensors = self._views.get((layout, slot))
-                if tensors is None:
-                    tensors = self._make_views(layout, slot)
-                return (seq, epoch, index, rows, tensors, event, ids, picks)
+                layout = self._specs.get(m[4])
+                if layout is None:
+                    layout = self._spec(m[4])
+                return m[:4] + (layout,) + m[5:]
             op = m.get("op")
             if op == "layout":
                 self._layouts[m["id"]] = m
             elif op == "layout-reset":
                 self._layouts.clear()
-                self._views.clear()
+                self._specs.clear()
             elif op == "slab":
                 fd = os.open(m["path"], os.O_RDWR)
                 try:
-                    self._slabs[m["slab"]] = mmap.mmap(fd, m["bytes"])
+                    mapped = mmap.mmap(fd, m["bytes"])
                 finally:
                     os.close(fd)
-                # The old slab's layouts went with it (the server made this one once every slot came back).
+                # The old slab's layouts went with it; batches still kept there hold its mapping (their anchors).
+                self._slabs = {m["slab"]: mapped}
                 self._layouts.clear()
-                self._views.clear()
+                self._specs.clear()
                 self._send({"op": "slab-open", "slab": m["slab"]})
             elif op == "mem":
                 self._need_cuda(m.get("device")).open_mem(m["id"], m["handle"], m["bytes"])
@@ -356,32 +495,19 @@ class DataLoader:
                 gone = [k for k, v in self._layouts.items() if any(f.get("mem") == m["id"] for f in v["fields"])]
                 for k in gone:
                     del self._layouts[k]
-                self._views = {k: v for k, v in self._views.items() if k[0] in self._layouts}
+                    self._specs.pop(k, None)
                 self._need_cuda().forget(m["id"])
             elif op == "ready":
                 self._need_cuda().open_ready(m["id"], m["handle"])
             else:
                 return m
 
-    def _make_views(self, layout_id, slot):
-        """The tensors of layout `layout_id` in slot `slot`: made once, reused by every batch there."""
+    def _spec(self, layout_id):
         layout = self._layouts.get(layout_id)
         if layout is None:
             raise StokerError(f"protocol: a batch in layout {layout_id}, which the loader never sent", "ERR_PROTOCOL")
-        base = slot * layout["stride"]
-        tensors = {}
-        for f in layout["fields"]:
-            if "mem" in f:
-                tensors[f["name"]] = self._cuda.tensor(f["mem"], base + f["offset"], f["dtype"], f["shape"])
-                continue
-            dtype = _DTYPES.get(f["dtype"])
-            if dtype is None:
-                raise StokerError(f"field {f['name']!r} has dtype {f['dtype']}, which this torch ({torch.__version__}) lacks; "
-                                  "cast it in a Stoker transform", "ERR_INVALID_TENSOR")
-            count = f["bytes"] // torch.empty((), dtype=dtype).element_size()
-            tensors[f["name"]] = torch.frombuffer(self._slabs[f["slab"]], dtype=dtype, count=count, offset=base + f["offset"]).view(f["shape"])
-        self._views[(layout_id, slot)] = tensors
-        return tensors
+        spec = self._specs[layout_id] = _Layout(layout, self._slabs, self._cuda)
+        return spec
 
     def _need_cuda(self, device=None):
         if self._cuda is None:
@@ -391,6 +517,8 @@ class DataLoader:
         return self._cuda
 
     def _raise(self, m):
+        if m.get("code") == "ERR_SERVE_STOPPED":
+            raise self._died("it was stopped", m.get("message", "stoker serve was stopped"))
         if "batch" in m:
             raise BatchError(m["message"], m["epoch"], m["batch"], m.get("ids", []), m["code"])
         raise StokerError(m["message"], m.get("code", "ERR_SERVE"))
@@ -422,6 +550,7 @@ class DataLoader:
             message["source"] = self._source
         self._pending.clear()
         self._unacked = []
+        self._leases.clear()  # a new loader: the old one's batches are all taken back (on the CPU a kept one stays mapped)
         m = self._call(message, "opened")
         # A plan asked ahead of the loader this open replaced is of no use now.
         self._plan_ahead = None
@@ -434,7 +563,7 @@ class DataLoader:
         self._state_seq = None
         self._consumed = None
         self._layouts.clear()
-        self._views.clear()
+        self._specs.clear()
         self._ack_at = max(1, m["slots"] // 2)
         self._next_epoch = m["state"]["epoch"]
         self._resume = None
@@ -522,19 +651,25 @@ class DataLoader:
         return self._active
 
     def _alive(self):
-        """Raise LoaderDied once the loader is gone: before each gather reads its memory."""
-        if self._proc is not None:
-            if self._proc.poll() is not None:
-                raise self._died("it exited")
-            return
-        readable, _, _ = select.select([self._sock], [], [], 0)
-        if readable:
+        """Raise LoaderDied once the loader is gone: before every batch is handed out, on every route
+        (NOTE [A dead loader])."""
+        # NOTE [A dead loader]
+        # A batch the client can hand out without the loader — a gathered chunk, a frame already in the
+        # buffer, the next epoch's plan asked for ahead — says nothing of whether the loader lives, so
+        # each batch first takes what the socket holds without waiting: its end (the loader died, or
+        # a stopping server closed it after saying why: ERR_SERVE_STOPPED) raises, as does the
+        # child's exit. One select (and a waitpid for a child): a few µs a batch.
+        sock = self._sock
+        while select.select([sock], [], [], 0)[0]:
             try:
-                peek = self._sock.recv(1, socket.MSG_PEEK)
+                chunk = sock.recv(1 << 16)
             except OSError as e:
                 raise self._died(f"reading from it failed ({e})") from None
-            if not peek:
+            if not chunk:
                 raise self._died("the socket closed")
+            self._buf += chunk
+        if self._proc is not None and self._proc.poll() is not None:
+            raise self._died("it exited")
 
     def _gather_epoch(self, epoch):
         """An epoch gathered here: one plan from the loader, then index_select on the current stream."""
@@ -565,12 +700,14 @@ class DataLoader:
             store, chunk, keep_ids = self._store, self._chunk, self._ids
             b = 0
             while b < batches:
-                self._alive()
+                self._alive()  # before the gather reads the loader's columns, as before every batch
                 last = min(batches, b + chunk)
                 s0 = start(b)
                 sel = idx[s0:end(last - 1)]
                 got = {name: col.index_select(0, sel) for name, col in store.items()}
                 for i in range(b, last):
+                    if i != b:
+                        self._alive()
                     s, e = start(i), end(i)
                     tensors = {name: g[s - s0:e - s0] for name, g in got.items()}
                     ids = raw[4 * s:4 * e] if keep_ids else None
@@ -623,26 +760,24 @@ class DataLoader:
             self._pending.append(m)
 
     def _epoch(self, epoch):
-        self._send({"op": "epoch", "epoch": epoch})
+        self._send({"op": "epoch", "epoch": epoch, "keep": self._keep()})
         finished = False
-        cuda = self._cuda if self.device.type == "cuda" else None
         try:
             while True:
-                # Asking for the next batch releases the current one, before we wait for the next.
-                self._drop_current()
+                # Asking for the next batch lets go of what the loop no longer holds (NOTE [Kept batches]),
+                # before we wait for the next; then the loader must still live (NOTE [A dead loader]).
+                if self._recycle == "next":
+                    self._drop_current()
+                elif self._leases:
+                    self._collect()
+                self._alive()
                 m = self._pending.popleft() if self._pending else self._next()
                 if type(m) is tuple:
-                    seq, ep, index, rows, tensors, event, ids, picks = m
-                    if event != _NO_EVENT:
-                        if cuda is None:
-                            cuda = self._cuda
-                        cuda.wait_ready(event)
-                    if self._dtypes:
-                        tensors = {k: (v.to(self._dtypes[k]) if k in self._dtypes else v) for k, v in tensors.items()}
-                    batch = Batch(self, seq, ep, index, rows, ids, picks, tensors)
-                    self._consumed = seq
-                    self._current = batch
+                    self._consumed = m[0]
+                    batch = self._hand_out(m)
+                    m = None
                     yield batch
+                    batch = None  # nothing of ours may hold it while the loop decides whether it keeps it
                     continue
                 op = m["op"]
                 if op == "end":
@@ -663,21 +798,71 @@ class DataLoader:
                 except StokerError:
                     pass
 
+    def _hand_out(self, m):
+        """Frame `m` of `_next` as the batch the loop gets (NOTE [Kept batches]): over its slot, or copied
+        out of it when the loop holds all the slots but one."""
+        seq, ep, index, rows, layout, slot, event, ids, picks = m
+        if event != _NO_EVENT:
+            self._cuda.wait_ready(event)
+        dtypes = self._dtypes
+        if self._recycle == "next":
+            tensors = layout.views(slot)
+        elif len(self._leases) < self._info["slots"] - 1:
+            tensors, self._leases[seq] = layout.fresh(slot)
+        else:
+            # One copy (on CUDA on the current stream, after the ready wait); the slot goes back now, its
+            # release ordered after the copy (the release event is recorded on the same stream).
+            tensors = {k: (v.to(dtypes[k]) if k in dtypes else v.clone()) for k, v in layout.views(slot).items()}
+            self._unacked.append(seq)
+            if len(self._unacked) >= self._ack_at:
+                self._flush_acks()
+            return Batch(self, None, ep, index, rows, ids, picks, tensors)
+        if dtypes:
+            tensors = {k: (v.to(dtypes[k]) if k in dtypes else v) for k, v in tensors.items()}
+        batch = Batch(self, seq, ep, index, rows, ids, picks, tensors)
+        if self._recycle == "next":
+            self._current = batch
+        return batch
+
+    def _collect(self):
+        """NOTE [Kept batches]: release every leased batch whose anchor nothing but the lease table refers to."""
+        leases = self._leases
+        for seq, refs in _refcounts(leases):
+            if refs <= _ANCHOR_ALONE:
+                del leases[seq]
+                self._unacked.append(seq)
+        if len(self._unacked) >= self._ack_at:
+            self._flush_acks()
+
+    def _keep(self):
+        """Before `epoch` or `stop`, which take back every batch the client holds but those named: the
+        batches the loop still holds (none with recycle="next"); the others are released first, on CUDA
+        after an event on the current stream."""
+        if self._recycle == "next" or not self._leases:
+            return []
+        self._collect()
+        if self._unacked:
+            self._flush_acks()
+        return list(self._leases)
+
     def _stop(self):
-        """Leaving an epoch early: the loader aborts it and takes back every batch we held."""
+        """Leaving an epoch early: the loader aborts it and takes back every batch we hold but those the loop
+        still holds (NOTE [Kept batches])."""
         if self._cuda is not None:
             # The loader takes every held batch back at once: no queued kernel may still read one.
             torch.cuda.current_stream(self.device).synchronize()
-        self._unacked = []
         self._pending.clear()
         try:
-            self._send({"op": "stop"})
+            keep = self._keep()
+            self._unacked = []
+            self._send({"op": "stop", "keep": keep})
             while True:
                 m = self._next()
                 if type(m) is not tuple and m["op"] == "stopped":
                     break
         except StokerError:
             pass
+        self._unacked = []
 
     def _drop_current(self):
         b, self._current = self._current, None
@@ -687,6 +872,8 @@ class DataLoader:
     def _release(self, batch):
         if batch._seq is None or self._closed or self._sock is None:
             return
+        if self._recycle == "auto" and self._leases.pop(batch._seq, None) is None:
+            return  # released already: nothing referred to it, or the loader took it back
         self._unacked.append(batch._seq)
         if len(self._unacked) >= self._ack_at:
             self._flush_acks()
@@ -764,7 +951,8 @@ class DataLoader:
                 pass
         if self._cuda is not None:
             self._cuda.close()
-        self._views.clear()
+        self._specs.clear()
+        self._leases.clear()
         self._layouts.clear()
         self._slabs.clear()
         self._store = None

@@ -119,6 +119,15 @@ export function prefetchDepthFromVram(sampleBytes: number, batchSize: number, pr
   return DOUBLE_BUFFER * batchBytes * FLOOR_FREE_RATIO <= free ? DOUBLE_BUFFER : 0;
 }
 
+/**
+ * Whether a declared activation reserve can exist on a device of this memory: at most its total.
+ * A larger one leaves `prefetchDepthFromVram` no budget at any usage and describes a step that can
+ * never run; it is refused at create and by `setActivationReserve`.
+ */
+export function reserveFits(reserve: number, info: MemInfo): boolean {
+  return reserve <= info.total;
+}
+
 /** The discounted first target (reference §2.5). */
 export function initialFillTarget(depth: number, source: ReserveSource): number {
   const div = source === 'bare' ? 3 : source === 'auto' ? 2 : 1;

@@ -175,6 +175,11 @@ export class DiskStage {
     }
 
     const base = path.resolve(options.dir ?? os.tmpdir());
+    // A budget the drive cannot hold is a promise the stage would break mid-epoch (ENOSPC turns it off).
+    const free = freeBytesUnder(base);
+    if (free !== undefined && gigabytes * 2 ** 30 > free) {
+      throw invalidOption('diskStage.gigabytes', `at most the free space under ${JSON.stringify(base)} (${(free / 2 ** 30).toFixed(1)} GiB)`, gigabytes, 'Lower it, or point diskStage.dir at a drive with more room');
+    }
     let dir: string;
     try {
       makeDirs(base);
@@ -387,6 +392,22 @@ function attachFailed(shared: DiskStageShared, err: unknown): LoaderError {
  * and sysfs (diskStage.dir '/proc/x') it retries forever at full CPU; one plain mkdir per missing
  * level fails at once with the OS error instead.
  */
+/**
+ * Bytes an unprivileged writer may still use on the drive holding `dir` (or its nearest existing
+ * ancestor); undefined when it cannot be asked, or for a pseudo filesystem that reports no size
+ * (procfs: creating the stage there fails with its own error).
+ */
+function freeBytesUnder(dir: string): number | undefined {
+  for (let d = dir; ; d = path.dirname(d)) {
+    try {
+      const st = fs.statfsSync(d);
+      return st.blocks > 0 ? st.bavail * st.bsize : undefined;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || path.dirname(d) === d) return undefined;
+    }
+  }
+}
+
 function makeDirs(dir: string): void {
   const missing: string[] = [];
   for (let d = dir; ; d = path.dirname(d)) {

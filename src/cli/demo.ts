@@ -86,6 +86,8 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
   const removeDir = opts.dir === undefined ? onCleanup(() => rmSync(dir, { recursive: true, force: true })) : () => {};
   const closers: (() => Promise<void>)[] = [];
   try {
+    // The optional peer first: without TensorFlow.js the demo says so before it writes anything.
+    const { tf, backend, note } = await loadTf(opts.backend);
     ui.line('Stoker demo — a small image classifier trained with TensorFlow.js, fed by Stoker');
     ui.line('');
     const files = opts.samples + testCount;
@@ -110,7 +112,6 @@ export async function runDemo(opts: DemoOptions, ui: Ui): Promise<void> {
     ui.line(`loader    sources.imageFolder → DataLoader: ${trainLoader.device}, streaming, ${workers === 0 ? 'reads on the main thread' : `${workers} reader worker${workers === 1 ? '' : 's'} decoding`}, RAM sample cache on,`);
     ui.line(`          batch ${opts.batchSize} (${trainLoader.numBatches} per epoch), keyed random crop + flip + normalize → float32; held-out split: a second loader, unshuffled`);
 
-    const { tf, backend, note } = await loadTf(opts.backend);
     const model = buildModel(tf, size);
     const parameters = model.countParams();
     ui.line(`model     TensorFlow.js ${tf.version.tfjs} (${backend} backend${note !== undefined ? `: ${note}` : ''}), MLP ${3 * size * size} → ${HIDDEN} → ${SHAPE_CLASSES.length}, ${int(parameters)} parameters, adam ${LEARNING_RATE}`);

@@ -8,26 +8,32 @@ import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { inspectPath, type SourceDescription } from '../dataset/open-path.js';
+import type { TokenDType } from '../dataset/formats/text/token-file.js';
 import { bytes, int } from '../report/figures.js';
 import { UsageError } from './errors.js';
 import { Ui, pairs, table } from './ui.js';
 
 interface InspectOptions {
   readonly size?: readonly [number, number];
+  readonly contextLength?: number;
+  readonly dtype?: TokenDType;
   readonly json?: boolean;
 }
 
 export function inspectCommand(): Command {
   return new Command('inspect')
     .description('describe a dataset file or folder: format, samples, columns (dtype, shape), bytes per sample')
-    .argument('<path>', '.npy, .safetensors, .arrow/.feather, .tar shard(s), or an image folder (dir/<class>/<image>)')
+    .argument('<path>', '.npy, .safetensors, .arrow/.feather, .tar shard(s), .jsonl, .parquet, a token file (.bin, Megatron .bin/.idx), or an image folder (dir/<class>/<image>)')
     .addOption(new Option('--size <HxW>', 'decode images to this size (e.g. 224 or 224x160); default: the first image\'s own size').argParser(sizeArg))
+    .addOption(new Option('--context-length <n>', 'a flat token file: tokens per window (default 1024, nanoGPT\'s)').argParser(contextArg))
+    .addOption(new Option('--dtype <type>', 'a flat token file: the token width (default uint16, nanoGPT\'s)').choices(['uint16', 'uint32', 'int32']))
     .option('--json', 'print one JSON document instead of text')
     .addHelpText('after', `
 Examples:
   stoker inspect data/train.npy
   stoker inspect ~/datasets/flowers --size 224
-  stoker inspect shards/ --json`)
+  stoker inspect shards/ --json
+  stoker inspect train.bin --context-length 2048`)
     .action(async (path: string, opts: InspectOptions) => {
       await runInspect(path, opts, new Ui({ json: opts.json === true, progress: false }));
     });
@@ -41,7 +47,11 @@ export async function runInspect(path: string, opts: InspectOptions, ui: Ui): Pr
     if (code === 'ENOENT' || code === 'ENOTDIR') throw new UsageError(`no such file or folder: ${path}`);
     throw cause;
   }
-  const d = await inspectPath(resolve(path), opts.size === undefined ? {} : { size: opts.size });
+  const d = await inspectPath(resolve(path), {
+    ...(opts.size !== undefined ? { size: opts.size } : {}),
+    ...(opts.contextLength !== undefined ? { contextLength: opts.contextLength } : {}),
+    ...(opts.dtype !== undefined ? { tokenDtype: opts.dtype } : {}),
+  });
   if (ui.json) {
     ui.emit({ ok: true, command: 'inspect', ...d });
     return;
@@ -64,7 +74,13 @@ function describe(d: SourceDescription): string {
   ]);
   const details = Object.entries(d.details ?? {});
   const extra = details.length === 0 ? '' : `\n\n${pairs(details.map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]))}`;
-  return `${head}\n\n${cols}${extra}`;
+  return `${head}\n\n${cols}${extra}\n\n${pairs([['read with', d.readWith]])}`;
+}
+
+function contextArg(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !(n >= 1 && n <= 2 ** 24)) throw new InvalidArgumentError('expected a whole number of tokens from 1 to 16777216');
+  return n;
 }
 
 function sizeArg(value: string): readonly [number, number] {

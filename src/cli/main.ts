@@ -10,6 +10,7 @@ import { demoCommand } from './demo.js';
 import { EXIT, describeFailure } from './errors.js';
 import { inspectCommand } from './inspect.js';
 import { serveCommand } from './serve.js';
+import { docPath } from './ui.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -25,7 +26,7 @@ export function buildProgram(): Command {
     .configureOutput({ outputError: () => {} });
   program.addHelpText('after', `
 Exit codes: 0 ok · 1 the command failed (bad file, loader error) · 2 bad command line · 130 interrupted.
-Docs: docs/cli.md; the figures: docs/stats.md.`);
+Docs: ${docPath('cli.md')}; the figures: ${docPath('stats.md')}.`);
   for (const command of [demoCommand(), benchCommand(), inspectCommand(), serveCommand()]) {
     command.helpOption('-h, --help', 'show help').exitOverride().configureOutput({ outputError: () => {} });
     program.addCommand(command);

@@ -6,6 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { serve } from '../serve/server.js';
 import { deviceArg, intArg, workersArg } from './args.js';
 import { onCleanup } from './cleanup.js';
+import { docPath } from './ui.js';
 
 interface ServeCliOptions {
   readonly socket?: string;
@@ -39,7 +40,7 @@ export function serveCommand(): Command {
 Examples:
   stoker serve --source data/train.npy --batch-size 256 --socket /tmp/stoker.sock
   stoker serve --source '{"builtin":"synthetic","options":{"n":50000}}' --device cuda
-Protocol and the Python client: docs/torch.md.`)
+Protocol and the Python client: ${docPath('torch.md')}.`)
     .action(async (opts: ServeCliOptions) => {
       const options: Record<string, unknown> = { ...opts.options };
       if (opts.batchSize !== undefined) options.batchSize = opts.batchSize;
@@ -48,9 +49,10 @@ Protocol and the Python client: docs/torch.md.`)
       if (opts.seed !== undefined) options.seed = opts.seed;
       if (opts.workers !== undefined) options.workers = opts.workers;
       const abort = new AbortController();
-      const stop = () => abort.abort();
+      // The reason reaches every connected client (ERR_SERVE_STOPPED).
+      const stop = () => abort.abort('SIGTERM');
       process.once('SIGTERM', stop);
-      const undo = onCleanup(stop);
+      const undo = onCleanup(() => abort.abort('interrupted'));
       try {
         await serve({ socket: opts.socket, source: opts.source, options, slots: opts.slots, idleMs: opts.idleTimeout * 1000, once: opts.once === true }, abort.signal);
       } finally {

@@ -3,7 +3,16 @@
 // terminal, progress is one plain line per epoch, and a long step (writing files) announces itself
 // in one line before it starts, so a log never looks hung.
 
+import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
+
+/**
+ * A page of the documentation as a path on this machine: docs/ ships in the package, so the path
+ * works in an installed package as in a clone (this file is src/cli/ui.ts or dist/cli/ui.js).
+ */
+export function docPath(page: string): string {
+  return fileURLToPath(new URL(`../../docs/${page}`, import.meta.url));
+}
 
 export interface UiOptions {
   readonly json: boolean;

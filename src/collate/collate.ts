@@ -11,6 +11,8 @@
 // else refused with ERR_TOO_LONG naming the field, the sample, its length and the capacity.
 
 import { invalidOption, raggedTooLong, show, unknownOption } from '../errors.js';
+import type { DType } from '../tensor/dtype.js';
+import { toBFloat16Bits, toFloat16Bits } from '../tensor/half.js';
 
 export type RaggedRow = Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | Float32Array | Float64Array;
 
@@ -73,7 +75,8 @@ export function parseCollate(option: unknown, ragged: readonly string[], raggedM
     if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) throw invalidOption(knob, "'pad', 'pack', { pad: {...} }, { pack: {...} } or a function", raw);
     const keys = Object.keys(entry);
     if (keys.length !== 1 || (keys[0] !== 'pad' && keys[0] !== 'pack')) throw invalidOption(knob, 'an object with exactly one of `pad` or `pack`', raw);
-    const body = (entry as Record<string, unknown>)[keys[0]!] ?? {};
+    // `null` is a value, not "left out": `{ pad: null }` is refused, `{ pad: undefined }` is `'pad'`.
+    const body = (entry as Record<string, unknown>)[keys[0]!] === undefined ? {} : (entry as Record<string, unknown>)[keys[0]!];
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidOption(`${knob}.${keys[0]}`, 'an object of options', body);
     const b = body as Record<string, unknown>;
     const known = keys[0] === 'pad' ? PAD_KEYS : PACK_KEYS;
@@ -104,6 +107,37 @@ export function parseCollate(option: unknown, ragged: readonly string[], raggedM
     }
   }
   return out;
+}
+
+/** Integer dtypes' ranges (int64's: the integers a number holds exactly). */
+const INT_RANGES: Partial<Record<DType, readonly [number, number]>> = {
+  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
+  int32: [-2147483648, 2147483647], uint32: [0, 4294967295], int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+};
+const FLOAT32_MAX = 3.4028234663852886e38;
+
+/**
+ * Refuse a pad value (already a finite number) that the ragged field's storage would not hold as
+ * given — a typed array's `fill` casts it silently (1.5 → 1 in int32, 2^40 → 0, −1 → 255 in uint8,
+ * 1e39 → Infinity in float32). float16 and bfloat16 are stored as raw 16-bit patterns and padded
+ * with the pattern given (as `fillBitsOf`, collate/pieces.ts), so their pad value is one.
+ */
+export function checkPadValue(field: string, value: number, dtype: DType): void {
+  const knob = `collate.${field}.pad.value`;
+  if (dtype === 'float16' || dtype === 'bfloat16') {
+    if (!Number.isInteger(value) || value < 0 || value > 0xffff) {
+      const one = dtype === 'float16' ? toFloat16Bits(1) : toBFloat16Bits(1);
+      throw invalidOption(knob, `an integer in [0, 65535]: a ${dtype} field is padded with the raw 16-bit pattern given (1.0 is ${one})`, value);
+    }
+    return;
+  }
+  const range = INT_RANGES[dtype];
+  if (range !== undefined) {
+    const what = dtype === 'int64' ? `the integers a number holds exactly, for the int64 field \`${field}\`` : `the range of the ${dtype} field \`${field}\``;
+    if (!Number.isInteger(value) || value < range[0] || value > range[1]) throw invalidOption(knob, `an integer in [${range[0]}, ${range[1]}] (${what})`, value);
+    return;
+  }
+  if (dtype === 'float32' && Math.abs(value) > FLOAT32_MAX) throw invalidOption(knob, `a finite number within float32's range (±${FLOAT32_MAX})`, value);
 }
 
 /** The row's elements per position (the product of `rest`). */
@@ -146,7 +180,8 @@ export function collateField(field: string, spec: CollateSpec, rows: readonly Ra
   }
   const L = padLength(spec, lens);
   const data = alloc(rows[0]!, B * L * per);
-  if (spec.value !== 0) data.fill(spec.value);
+  // An int64 field's rows are BigInt64Arrays, which fill with a bigint only.
+  if (spec.value !== 0) (data as unknown as { fill(v: number | bigint): void }).fill((data as unknown) instanceof BigInt64Array ? BigInt(spec.value) : spec.value);
   for (let i = 0; i < B; i++) data.set(rows[i]!.subarray(0, lens[i]! * per), i * L * per);
   const res: Record<string, { data: RaggedRow; shape: number[] }> = { [field]: { data, shape: per === 1 ? [B, L] : [B, L, per] } };
   if (spec.lengths) res[`${field}_lengths`] = { data: Int32Array.from(lens), shape: [B] };

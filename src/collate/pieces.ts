@@ -116,13 +116,11 @@ export function packPieces(lengths: ArrayLike<number>): PieceTable & { readonly 
  * Sequence-packing windows firstWindow … firstWindow + count − 1 of `plan` as a table: the piece of
  * pick p at window w, offset o becomes (rowOfPick(p), start, w·C + o, length), segment 1, 2, … within
  * its window — exactly packBatch's tokens / segment_ids / position_ids. `rowOfPick` maps a pick of the
- * order to its row among the batch's fixed-capacity rows (batch-planner.ts `batchPositions` order:
- * an empty document has no row, so its piece, which covers nothing, gets no entry, though it still
- * takes its segment number as in packBatch).
+ * order to its row among the batch's fixed-capacity rows (batch-planner.ts `batchPositions` order;
+ * a plan has no empty piece: an empty document is in no window).
  */
 export function windowPieces(plan: PackPlan, firstWindow: number, count: number, C: number, rowOfPick: (pick: number) => number): PieceTable {
-  let n = 0;
-  for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) if (plan.pieces[i]!.length > 0) n++;
+  const n = plan.windows[firstWindow + count]! - plan.windows[firstWindow]!;
   const table = new Int32Array(n * PIECE_INTS);
   let j = 0;
   for (let w = 0; w < count; w++) {
@@ -131,7 +129,6 @@ export function windowPieces(plan: PackPlan, firstWindow: number, count: number,
     for (let i = plan.windows[firstWindow + w]!; i < plan.windows[firstWindow + w + 1]!; i++) {
       const p = plan.pieces[i]!;
       segment++;
-      if (p.length === 0) continue;
       table.set([rowOfPick(p.pick), p.start, at, p.length, segment], j++ * PIECE_INTS);
       at += p.length;
     }

@@ -5,6 +5,7 @@
 // reader workers exactly when every part is. Parts that name their label classes (image folders'
 // `classes`) must name the same ones in the same order: a label is an index into that list, so
 // [apple, banana] + [banana, cherry] would make label 0 mean two things; such a concat is refused.
+// A read without a context (outside the loader) is given one, as the other sources read without.
 
 import { describeCause, indexOutOfRange, invalidDatasetError, sampleMismatchError, show } from '../errors.js';
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
@@ -160,7 +161,8 @@ export class ConcatBatchSource extends ConcatBase implements BatchDataset {
     this.#checked = parts.map(() => false);
   }
 
-  getBatch(indices: readonly number[], context: ReadContext): BatchColumns | Promise<BatchColumns> {
+  getBatch(indices: readonly number[], given?: ReadContext): BatchColumns | Promise<BatchColumns> {
+    const context = given ?? unboundedContext();
     const groups = new Map<number, { local: number[]; pos: number[] }>();
     indices.forEach((id, pos) => {
       const { part, local } = this.locate(id);
@@ -224,7 +226,8 @@ export class ConcatBatchSource extends ConcatBase implements BatchDataset {
 
 /** A concat with at least one per-sample part: `get(i)` routes to the part holding i. */
 export class ConcatSampleSource extends ConcatBase implements Dataset {
-  get(index: number, context: ReadContext): Sample | Promise<Sample> {
+  get(index: number, given?: ReadContext): Sample | Promise<Sample> {
+    const context = given ?? unboundedContext();
     const { part, local } = this.locate(index);
     const ds = this.parts[part]!;
     if (!isBatchDataset(ds)) return ds.get(local, context);
@@ -338,6 +341,15 @@ function concatLengths(parts: readonly AnyDataset[], build: boolean): Uint32Arra
     const l = own[p]!;
     return typeof l === 'function' ? l(i - offsets[p]!) : l[i - offsets[p]!]!;
   };
+}
+
+/**
+ * The context of a read made outside an epoch without one (`concat.getBatch(ids)` at a prompt), as
+ * the other sources take it: never aborted, no keys. The parts are given it, since a part may rely
+ * on the contract's context.
+ */
+function unboundedContext(): ReadContext {
+  return { signal: new AbortController().signal };
 }
 
 /** The one row of a per-batch part's `getBatch([i])`, as a sample (fields without the batch dimension). */

@@ -3,22 +3,29 @@
 // makes it a mixture is its order, which the loader takes from the mixture instead of its sampler
 // (NOTE [Mixture order], sampler/mix-sampler.ts). The rule: the proportions are exact per window of
 // `window` picks (default: the loader's batchSize, so each batch of a full step is one window), and
-// each part cycles through its own shuffled epochs, independently of the others.
+// each part cycles through its own shuffled epochs, independently of the others. Every part has a
+// weight > 0, and the loader checks at create that the parts give the same fields (checkMixParts).
 
-import { invalidDatasetError, invalidOption, show } from '../errors.js';
+import { describeCause, invalidDatasetError, invalidOption, sampleMismatchError, show } from '../errors.js';
 import type { LoaderState } from '../distributed/resume.js';
-import { MixSampler, checkWeights } from '../sampler/mix-sampler.js';
+import { MixSampler } from '../sampler/mix-sampler.js';
 import { type U64, toU64 } from '../sampler/rng.js';
 import { type ConcatSource, concatSource, openConcat } from './concat-source.js';
 import { isMixture, kMixture } from './capabilities.js';
-import type { AnyDataset } from './dataset.js';
+import type { AnyDataset, ReadContext } from './dataset.js';
+import type { FieldSpec, Schema } from './schema.js';
+import { checkKeys, keysOf } from './option-keys.js';
+import { SourceReader } from './source-reader.js';
 import { type SourceSpec, isSourceSpec } from './source-spec.js';
 
 export interface MixPart<D = AnyDataset> {
   readonly dataset: D;
-  /** This part's share of every window: weight / sum of weights. ≥ 0; not all 0. */
+  /** This part's share of every window: weight / sum of weights. A finite number > 0 (a part of weight 0 would never be drawn). */
   readonly weight: number;
 }
+
+/** The keys of one part (`sources.mix` checks them, option-keys.ts). */
+const PART_KEYS = keysOf<MixPart>({ dataset: true, weight: true });
 
 export interface MixOptions {
   /** Seed of the parts' shuffles and of the windows' interleaving. Default: the loader's `seed`. */
@@ -34,6 +41,9 @@ export interface MixOptions {
   /** Shuffle each part's epochs and each window's slots. Default: the loader's `shuffle`. */
   readonly shuffle?: boolean;
 }
+
+/** The keys of `MixOptions` (checked by `sources.mix`, option-keys.ts). */
+export const MIX_OPTION_KEYS = keysOf<MixOptions>({ seed: true, window: true, length: true, shuffle: true });
 
 /** What the loader reads off a mixture dataset. */
 export interface Mixture {
@@ -75,19 +85,58 @@ export async function openMix(options: OpenMixOptions): Promise<MixSource> {
 
 function checkParts(parts: unknown): number[] {
   if (!Array.isArray(parts) || parts.length === 0) throw invalidDatasetError(`sources.mix(parts): parts must be a non-empty array of { dataset, weight }, got ${show(parts)}`);
-  parts.forEach((p: Partial<MixPart> | null, i) => {
+  return parts.map((p: Partial<MixPart> | null, i) => {
     if (p === null || typeof p !== 'object' || p.dataset === undefined || isSourceSpec(p) || typeof (p as { get?: unknown }).get === 'function') {
       throw invalidDatasetError(`sources.mix: part ${i} is ${show(p)}; each part is { dataset, weight }`);
     }
+    checkKeys(`sources.mix parts[${i}]`, p, PART_KEYS);
+    const w = p.weight;
+    if (typeof w !== 'number' || !Number.isFinite(w) || w <= 0) {
+      throw invalidOption(`sources.mix(parts)[${i}].weight`, 'a finite number > 0', w, w === 0 ? 'A part of weight 0 is never drawn: drop it from the parts' : undefined);
+    }
+    return w;
   });
-  return checkWeights(parts.map((p: MixPart) => p.weight), 'sources.mix(parts)');
+}
+
+/**
+ * Read sample 0 of every part after the first (whose sample 0 is the mixture's, probed as `schema`)
+ * and refuse parts whose fields differ from it — names, dtypes, shapes (the first dimension of a
+ * field `ragged(i)` says is ragged may differ) — so that a mixture fails at create, not at the first
+ * batch that draws from the odd part. Called by the loader at create.
+ */
+export async function checkMixParts(ds: MixSource, schema: Schema, context: ReadContext, ragged: (field: number) => boolean): Promise<void> {
+  const names = (s: Schema) => s.keys ?? s.fields.map((_, i) => String(i));
+  const want = names(schema);
+  const list = (s: Schema) => (s.keys === undefined ? `[${names(s).join(', ')}] (positional)` : `{ ${names(s).join(', ')} }`);
+  const describe = (f: FieldSpec) => `${f.dtype} [${f.shape.join(', ')}]`;
+  for (let p = 1; p < ds.parts.length; p++) {
+    let own: Schema;
+    try {
+      own = await SourceReader.probe(ds.parts[p]!, context);
+    } catch (cause) {
+      throw invalidDatasetError(`sources.mix: reading sample 0 of part ${p} to check its fields failed: ${describeCause(cause)}`, cause);
+    }
+    const got = names(own);
+    if ((own.keys === undefined) !== (schema.keys === undefined) || got.length !== want.length || !got.every((n) => want.includes(n))) {
+      throw sampleMismatchError(`sources.mix: part ${p} has fields ${list(own)} but part 0 has ${list(schema)}: every part must give the same fields. Select the same columns in every part`);
+    }
+    want.forEach((name, i) => {
+      const a = schema.fields[i]!;
+      const b = own.fields[got.indexOf(name)]!;
+      const dims = ragged(i) ? 1 : 0;
+      const same = a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => k < dims || d === b.shape[k]);
+      if (!same) {
+        throw sampleMismatchError(
+          `sources.mix: part ${p}'s field \`${name}\` is ${describe(b)} but part 0's is ${describe(a)}${dims ? ' (a ragged field: its first dimension may differ)' : ''}. Every part must give each field in one dtype and shape`,
+        );
+      }
+    });
+  }
 }
 
 function attach(concat: ConcatSource, weights: readonly number[], options: MixOptions): MixSource {
   const o = (options ?? {}) as Partial<MixOptions> & Record<string, unknown>;
-  for (const key of Object.keys(o)) {
-    if (!['seed', 'window', 'length', 'shuffle'].includes(key)) throw invalidOption(`sources.mix options.${key}`, 'one of seed, window, length, shuffle', o[key]);
-  }
+  checkKeys('sources.mix', o, MIX_OPTION_KEYS);
   if (o.window !== undefined && (!Number.isSafeInteger(o.window) || o.window < 1)) throw invalidOption('sources.mix window', 'an integer ≥ 1', o.window);
   if (o.length !== undefined && (!Number.isSafeInteger(o.length) || o.length < 1 || o.length > 2 ** 32 - 2)) throw invalidOption('sources.mix length', 'an integer in [1, 2^32 − 2]', o.length);
   if (o.shuffle !== undefined && typeof o.shuffle !== 'boolean') throw invalidOption('sources.mix shuffle', 'a boolean', o.shuffle);

@@ -4,7 +4,7 @@
 // of sample 0), so what inspect prints is what training gets. Images decode in this thread (one
 // sample: no decode processes), and the source is closed after the probe.
 
-import { openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { Type } from 'apache-arrow';
@@ -23,9 +23,30 @@ import { parquetColumns, parquetSource } from './formats/text/parquet.js';
 import { safetensorsSource } from './formats/columns/safetensors.js';
 import { shardIndex } from './formats/tar/tar-index.js';
 import { expandShardPaths, tarShardsSource } from './formats/tar/tar-shards.js';
-import { type MegatronTokens, tokensSource } from './formats/text/token-file.js';
+import { type MegatronTokens, type TokenDType, type TokenWindows, tokensSource } from './formats/text/token-file.js';
 
-export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards' | 'jsonl' | 'parquet' | 'megatron';
+export type SourceFormat = 'npy' | 'safetensors' | 'arrow' | 'image-folder' | 'tar-shards' | 'jsonl' | 'parquet' | 'megatron' | 'tokens';
+
+/** The source that reads each format, as a user writes it (what inspect names under "read with"). */
+const READ_WITH: Readonly<Record<SourceFormat, (path: string, o: InspectOptions) => string>> = {
+  npy: (p) => `sources.npy(${JSON.stringify(p)})`,
+  safetensors: (p) => `sources.safetensors(${JSON.stringify(p)})`,
+  arrow: (p) => `sources.arrow(${JSON.stringify(p)})`,
+  'image-folder': (p, o) => `sources.imageFolder(${JSON.stringify(p)}, { size: [${(o.size ?? ['H', 'W']).join(', ')}] })`,
+  'tar-shards': (p) => `await sources.tarShards(${JSON.stringify(statSync(p).isDirectory() ? join(p, '*.tar') : p)})`,
+  jsonl: (p) => `sources.jsonl(${JSON.stringify(p)}, { fields: [...] })`,
+  parquet: (p) => `await sources.parquet(${JSON.stringify(p)})`,
+  megatron: (p) => `sources.tokens(${JSON.stringify(binOf(p))}, { index: true })`,
+  tokens: (p, o) => `sources.tokens(${JSON.stringify(p)}, { contextLength: ${o.contextLength ?? DEFAULT_CONTEXT}${o.tokenDtype !== undefined && o.tokenDtype !== 'uint16' ? `, dtype: '${o.tokenDtype}'` : ''} })`,
+};
+
+/** nanoGPT's default block size: the context length inspect shows a flat token file with unless told. */
+const DEFAULT_CONTEXT = 1024;
+
+/** A Megatron pair's `.bin`, from either of its paths. */
+function binOf(path: string): string {
+  return path.replace(/\.idx$/, '.bin');
+}
 
 export interface ColumnDescription {
   readonly name: string;
@@ -44,6 +65,8 @@ export interface SourceDescription {
   readonly bytesPerSample: number;
   /** Format-specific facts (classes of an image folder, shards of a tar set, …). */
   readonly details: Readonly<Record<string, unknown>>;
+  /** The source call that reads it in a program. */
+  readonly readWith: string;
 }
 
 export interface InspectOptions {
@@ -53,6 +76,10 @@ export interface InspectOptions {
    * column's row 0), as a loader given that size would deliver it.
    */
   readonly size?: readonly [number, number];
+  /** A flat token file's window (default 1024, nanoGPT's block size). */
+  readonly contextLength?: number;
+  /** A flat token file's token width (default 'uint16', nanoGPT's). */
+  readonly tokenDtype?: TokenDType;
 }
 
 /** Tar fields decoded as images by default (tar-shards.ts DEFAULT_DECODERS). */
@@ -80,6 +107,8 @@ export function detectFormat(path: string): SourceFormat {
   if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
   if (ext === '.parquet') return 'parquet';
   if (ext === '.idx') return 'megatron';
+  // A token file: Megatron's when its index sits beside it, else a flat one (nanoGPT's `train.bin`).
+  if (ext === '.bin') return existsSync(path.slice(0, -4) + '.idx') ? 'megatron' : 'tokens';
   const head = new Uint8Array(512);
   let n = 0;
   const fd = openSync(path, 'r');
@@ -97,7 +126,7 @@ export function detectFormat(path: string): SourceFormat {
   if (n >= 9 && head[8] === 0x7b /* { */ && head[5] === 0 && head[6] === 0 && head[7] === 0) return 'safetensors';
   if (n >= 9 && text(0, 9) === 'MMIDIDX\x00\x00') return 'megatron';
   if (n >= 4 && text(0, 4) === 'PAR1') return 'parquet';
-  throw invalidDatasetError(`${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a Megatron .idx, or a folder of class folders or .tar shards)`);
+  throw invalidDatasetError(`${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a token file (.bin, with or without its Megatron .idx), or a folder of class folders or .tar shards)`);
 }
 
 export async function openPath(path: string, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
@@ -136,8 +165,16 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
       return { format, dataset: ds, details: { rowGroups: ds.numRowGroups, ...raggedDetails(ds), ...(text.length > 0 ? { text } : {}) } };
     }
     case 'megatron': {
-      const ds = tokensSource(path.replace(/\.idx$/, '.bin'), { index: path }) as MegatronTokens;
+      const bin = binOf(path);
+      const ds = tokensSource(bin, { index: bin.replace(/\.bin$/, '.idx') }) as MegatronTokens;
       return { format, dataset: ds, details: { dtype: ds.dtype, ...raggedDetails(ds) } };
+    }
+    case 'tokens': {
+      // A flat file has no header: the width is assumed (nanoGPT's uint16) unless given.
+      const dtype = options.tokenDtype ?? 'uint16';
+      const contextLength = options.contextLength ?? DEFAULT_CONTEXT;
+      const ds = tokensSource(path, { contextLength, dtype }) as TokenWindows;
+      return { format, dataset: ds, details: { tokens: ds.tokens, dtype: options.tokenDtype === undefined ? `${dtype} (assumed: nanoGPT's; --dtype to change)` : dtype, contextLength } };
     }
     case 'tar-shards': {
       const isDir = statSync(path).isDirectory();
@@ -166,7 +203,7 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
     shape: f.shape,
     bytesPerSample: f.rowSize * elementSize(f.dtype),
   }));
-  return { path, format, length: dataset.length, columns, bytesPerSample: schema.sampleBytes, details };
+  return { path, format, length: dataset.length, columns, bytesPerSample: schema.sampleBytes, details, readWith: READ_WITH[format](path, options) };
 }
 
 /** Which fields vary in length (their shape above is sample 0's), and the bounds the source knows. */

@@ -52,12 +52,24 @@ export interface RaggedField {
   readonly per: number;
   /** Length of sample i's row as written (−1: not read yet), shared memory. */
   readonly lengths: Int32Array;
+  /** The lengths the batches were planned with (sequence packing), shared memory: a read of another length is refused. */
+  readonly planned?: PlannedLengths;
+}
+
+/**
+ * Each sample's length as a plan laid it out (sequence packing places tokens by them), and who
+ * gave them: the `lengths` option, or the dataset (declared, or computed by `loadLengths`).
+ */
+export interface PlannedLengths {
+  readonly lengths: Uint32Array;
+  readonly by: 'option' | 'dataset';
 }
 
 /** What the loader decided for one ragged field at create. */
 export interface RaggedPlan {
   readonly capacity: number;
   readonly truncate: boolean;
+  readonly planned?: PlannedLengths;
 }
 
 /**
@@ -78,13 +90,22 @@ export function raggedSchema(schema: Schema, names: readonly string[], plans: Re
     const per = spec.shape.slice(1).reduce((a, b) => a * b, 1);
     fields[f] = { dtype: spec.dtype, shape: [plan.capacity, ...spec.shape.slice(1)], rowSize: plan.capacity * per };
     const lengths = new Int32Array(new SharedArrayBuffer(Math.max(1, length) * 4)).fill(-1);
-    ragged.push({ name, field: f, lengthField: -1, capacity: plan.capacity, truncate: plan.truncate, per, lengths });
+    const planned = plan.planned === undefined ? undefined : { lengths: shared(plan.planned.lengths), by: plan.planned.by };
+    ragged.push({ name, field: f, lengthField: -1, capacity: plan.capacity, truncate: plan.truncate, per, lengths, ...(planned ? { planned } : {}) });
   }
   ragged.sort((a, b) => a.field - b.field);
   const visible = schema.fields.length;
   const withLengths = ragged.map((r, k) => ({ ...r, lengthField: visible + k }));
   for (let k = 0; k < withLengths.length; k++) fields.push({ dtype: 'int32', shape: [], rowSize: 1 });
   return { fields, keys: schema.keys, sampleBytes: fields.reduce((s, f) => s + f.rowSize * elementSize(f.dtype), 0), visible, ragged: withLengths };
+}
+
+/** `a` in shared memory (reader threads check their reads against it without a copy each). */
+function shared(a: Uint32Array): Uint32Array {
+  if (a.buffer instanceof SharedArrayBuffer) return a;
+  const out = new Uint32Array(new SharedArrayBuffer(Math.max(1, a.length) * 4), 0, a.length);
+  out.set(a);
+  return out;
 }
 
 /** The dataset's own field count. */

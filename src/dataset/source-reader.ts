@@ -8,7 +8,7 @@
 import type { SampleCache } from '../cache/sample-cache.js';
 import type { TierCounters } from '../cache/tier-counters.js';
 import type { DiskStage } from '../cache/disk-stage.js';
-import { LoaderError, impureDataset, raggedTooLong, sampleMismatchError, show } from '../errors.js';
+import { LoaderError, impureDataset, plannedLengthMismatch, raggedTooLong, sampleMismatchError, show } from '../errors.js';
 import { type DType, type Storage, type StorageOf, allocStorage, elementSize, inferDType } from '../tensor/dtype.js';
 import { gatherRows } from '../tensor/gather.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
@@ -383,6 +383,8 @@ function writeRagged(
     );
   }
   const len = got.shape[0]!;
+  // A plan placed this sample's tokens by its planned length: another one would cut or pad it.
+  if (r.planned !== undefined && r.planned.lengths[id] !== len) throw plannedLengthMismatch(r.name, id, len, r.planned.lengths[id]!, r.planned.by);
   let n = len;
   if (len > r.capacity) {
     if (!r.truncate) {

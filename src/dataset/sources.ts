@@ -1,5 +1,6 @@
 // Built-in sources: datasets Stoker knows how to read. Each returns a dataset object to pass to
-// `DataLoader.create`; every one of them can be reopened by reader workers.
+// `DataLoader.create`; every one of them can be reopened by reader workers. The rule: each factory
+// checks its options' names first (source-options.ts), so a misspelt option is refused, not ignored.
 
 import { type ArrayColumns, ArraySource } from './arrays-source.js';
 import { type ConcatSource, concatSource } from './concat-source.js';
@@ -16,6 +17,16 @@ import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/text
 import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/text/parquet.js';
 import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/text/token-file.js';
 import { moduleSource } from './source-spec.js';
+import { checkSourceOptions } from './source-options.js';
+
+/** `sources.tokens`: Megatron's documents with `index`, nanoGPT's windows without (the type says which). */
+function tokens(path: string, options: TokensOptions & { readonly index: string | true }): MegatronTokens;
+function tokens(path: string, options?: TokensOptions & { readonly index?: undefined }): TokenWindows;
+function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens;
+function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
+  checkSourceOptions('tokens', options);
+  return tokensSource(path, options);
+}
 
 export const sources = {
   /**
@@ -37,10 +48,12 @@ export const sources = {
    * (`load`, `inMemoryBytes`), else read with positioned reads per batch.
    */
   npy(paths: string | readonly string[] | Readonly<Record<string, string>>, options?: NpyOptions): ArraySource | FileColumnsSource {
+    checkSourceOptions('npy', options);
     return npySource(paths, options);
   },
   /** A safetensors file, one named column per tensor (`tensors` selects and orders them); all share dim 0. */
   safetensors(path: string, options?: SafetensorsOptions): ArraySource | FileColumnsSource {
+    checkSourceOptions('safetensors', options);
     return safetensorsSource(path, options);
   },
   /**
@@ -52,6 +65,7 @@ export const sources = {
    * ids: 'values' }` reads string / list columns as ragged fields (token ids, list values, bytes).
    */
   arrow(paths: string | readonly string[], options?: ArrowOptions | ArrowRaggedOptions): ArrowSource | ArrowRaggedSource | ConcatSource {
+    checkSourceOptions('arrow', options);
     // `ragged` columns (strings, lists) make a per-sample dataset: see arrow-ragged.ts.
     const open = (p: string) => (options !== undefined && 'ragged' in options ? arrowRaggedSource(p, options) : arrowSource(p, options));
     if (Array.isArray(paths)) {
@@ -83,6 +97,7 @@ export const sources = {
    * point on). See docs/text.md, "Mixtures and token budgets".
    */
   mix(parts: readonly MixPart[], options?: MixOptions): MixSource {
+    checkSourceOptions('mix', options);
     return mixSource(parts, options);
   },
   /**
@@ -93,6 +108,7 @@ export const sources = {
    * listed cold is walked by worker threads while this thread blocks (NOTE [blocking parallel walk]).
    */
   imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
+    checkSourceOptions('imageFolder', options);
     return imageFolderSource(dir, options);
   },
   /**
@@ -100,7 +116,8 @@ export const sources = {
    * on): the same dataset (same listing, cache and errors), the cache written off this thread — `await
    * sources.imageFolderAsync('train', { size: 224 })` (NOTE [parallel walk] in folder-listing.ts).
    */
-  imageFolderAsync(dir: string, options: ImageFolderOptions): Promise<ImageFolder> {
+  async imageFolderAsync(dir: string, options: ImageFolderOptions): Promise<ImageFolder> {
+    checkSourceOptions('imageFolder', options, 'imageFolderAsync');
     return imageFolderSourceAsync(dir, options);
   },
   /**
@@ -109,7 +126,8 @@ export const sources = {
    * or in a private temp dir), then read by sample id with positioned reads. `decode`: where image
    * fields are decoded, as for imageFolder ('processes', 'threads' or 'auto').
    */
-  tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
+  async tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
+    checkSourceOptions('tarShards', options);
     return tarShardsSource(shards, options);
   },
   /**
@@ -118,9 +136,7 @@ export const sources = {
    * `tokens[0..1024)`, target `tokens[1..1025)`. With Megatron's index (`index: true` for `x.idx`
    * beside `x.bin`, or its path), samples are documents `{ tokens: [len] }`, a ragged field.
    */
-  tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
-    return tokensSource(path, options);
-  },
+  tokens,
   /**
    * A JSON Lines file, one record per non-blank line: `sources.jsonl('data.jsonl', { fields: {
    * label: 'int64' }, text: 'text', tokenizer: { path: 'tokenizer.json' } })`. The line index is
@@ -128,6 +144,7 @@ export const sources = {
    * ragged fields. A corrupt line fails only its sample's batch.
    */
   jsonl(path: string, options?: JsonlOptions): JsonlSource {
+    checkSourceOptions('jsonl', options);
     return jsonlSource(path, options);
   },
   /**
@@ -136,7 +153,8 @@ export const sources = {
    * list<number> columns ragged fields, strings token ids through `tokenizer`. Row groups are read
    * by position; each reader keeps the last one it decoded.
    */
-  parquet(path: string, options?: ParquetOptions): Promise<ParquetSource> {
+  async parquet(path: string, options?: ParquetOptions): Promise<ParquetSource> {
+    checkSourceOptions('parquet', options);
     return parquetSource(path, options);
   },
 };

@@ -78,8 +78,9 @@ export interface Device {
   pinStaging(memory: SharedArrayBuffer): number;
   /**
    * Move staged rows into batch memory; staged memory that is `owned` came from `allocate`. On
-   * success the device calls `staged.done()` once it no longer reads the staged memory; when it
-   * throws (out of memory), the caller still owns the staged memory.
+   * success the device calls `staged.done()` once it no longer reads the staged memory — by itself,
+   * not at a later call (a reader may be waiting for that memory before it can read the batch the
+   * next call would upload); when it throws (out of memory), the caller still owns the staged memory.
    */
   upload(staged: StagedBatch): DeviceBatch;
   /** Hold `columns` (batch dimension = dataset rows) for resident gathers. */

@@ -2,8 +2,10 @@
 // The rule: a resumed loader continues at exactly the next pick, or refuses with a typed error
 // naming the mismatch — never a silent restart of the epoch, never a different order. The world
 // size and batch size may change (the rest of the order is re-partitioned, see shard.ts); the
-// seed, the dataset length, `augment` and the kind of order may not. A mixture's weights may
-// change too (from the resume point on: NOTE [Mixture order], sampler/mix-sampler.ts).
+// seed, the dataset length, `augment` and the kind of order may not, nor, mid-epoch, what cut the
+// batches (`pack`, `batchTokens` or neither, with their settings: NOTE [resume batches],
+// pipeline/batch-planner.ts). A mixture's weights may change too (from the resume point on: NOTE
+// [Mixture order], sampler/mix-sampler.ts).
 
 import { resumeMismatchError, show } from '../errors.js';
 import type { U64 } from '../sampler/rng.js';

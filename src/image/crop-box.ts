@@ -1,10 +1,11 @@
 // Decode-time views of an image: the crop box (source pixels) that an image source's decoder cuts
 // and resizes to the output size, then mirrors when `flip`. torchvision's RandomResizedCrop
 // (`get_params`, transcribed line for line), the eval recipe Resize(resize) + CenterCrop(crop) as one
-// box in source pixels, and a horizontal flip with p = ½. The rule: a box takes its randomness only
-// from `key.rng()`, in one fixed draw order (NOTE [crop-box draw order]), so it is a pure function of
-// (seed, epoch, sample, repeat, image width, image height) — the CPU decoder and the GPU decoder cut
-// the same box for the same pick.
+// box in source pixels (its geometry, `centerCropGeometry`, is what the CPU decoder resamples
+// exactly: view-resample.ts), and a horizontal flip with p = ½. The rule: a box takes its randomness
+// only from `key.rng()`, in one fixed draw order (NOTE [crop-box draw order]), so it is a pure
+// function of (seed, epoch, sample, repeat, image width, image height) — the CPU decoder and the
+// GPU decoder cut the same box for the same pick.
 
 import { invalidOption, unknownOption } from '../errors.js';
 import type { PickKey } from '../sampler/pick-key.js';
@@ -22,12 +23,12 @@ export interface CropBox {
 export type ViewOption =
   /** RandomResizedCrop with torchvision's defaults (scale [0.08, 1], ratio [3/4, 4/3]) and a random flip: the ImageNet training recipe. */
   | 'train'
-  /** Resize(256) + CenterCrop(224) as one box, no flip: the ImageNet evaluation recipe. */
+  /** Resize(256) + CenterCrop(224), no flip: the ImageNet evaluation recipe (on the CPU, torchvision's bytes: NOTE [eval as torchvision computes it]). */
   | 'eval'
   | {
       /** torchvision's RandomResizedCrop box; `true` for its defaults. */
       readonly randomResizedCrop?: true | { readonly scale?: readonly [number, number]; readonly ratio?: readonly [number, number] };
-      /** Resize the short side to `resize` (default 256), then take the central `crop` × `crop` (default 224), as one box. */
+      /** Resize the short side to `resize` (default 256), then take the central `crop` × `crop` (default 224), in one resample. */
       readonly centerCrop?: true | { readonly resize?: number; readonly crop?: number };
       /** Mirror horizontally with probability ½. Default false. */
       readonly flip?: boolean;
@@ -155,23 +156,38 @@ function randomResizedCropBox(scale: readonly [number, number], ratio: readonly 
   return { left: Math.floor((width - w) / 2), top: Math.floor((height - h) / 2), width: w, height: h };
 }
 
-/**
- * Resize(resize) then CenterCrop(crop) as one box in source pixels: torchvision's resized size
- * (short side = resize, long side = int(resize · long / short)) and its crop offsets
- * (int(round((size − crop) / 2))), mapped back to the source and rounded to whole pixels. Cutting
- * this box and resizing it to crop × crop matches the two-step recipe within resampling tolerance.
- */
-function centerCropBox(resize: number, crop: number, width: number, height: number): Omit<CropBox, 'flip'> {
+/** torchvision's Resize(resize) + CenterCrop(crop) on a width × height image: the resized size and where the crop starts in it. */
+export interface CenterCropGeometry {
+  /** The resized image: the short side `resize`, the long side int(resize · long / short). */
+  readonly rw: number;
+  readonly rh: number;
+  /** The crop's offsets in the resized image: int(round((size − crop) / 2)). */
+  readonly left: number;
+  readonly top: number;
+}
+
+/** torchvision 0.14's `_compute_resized_output_size` (size an int, no max_size) and `center_crop`'s anchor. */
+export function centerCropGeometry(resize: number, crop: number, width: number, height: number): CenterCropGeometry {
   const wShort = width <= height;
   const short = wShort ? width : height;
   const long = wShort ? height : width;
   const newLong = Math.trunc((resize * long) / short);
-  const newW = wShort ? resize : newLong;
-  const newH = wShort ? newLong : resize;
-  const sx = width / newW;
-  const sy = height / newH;
-  const top = roundHalfEven((newH - crop) / 2);
-  const left = roundHalfEven((newW - crop) / 2);
+  const rw = wShort ? resize : newLong;
+  const rh = wShort ? newLong : resize;
+  return { rw, rh, left: roundHalfEven((rw - crop) / 2), top: roundHalfEven((rh - crop) / 2) };
+}
+
+/**
+ * Resize(resize) then CenterCrop(crop) as one box in source pixels: torchvision's resized size and
+ * crop offsets (centerCropGeometry) mapped back to the source and rounded to whole pixels. This is
+ * the box that decides what to decode and the GPU route's box; the CPU decoder resizes the exact
+ * (fractional) rectangle instead, with torchvision's taps (NOTE [eval as torchvision computes it] in
+ * view-resample.ts).
+ */
+function centerCropBox(resize: number, crop: number, width: number, height: number): Omit<CropBox, 'flip'> {
+  const { rw, rh, left, top } = centerCropGeometry(resize, crop, width, height);
+  const sx = width / rw;
+  const sy = height / rh;
   const bw = Math.min(width, Math.max(1, roundHalfEven(crop * sx)));
   const bh = Math.min(height, Math.max(1, roundHalfEven(crop * sy)));
   return {

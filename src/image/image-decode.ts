@@ -20,9 +20,9 @@
 // keeps PIL's order (convert first). The arithmetic lives in image-reference.ts.
 // - Alpha is dropped before any resize, so the colour under a transparent pixel survives (libvips alone
 //   resizes alpha-weighted colour: black where alpha is 0). With channels 4 the resize is
-//   alpha-weighted, as PIL resizes RGBA.
-// - channels 1 is PIL's `convert('L')` luma, taken after the resize: luma is linear, so this differs
-//   from PIL's luma-then-resize by rounding only.
+//   alpha-weighted, as PIL resizes RGBA (a view: premultiplied with Pillow's own rounding).
+// - channels 1 is PIL's `convert('L')` luma: a view takes it before the resize, as the user's
+//   convert('L') comes first; a `fit` resize after (luma is linear, so that differs by rounding only).
 // - CMYK converts by Pillow's formula, not through a profile; embedded ICC profiles are ignored
 //   (PIL does not apply them).
 // - EXIF orientation is not applied (PIL's Image.open does not; torchvision's decode_image defaults to
@@ -30,7 +30,8 @@
 // - 16-bit samples give their high byte, as torchvision's `to_dtype(uint8, scale=True)` (PIL clips
 //   them to 255, which saturates nearly every real 16-bit image).
 // Known differences: the resize kernel of `fit` is libvips' Lanczos 3, not PIL's antialiased bilinear
-// (resized pixels are close, not equal; a `view` resizes as PIL's bilinear: NOTE [views at decode]),
+// (resized pixels are close, not equal; a `view` resizes as PIL's bilinear, and a center-crop view
+// gives torchvision's Resize + CenterCrop bytes: NOTE [views at decode]),
 // and libvips' GIF decoder gives black under transparent pixels where PIL keeps the palette colour.
 
 import { createRequire } from 'node:module';
@@ -42,7 +43,7 @@ import type { U64 } from '../sampler/rng.js';
 import { type CropBox, type View, boxFor } from './crop-box.js';
 import { toBFloat16Bits, toFloat16Bits } from '../tensor/half.js';
 import { cmykToRgbPil, coverPlan, lumaPil } from './image-reference.js';
-import { resampleBilinear } from './image-resample.js';
+import { resampleAsPil, viewResample } from './view-resample.js';
 import { decodeJpegBox, decodeJpegReduced, vipsDirectAvailable } from './vips-direct.js';
 import { decodeJpegRegion, turboJpegAvailable } from './turbo-jpeg.js';
 import { wasmResampler } from './resample-wasm.js';
@@ -54,7 +55,11 @@ export type ImageFit = 'resize' | 'center-crop';
 export type ImageChannels = 1 | 3 | 4;
 /** The dtype an image source delivers: uint8 pixels, or x / 255 (normalized with `normalize`) as a float. */
 export type ImageOutput = 'uint8' | 'float32' | 'float16' | 'bfloat16';
-/** Per-channel mean and std on the [0, 1] scale: v = (x / 255 − mean) / std. */
+/**
+ * Per-channel mean and std on the [0, 1] scale: v = (x / 255 − mean) / std. Each has one value per
+ * channel, or one value for every channel (broadcast, as torchvision's Normalize broadcasts a list
+ * of one); any other length is `ERR_INVALID_OPTION` naming `normalize.mean` or `normalize.std`.
+ */
 export interface ImageNormalize {
   readonly mean: readonly number[];
   readonly std: readonly number[];
@@ -247,7 +252,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
       const v = options.view;
       const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
       checkBox(box, srcW, srcH, source);
-      ({ data, info } = await cutView(bands(pipeline), box, srcW, srcH, width, height, format === 'jpeg' && !converted, channels !== 4));
+      ({ data, info } = await cutView(bands(pipeline), v.view, box, srcW, srcH, width, height, channels));
     } else {
       if (options.fit === 'resize') pipeline = pipeline.resize(width, height, { fit: 'fill' });
       else {
@@ -284,60 +289,73 @@ function finish(hwc: Uint8Array, height: number, width: number, channels: number
 }
 
 /**
- * NOTE [views at decode] How a view's box becomes `width` × `height` pixels, by its size against the
- * output (`bands` already converts to the output's bands; `resampleHere` is false for
- * bands with alpha, which libvips resizes alpha-weighted, as PIL resizes RGBA):
- * - the box is at least the output on both sides (a reduction): libvips cuts and reduces it with its
- *   linear kernel (a triangle widened by the reduction, as Pillow's BILINEAR), in one pipeline; and
- *   when the box is at least twice the output on both sides of a JPEG, the whole image is reduced
- *   so that the box lands on the output (libvips then decodes the JPEG at ½, ¼ or ⅛ scale, its
- *   shrink-on-load, which sharp turns off once a region is cut first) and the box is cut after: the
- *   box edges move by at most half an output pixel (the cut is rounded to whole output pixels);
- * - otherwise (the box is enlarged on a side, the common case for RandomResizedCrop on ImageNet-
- *   sized images): libvips decodes and cuts the box, and image-resample.ts resizes it — Pillow's
- *   BILINEAR byte for byte, 2–3× cheaper here than libvips' enlargement (NOTE [why not libvips' resize]).
- * Then the mirror, when `flip`. A plain JPEG takes the direct route first (`directView`, NOTE [direct
- * libvips]): the same split, except that a box at least twice the output is decoded shrunk and its
- * fractional box resized by image-resample.ts.
+ * NOTE [views at decode] How a view's box becomes `width` × `height` pixels (`bands` already converts
+ * to the output's bands, or to RGB for channels 1): libvips decodes and cuts the region
+ * `viewResample` names (view-resample.ts: the box, or for a center-crop view the box and the taps
+ * beyond it), and image-resample.ts resizes it as PIL would (`resampleAsPil`: luma first for
+ * channels 1, premultiplied for RGBA), then mirrors it when `flip` — torchvision's bytes, given the
+ * same decoded pixels (NOTE [eval as torchvision computes it]), and cheaper than libvips' resize
+ * (NOTE [why not libvips' resize]; in WebAssembly, a third of libvips' reduction's CPU: NOTE
+ * [resample in WebAssembly]). One exception, for speed where WebAssembly does not run (the
+ * JavaScript loop costs 2× libvips' reduction): a box at least the output on both sides, of a view
+ * other than a center crop, without alpha, is cut and reduced by libvips' linear kernel (a triangle
+ * widened by the reduction, as Pillow's BILINEAR; on hard-edged images up to 10 levels from it for
+ * reductions to 2×, 22 from 2× to 4×: docs/images.md). This path has no
+ * shrink-on-load: it used to reduce the whole JPEG so that the box landed on the output, which
+ * rounded the box's edges to whole output pixels and, for a flipped box, cut the mirrored region
+ * (sharp flops before its post-resize extract). A plain JPEG takes the direct route first
+ * (`directView`, NOTE [direct libvips]), which may decode a large box shrunk (NOTE [shrink margin]).
  */
 async function cutView(
-  pipeline: ReturnType<Sharp>, box: CropBox, srcW: number, srcH: number, width: number, height: number, jpeg: boolean, resampleHere: boolean,
+  pipeline: ReturnType<Sharp>, view: View, box: CropBox, srcW: number, srcH: number, width: number, height: number, channels: number,
 ): Promise<{ data: Buffer; info: { width: number; height: number; channels: number; size: number } }> {
-  const whole = box.left === 0 && box.top === 0 && box.width === srcW && box.height === srcH;
-  const cut = { left: box.left, top: box.top, width: box.width, height: box.height };
-  if (box.width < width || box.height < height) {
-    if (resampleHere) {
-      const { data, info } = await (whole ? pipeline : pipeline.extract(cut)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-      const px = resampleBilinear(data, info.width, info.height, info.channels, { x0: 0, y0: 0, x1: info.width, y1: info.height }, width, height, box.flip);
-      const out = Buffer.from(px.buffer, px.byteOffset, px.length);
-      return { data: out, info: { width, height, channels: info.channels, size: out.length } };
-    }
+  if (view.kind !== 'center-crop' && box.width >= width && box.height >= height && channels !== 4 && wasmResampler() === undefined) {
+    const whole = box.left === 0 && box.top === 0 && box.width === srcW && box.height === srcH;
+    let p = (whole ? pipeline : pipeline.extract({ left: box.left, top: box.top, width: box.width, height: box.height })).resize(width, height, { fit: 'fill', kernel: 'linear' });
+    if (box.flip) p = p.flop();
+    return p.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   }
-  let p: ReturnType<Sharp>;
-  if (jpeg && !whole && box.width >= 2 * width && box.height >= 2 * height) {
-    const sx = width / box.width;
-    const sy = height / box.height;
-    const rw = Math.max(width, Math.round(srcW * sx));
-    const rh = Math.max(height, Math.round(srcH * sy));
-    const left = Math.min(rw - width, Math.round(box.left * sx));
-    const top = Math.min(rh - height, Math.round(box.top * sy));
-    p = pipeline.resize(rw, rh, { fit: 'fill', kernel: 'linear' }).extract({ left, top, width, height });
-  } else {
-    p = (whole ? pipeline : pipeline.extract(cut)).resize(width, height, { fit: 'fill', kernel: 'linear' });
-  }
-  if (box.flip) p = p.flop();
-  return p.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const plan = viewResample(view, box, srcW, srcH, width, height);
+  const r = plan.region;
+  const all = r.left === 0 && r.top === 0 && r.width === srcW && r.height === srcH;
+  const { data, info } = await (all ? pipeline : pipeline.extract(r)).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const px = resampleAsPil(data, info.width, info.height, info.channels, info.width * info.channels, plan.box, width, height, box.flip, channels);
+  const out = Buffer.from(px.buffer, px.byteOffset, px.length);
+  return { data: out, info: { width, height, channels: px.length / (width * height), size: out.length } };
+}
+
+/**
+ * NOTE [shrink margin] The direct route decodes a JPEG at 1/s scale (libjpeg's scaled IDCT, as
+ * libvips' shrink-on-load: a fraction of the full decode's work) only when the box is at least
+ * 2·s times the output on both sides, so that Pillow's filter still reduces the shrunk box 2× or
+ * more and averages away most of where the scaled IDCT departs from the full decode PIL resizes
+ * (its own low-pass, with ringing at hard edges, and 4:2:0 chroma taken without upsampling).
+ * Measured against torchvision's `resized_crop` (RandomResizedCrop boxes of 24 photo-like JPEGs with
+ * hard edges and noise, 640×480 to 3000×2000, 4:2:0, 4:4:4 and progressive): shrinking whenever the
+ * shrunk box covered the output gave max |Δ| 45, mean 0.76–1.36 over 480 boxes; with the margin,
+ * the 135 boxes still decoded shrunk give max 15, mean 0.34–0.46, and the others are decoded at full
+ * scale (torchvision's bytes). A center-crop view is never shrunk.
+ */
+const SHRINK_MARGIN = 2;
+
+/** The scale (1, 2, 4 or 8: decoded at 1/s) at which the direct route decodes `view`'s `box` for a width × height output (NOTE [shrink margin]). */
+export function shrinkFor(view: View, box: CropBox, width: number, height: number): number {
+  if (view.kind === 'center-crop') return 1;
+  for (const s of [8, 4, 2]) if (box.width >= SHRINK_MARGIN * s * width && box.height >= SHRINK_MARGIN * s * height) return s;
+  return 1;
 }
 
 /**
  * The direct route of a view (NOTE [direct libvips]): libvips decodes the box's region of the JPEG
- * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least the output on both sides
- * (libjpeg's scaled IDCT, as libvips' shrink-on-load). A box reduced without a shrink is reduced by
- * libvips' linear kernel, in the same call (as in the sharp path); any other box (enlarged on a side,
- * or fractional after a shrink) is resized by image-resample.ts: Pillow's BILINEAR of the decoded
- * box, byte for byte when s = 1. A grey JPEG is resized as one band and spread to
- * RGB after (PIL's convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma after the resize,
- * as in the sharp path. Undefined when libvips cannot decode it here.
+ * — at 1/s scale, s the largest of 8, 4, 2 that leaves the box at least 2·s times the output on
+ * both sides (NOTE [shrink margin]), except for a center-crop view, which is decoded at full scale.
+ * Without WebAssembly, a box reduced without a shrink is reduced by libvips' linear kernel, in the
+ * same call (as in the sharp path); any other box (enlarged on a side, or fractional after a
+ * shrink), and every center-crop view, is resized by image-resample.ts
+ * from the region `viewResample` names: PIL's bytes of the decoded pixels when s = 1 (NOTE [eval as
+ * torchvision computes it]). A grey JPEG is resized as one band and spread to RGB after (PIL's
+ * convert('RGB') copies L); channels 1 of an RGB JPEG is PIL's luma, taken before the resize, as
+ * `convert('L')` is. Undefined when libvips cannot decode it here.
  */
 function directView(
   bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string,
@@ -346,29 +364,28 @@ function directView(
   if (!vipsDirectAvailable() && !turboJpegAvailable()) return undefined;
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
   checkBox(box, srcW, srcH, source);
-  let shrink = 1;
-  for (const s of [8, 4, 2]) {
-    if (box.width >= s * width && box.height >= s * height) {
-      shrink = s;
-      break;
-    }
-  }
+  const exact = v.view.kind === 'center-crop';
+  const shrink = shrinkFor(v.view, box, width, height);
   // A box reduced without a shrink: Pillow's resample in WebAssembly (NOTE [resample in WebAssembly]:
   // a third of libvips' reduction's CPU, and Pillow's bytes); without WebAssembly, libvips' linear
-  // reduction (as the sharp path; the JS loop costs 2× it there). After a shrink libvips' reduction of
-  // the cut strays (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the
-  // resample loop (mean 1).
+  // reduction (as the sharp path; the JS loop costs 2× it there) — but not for a center-crop view,
+  // whose pixels are torchvision's on every route. After a shrink libvips' reduction of the cut strays
+  // (mean 7 levels on a 4:4:4 1000×1500 JPEG), so the fractional box goes to the resample loop (mean 1).
   const wasm = wasmResampler();
-  if (shrink === 1 && box.width >= width && box.height >= height && wasm === undefined) {
+  if (!exact && shrink === 1 && box.width >= width && box.height >= height && wasm === undefined) {
     const px = decodeJpegReduced(bytes, box, 1, components, width, height, box.flip);
     if (px !== undefined) return spread(px, components, width, height, channels);
   }
-  // The box's pixels: libjpeg-turbo's crop decode where it loads (NOTE [crop decode], straight into
-  // the resampler's memory), else libvips' decode of the box's rows.
-  const decoded = decodeJpegRegion(bytes, box, shrink, components, wasm !== undefined ? wasm.sourceArea : (n) => new Uint8Array(n)) ??
-    decodeJpegBox(bytes, box, shrink, components);
+  // What to decode: at full scale, the region the resample reads (the box, or for a center-crop view
+  // the box and its taps beyond it); shrunk, the box, its edges fractional in the shrunk pixels.
+  const plan = shrink === 1 ? viewResample(v.view, box, srcW, srcH, width, height) : undefined;
+  const region = plan?.region ?? box;
+  // The region's pixels: libjpeg-turbo's crop decode where it loads (NOTE [crop decode], straight into
+  // the resampler's memory), else libvips' decode of the region's rows.
+  const decoded = decodeJpegRegion(bytes, region, shrink, components, wasm !== undefined ? wasm.sourceArea : (n) => new Uint8Array(n)) ??
+    decodeJpegBox(bytes, region, shrink, components);
   if (decoded === undefined) return undefined;
-  const resampleBox = { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
+  const resampleBox = plan?.box ?? { x0: decoded.x0, y0: decoded.y0, x1: decoded.x1, y1: decoded.y1 };
   const output = outputOf(options);
   try {
     // NOTE [transient pixels] Resample and cast in one WebAssembly call when nothing comes between
@@ -379,7 +396,7 @@ function directView(
       const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient }, decoded.stride);
       return new Tensor(data as never, options.layout === 'hwc' ? [height, width, channels] : [channels, height, width], output);
     }
-    return spread(resampleBilinear(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, decoded.stride), components, width, height, channels);
+    return resampleAsPil(decoded.data, decoded.width, decoded.height, components, decoded.stride, resampleBox, width, height, box.flip, channels);
   } finally {
     decoded.release?.();
   }

@@ -70,3 +70,27 @@ export function cmykToRgbPil(src: Uint8Array, stride: number, pixels: number): U
   }
   return out;
 }
+
+/**
+ * Pillow's `convert('RGBa')` of interleaved RGBA, in place: each colour times alpha / 255, rounded
+ * (MULDIV255, as Pillow's rgbA2rgba). PIL resizes an RGBA image premultiplied (Image.resize converts
+ * to RGBa, resizes, converts back), so the colour under a transparent pixel does not bleed.
+ */
+export function premultiplyPil(px: Uint8Array, pixels: number): void {
+  for (let p = 0, s = 0; p < pixels; p++, s += 4) {
+    const a = px[s + 3]!;
+    for (let c = 0; c < 3; c++) {
+      const t = px[s + c]! * a + 128;
+      px[s + c] = ((t >>> 8) + t) >>> 8;
+    }
+  }
+}
+
+/** Pillow's `convert('RGBA')` of RGBa, in place: each colour times 255 / alpha, truncated and clipped; alpha 0 and 255 leave it (rgba2rgbA). */
+export function unpremultiplyPil(px: Uint8Array, pixels: number): void {
+  for (let p = 0, s = 0; p < pixels; p++, s += 4) {
+    const a = px[s + 3]!;
+    if (a === 0 || a === 255) continue;
+    for (let c = 0; c < 3; c++) px[s + c] = Math.min(255, Math.trunc((255 * px[s + c]!) / a));
+  }
+}

@@ -27,18 +27,26 @@ export interface Coeffs {
   readonly k: Int32Array;
 }
 
-/** Pillow's `precompute_coeffs` for the bilinear filter (support 1), then `normalize_coeffs_8bpc` (round half away from zero). */
-export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize: number): Coeffs {
+/**
+ * Pillow's `precompute_coeffs` for the bilinear filter (support 1), then `normalize_coeffs_8bpc` (round
+ * half away from zero): the box [in0, in1) of an axis of `inSize` pixels resized to `outSize`, for
+ * the outputs [first, first + count) only, with the taps' indices moved by `at` (where that axis's
+ * pixel 0 lies in the buffer read). The defaults are the whole resize of a buffer that is the axis.
+ * The weights are computed in the axis's own coordinates, as Pillow does, so a part of a resize has
+ * the bytes of the same part of the whole one (NOTE [eval as torchvision computes it] in view-resample.ts).
+ */
+export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize: number, first = 0, count = outSize - first, at = 0): Coeffs {
   const scale = (in1 - in0) / outSize;
   const filterscale = Math.max(scale, 1);
   const support = filterscale;
   const ksize = Math.ceil(support) * 2 + 1;
-  const start = new Int32Array(outSize);
-  const count = new Int32Array(outSize);
-  const k = new Int32Array(outSize * ksize);
+  const start = new Int32Array(count);
+  const counts = new Int32Array(count);
+  const k = new Int32Array(count * ksize);
   const w = new Float64Array(ksize);
   const ss = 1 / filterscale;
-  for (let xx = 0; xx < outSize; xx++) {
+  for (let i = 0; i < count; i++) {
+    const xx = first + i;
     const center = in0 + (xx + 0.5) * scale;
     // Pillow truncates toward zero (a C cast); center − support + 0.5 can be negative only near 0, where max() wins.
     let xmin = Math.trunc(center - support + 0.5);
@@ -55,18 +63,45 @@ export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize
     }
     for (let x = 0; x < xmax; x++) {
       const v = ww === 0 ? 0 : (w[x]! / ww) * (1 << PRECISION_BITS);
-      k[xx * ksize + x] = v < 0 ? Math.trunc(v - 0.5) : Math.trunc(v + 0.5);
+      k[i * ksize + x] = v < 0 ? Math.trunc(v - 0.5) : Math.trunc(v + 0.5);
     }
     // Taps of weight 0 at either end read a pixel for nothing (an enlarged axis has one in three): drop them.
-    let first = 0;
-    let last = xmax;
-    while (first < last && k[xx * ksize + first] === 0) first++;
-    while (last > first && k[xx * ksize + last - 1] === 0) last--;
-    if (first > 0) k.copyWithin(xx * ksize, xx * ksize + first, xx * ksize + last);
-    start[xx] = xmin + first;
-    count[xx] = last - first;
+    let lo = 0;
+    let hi = xmax;
+    while (lo < hi && k[i * ksize + lo] === 0) lo++;
+    while (hi > lo && k[i * ksize + hi - 1] === 0) hi--;
+    if (lo > 0) k.copyWithin(i * ksize, i * ksize + lo, i * ksize + hi);
+    start[i] = xmin + lo + at;
+    counts[i] = hi - lo;
   }
-  return { ksize, start, count, k };
+  return { ksize, start, count: counts, k };
+}
+
+/** The taps Pillow's filter may read for outputs [first, first + count) of that resize (before zero weights are dropped): [lo, hi). */
+export function tapSpan(inSize: number, in0: number, in1: number, outSize: number, first: number, count: number): [number, number] {
+  const scale = (in1 - in0) / outSize;
+  const support = Math.max(scale, 1);
+  const lo = Math.max(0, Math.trunc(in0 + (first + 0.5) * scale - support + 0.5));
+  const hi = Math.min(inSize, Math.trunc(in0 + (first + count - 1 + 0.5) * scale + support + 0.5));
+  return [lo, hi];
+}
+
+/**
+ * The coefficients of both axes of a resample of `box` to outW × outH over a srcW × srcH buffer,
+ * checked to read only the buffer (a frame whose taps leave it is a caller's error).
+ */
+export function boxCoeffs(box: ResampleBox, srcW: number, srcH: number, outW: number, outH: number): [Coeffs, Coeffs] {
+  const f = box.frame;
+  const h = f === undefined ? resampleCoeffs(srcW, box.x0, box.x1, outW) : resampleCoeffs(f.width, box.x0, box.x1, f.outWidth, f.outLeft, outW, f.left);
+  const v = f === undefined ? resampleCoeffs(srcH, box.y0, box.y1, outH) : resampleCoeffs(f.height, box.y0, box.y1, f.outHeight, f.outTop, outH, f.top);
+  if (f !== undefined) {
+    for (const [c, size] of [[h, srcW], [v, srcH]] as const) {
+      for (let i = 0; i < c.start.length; i++) {
+        if (c.count[i]! > 0 && (c.start[i]! < 0 || c.start[i]! + c.count[i]! > size)) throw new RangeError(`resample frame ${JSON.stringify(f)}: output ${i} reads outside the ${srcW}×${srcH} buffer`);
+      }
+    }
+  }
+  return [h, v];
 }
 
 function clip8(v: number): number {
@@ -219,12 +254,33 @@ function vertical3Taps(mid: Uint8Array, midRow: number, out: Uint8Array, outH: n
   }
 }
 
-/** A box in source pixels; fractional edges are allowed (Pillow's `box`), x1 > x0, y1 > y0, inside the image. */
+/**
+ * A box in source pixels; fractional edges are allowed (Pillow's `box`), x1 > x0, y1 > y0, inside the
+ * image. Without `frame` the image is the buffer resampled and all of the resize is kept.
+ */
 export interface ResampleBox {
   readonly x0: number;
   readonly y0: number;
   readonly x1: number;
   readonly y1: number;
+  readonly frame?: ResampleFrame;
+}
+
+/**
+ * The image Pillow resizes, when the buffer holds only a part of it: `width` × `height` pixels
+ * whose pixel (0, 0) is the buffer's (left, top) (negative where the buffer starts inside it; the
+ * box is in the image's pixels), resized to `outWidth` × `outHeight`, of which the outW × outH
+ * outputs from (outLeft, outTop) are kept. The buffer must hold every tap those outputs read.
+ */
+export interface ResampleFrame {
+  readonly left: number;
+  readonly top: number;
+  readonly width: number;
+  readonly height: number;
+  readonly outWidth: number;
+  readonly outHeight: number;
+  readonly outLeft: number;
+  readonly outTop: number;
 }
 
 /**
@@ -241,8 +297,7 @@ export function resampleBilinear(src: Uint8Array, srcW: number, srcH: number, ch
 
 /** `resampleBilinear` in JavaScript (the same bytes): for a Node without WebAssembly, and the reference of resample-wasm.ts. */
 export function resampleBilinearJs(src: Uint8Array, srcW: number, srcH: number, channels: number, box: ResampleBox, outW: number, outH: number, flip: boolean, stride = srcW * channels): Uint8Array {
-  const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
-  const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
+  const [h, v] = boxCoeffs(box, srcW, srcH, outW, outH);
   const h2 = channels === 3 ? taps3(h, srcW, 2) : undefined;
   const h3 = channels === 3 && h2 === undefined ? taps3(h, srcW) : undefined;
   const v2 = taps3(v, srcH, 2);

@@ -18,7 +18,7 @@
 // - The env switch `wasm` (base/env.ts) set to off turns it off (the JavaScript loops then run; benchmarks compare both).
 
 import { readFileSync } from 'node:fs';
-import { type ResampleBox, resampleCoeffs } from './image-resample.js';
+import { type ResampleBox, boxCoeffs } from './image-resample.js';
 import { readSwitch } from '../base/env.js';
 
 /** The parts of the WebAssembly API used (the project's TypeScript libs do not declare it). */
@@ -126,8 +126,7 @@ function instantiate(): WasmResampler | null {
     // past it. Its offset is taken now: growing the memory below detaches `src`'s view.
     const inPlace = src.buffer === x.memory.buffer && src.byteOffset >= align(heap);
     const srcStart = inPlace ? src.byteOffset : 0;
-    const h = resampleCoeffs(srcW, box.x0, box.x1, outW);
-    const v = resampleCoeffs(srcH, box.y0, box.y1, outH);
+    const [h, v] = boxCoeffs(box, srcW, srcH, outW, outH);
     // Only the source rows the vertical pass reads.
     let rowFirst = Infinity;
     let rowEnd = 0;

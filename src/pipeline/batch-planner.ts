@@ -4,7 +4,7 @@
 // distributed/shard-batches.ts). The rule: a position is always picks of the epoch's global order
 // consumed by all ranks together, so `loader.state()` and resume mean the same in both.
 
-import { resumeMismatchError } from '../errors.js';
+import { emptyDatasetError, resumeMismatchError } from '../errors.js';
 import type { World } from '../distributed/launch.js';
 import { type ShardMode, consumedPicks, sharePicks, shardPicks } from '../distributed/shard.js';
 import { batchAt, consumedBatchPicks, shardBatches, shareBatches } from '../distributed/shard-batches.js';
@@ -27,9 +27,52 @@ export interface BatchPlanner {
   /** This rank's batch count of the segment of `epoch` from `position`. */
   batches(epoch: number, position: number): number;
   /** What a resume must match mid-epoch (token budgets, packing), for `loader.state()`. */
-  readonly state: { readonly tokens?: TokenSettings; readonly pack?: PackSettings };
+  readonly state: PlannedWith;
   /** The most rows (picks) one batch reads: staging is sized for it. */
   readonly maxRows: number;
+  /** Refuse a resume mid-epoch whose batches this planner would cut otherwise (NOTE [resume batches]). */
+  checkResume(saved: ResumePoint): void;
+}
+
+/** What cut a state's batches, as `loader.state()` records it: token budgets, packing, or neither. */
+export interface PlannedWith {
+  readonly tokens?: TokenSettings;
+  readonly pack?: PackSettings;
+}
+
+/** The part of a saved state a planner checks: where it stopped, and what cut its batches. */
+export interface ResumePoint extends PlannedWith {
+  readonly position: number;
+}
+
+type BatchKind = 'pack' | 'tokens' | 'fixed';
+const kindOf = (s: PlannedWith): BatchKind => (s.pack !== undefined ? 'pack' : s.tokens !== undefined ? 'tokens' : 'fixed');
+const SAVED: Record<BatchKind, string> = {
+  pack: '`pack` (its position counts context windows)',
+  tokens: '`batchTokens` (its position counts the picks of token-budget batches, which reorder the picks)',
+  fixed: 'no `pack` nor `batchTokens` (its position counts picks of the order)',
+};
+const HAS: Record<BatchKind, string> = { pack: '`pack`', tokens: '`batchTokens`', fixed: 'neither `pack` nor `batchTokens`' };
+
+/**
+ * NOTE [resume batches] A position means something only to the kind of batches that wrote it:
+ * windows with `pack`, picks of the token-budget list with `batchTokens`, picks of the order without
+ * either. A resume mid-epoch by a planner of another kind is refused with ERR_RESUME_MISMATCH naming
+ * the option (read as its own unit, the position would repeat some documents and skip others); then
+ * each planner checks the settings that cut its batches. At an epoch's start (position 0) nothing
+ * was cut yet, so any batches may follow.
+ */
+function checkKind(saved: ResumePoint, now: PlannedWith): boolean {
+  if (saved.position === 0) return false;
+  const was = kindOf(saved);
+  const is = kindOf(now);
+  if (was !== is) {
+    const knob = was === 'fixed' ? HAS[is] : HAS[was];
+    throw resumeMismatchError(
+      `\`resume\`: the state was saved mid-epoch with ${SAVED[was]}, but this loader has ${HAS[is]}; other batches would read its position otherwise, repeating some samples and skipping others. Create the loader ${was === 'fixed' ? `without ${knob}` : `with the same ${knob}`}, or resume from an epoch's start`,
+    );
+  }
+  return true;
 }
 
 interface Common {
@@ -63,6 +106,10 @@ export class FixedPlanner implements BatchPlanner {
 
   batches(_epoch: number, position: number): number {
     return countBatches(sharePicks(this.picks, this.#spec(position)), this.common.batchSize, this.dropLast);
+  }
+
+  checkResume(saved: ResumePoint): void {
+    checkKind(saved, this.state);
   }
 }
 
@@ -110,9 +157,10 @@ export class TokenPlanner implements BatchPlanner {
   }
 
   /** Refuse a resume mid-epoch whose cut differs from the saved one's (its position would mean other batches). */
-  static checkResume(saved: unknown, position: number, now: TokenSettings): void {
-    if (position === 0) return;
-    const s = (saved ?? {}) as Partial<TokenSettings>;
+  checkResume(saved: ResumePoint): void {
+    if (!checkKind(saved, this.state)) return;
+    const s = saved.tokens as Partial<TokenSettings>;
+    const now = this.settings;
     for (const key of ['batchTokens', 'bucketWindow', 'batchSize'] as const) {
       if (s[key] !== now[key]) {
         throw resumeMismatchError(
@@ -129,8 +177,9 @@ export class TokenPlanner implements BatchPlanner {
  * window, not the pick: 'concat' splits documents across windows, so no count of picks names a
  * cut. A position is windows consumed by all ranks together; ranks take global batches in turn as
  * token-budget batches do (shard-batches.ts), so a resume with another world size or batch size
- * re-partitions the rest exactly. A resume mid-epoch must keep the settings that cut the windows
- * (`loader.state().pack`).
+ * re-partitions the rest exactly. With shards 'pad', the last step's missing batches wrap around to
+ * the epoch's first batches (windows from 0), wherever the segment started. A resume mid-epoch must
+ * keep the settings that cut the windows (`loader.state().pack`).
  */
 export class PackPlanner implements BatchPlanner {
   readonly state: { readonly pack: PackSettings };
@@ -146,6 +195,10 @@ export class PackPlanner implements BatchPlanner {
   ) {
     this.state = { pack: settings };
     this.maxRows = common.batchSize * maxDocsPerWindow(lengths, settings);
+    // As flodl refuses an empty dataset at build: an epoch of no window would train on nothing.
+    if (lengths.every((n) => n === 0)) {
+      throw emptyDatasetError(`\`pack\`: all ${lengths.length} documents have 0 tokens, so no context window can be packed. Check the source's documents (or the \`lengths\` given), or drop \`pack\``);
+    }
     if (settings.mode === 'best-fit' && !settings.truncate) {
       // Found at create, not at the epoch that would meet the document.
       const long = lengths.findIndex((n) => n > settings.contextLength);
@@ -170,9 +223,12 @@ export class PackPlanner implements BatchPlanner {
     const bounds = new Uint32Array(m + 1);
     const windowStart = new Uint32Array(m);
     const windowCount = new Uint32Array(m);
+    const epochBatches = Math.ceil(nw / B);
     for (let s = 0; s < m; s++) {
-      const g = (s * world.worldSize + world.rank) % total;
-      const w0 = first + g * B;
+      // The rest's batches, then (shards 'pad') the epoch's own from its first window — not the
+      // rest's first again, so a resumed rank pads with what the uninterrupted run pads with.
+      const g = s * world.worldSize + world.rank;
+      const w0 = g < total ? first + g * B : ((g - total) % epochBatches) * B;
       const count = Math.min(B, nw - w0);
       windowStart[s] = w0;
       windowCount[s] = count;
@@ -192,9 +248,10 @@ export class PackPlanner implements BatchPlanner {
   }
 
   /** Refuse a resume mid-epoch whose windows differ from the saved one's. */
-  static checkResume(saved: unknown, position: number, now: PackSettings): void {
-    if (position === 0) return;
-    const s = (saved ?? {}) as Partial<PackSettings>;
+  checkResume(saved: ResumePoint): void {
+    if (!checkKind(saved, this.state)) return;
+    const s = saved.pack as Partial<PackSettings>;
+    const now = this.settings;
     for (const key of ['contextLength', 'mode', 'window', 'truncate'] as const) {
       if (s[key] !== now[key]) {
         throw resumeMismatchError(
@@ -232,14 +289,14 @@ export function maxDocsPerWindow(lengths: Uint32Array, s: PackSettings): number 
 
 /**
  * The order positions a batch of windows reads, each once, in first-appearance order — the rows of
- * the batch. Empty pieces (zero-length documents) read nothing.
+ * the batch (at least one: a window holds at least one token, pack-plan.ts).
  */
 export function batchPositions(plan: PackPlan, firstWindow: number, count: number): number[] {
   const seen = new Set<number>();
   const out: number[] = [];
   for (let i = plan.windows[firstWindow]!; i < plan.windows[firstWindow + count]!; i++) {
     const piece = plan.pieces[i]!;
-    if (piece.length === 0 || seen.has(piece.pick)) continue;
+    if (seen.has(piece.pick)) continue;
     seen.add(piece.pick);
     out.push(piece.pick);
   }

@@ -10,8 +10,8 @@ import { isDeviceOutOfMemory } from '../device/backend.js';
 import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore } from '../device/device.js';
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
-import { canLoadLengths, hasLengths, hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
+import { hasRaggedFields } from '../dataset/capabilities.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
@@ -32,7 +32,7 @@ import { PooledAssembler } from './assemble/pooled.js';
 import { StagedAssembler } from './assemble/staged.js';
 import { DecodeAssembler } from './assemble/decode/decode.js';
 import { type EncodedImages, encodedImagesOf } from '../dataset/formats/images/encoded-images.js';
-import { type Probe, canFitResident, pinSourceFits } from '../base/budget.js';
+import { type Probe, canFitResident, pinSourceFits, reserveFits } from '../base/budget.js';
 import type { DeliveryConfig } from './delivery.js';
 import { type Fetcher, MainThreadFetcher } from '../reader/fetcher.js';
 import { Governor } from './governor.js';
@@ -41,8 +41,9 @@ import { StreamingParts } from './streaming-parts.js';
 import { type BatchPlanner, FixedPlanner, PackPlanner, TokenPlanner } from './batch-planner.js';
 import { planRagged, raggedDelivery } from './ragged-batch.js';
 import type { CollateSpec } from '../collate/collate.js';
-import { mixSampler, mixtureOf } from '../dataset/mix-source.js';
+import { type MixSource, checkMixParts, mixSampler, mixtureOf } from '../dataset/mix-source.js';
 import { resolveLengths } from '../sampler/token-batches.js';
+import { FieldLengths } from './field-lengths.js';
 import { warn } from '../base/warnings.js';
 
 export interface Built {
@@ -62,6 +63,19 @@ export interface Built {
   readonly residentBuildMs: number;
 }
 
+/**
+ * Refuse an activation reserve larger than the device's memory (`knob` names the option or method).
+ * A device without a memory probe (the CPU) has no reserve to check: it ignores the option.
+ */
+export function checkActivationReserve(knob: string, bytes: number, device: Device): void {
+  const info = device.probesMemory ? device.memInfo() : undefined;
+  if (info === undefined || reserveFits(bytes, info)) return;
+  throw invalidOption(
+    knob, `a byte count ≤ the memory of ${device.name} (${info.total} bytes, ${Math.max(info.total - info.used, 0)} free)`, bytes,
+    "It is the memory a training step needs beyond what the device already uses: declare that, or leave it out",
+  );
+}
+
 /** Open, probe and build; on failure everything opened here is closed again (the device is the caller's). */
 export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device): Promise<Built> {
   let ds: AnyDataset | undefined;
@@ -74,6 +88,7 @@ export async function buildLoader(dataset: AnyDataset | SourceSpec, opts: Resolv
 }
 
 async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions, device: Device, opened: (ds: AnyDataset) => void): Promise<Built> {
+  if (opts.activationReserve !== undefined) checkActivationReserve('activationReserve', opts.activationReserve, device);
   const probeContext = { signal: new AbortController().signal };
   // Only a loader that starts reader workers asks for the spec: in-memory columns copy themselves
   // into shared memory when it is made.
@@ -105,18 +120,18 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     throw invalidOption('mode', "'streaming' or 'auto' with decode: 'gpu'", opts.mode, "GPU decoding assembles each batch from the files: drop mode, or pass decode: 'cpu'");
   }
   const names = Object.freeze(opts.names ?? schema.keys ?? Array.from({ length: count }, (_, i) => String(i)));
+  // A mixture's parts must agree on their fields before any batch draws from them; a ragged field —
+  // declared by the dataset, or named by `collate` or `pack.field` — only in its trailing shape.
+  const mixture = mixtureOf(ds);
+  if (mixture !== undefined) {
+    const ragged = new Set<string>([...(hasRaggedFields(ds) ? ds.ragged : []), ...Object.keys(opts.collate ?? {}), ...(opts.pack?.field !== undefined ? [opts.pack.field] : [])]);
+    await checkMixParts(ds as MixSource, schema, probeContext, (field) => ragged.has(names[field]!));
+  }
   // NOTE [ragged rows] (schema.ts): ragged fields become fixed-capacity rows plus hidden lengths.
   // A source that learns its lengths by reading (tokenized text) computes them once, only when asked.
-  const unbounded = unboundedCollate(ds, opts.collate);
-  let lengthTable = opts.pack !== undefined || opts.tokens !== undefined || unbounded !== undefined ? await loadLengths(opts, ds, names, unbounded) : undefined;
-  const lengthsOf = () => (lengthTable ??= sampleLengths(opts, ds, length));
-  const ragged = planRagged(ds, names, opts.collate, opts.pack, () => {
-    try {
-      return lengthsOf();
-    } catch {
-      return undefined;
-    }
-  });
+  // NOTE [per-field lengths] (field-lengths.ts): each ragged field's capacity from its own lengths.
+  const lengths = await FieldLengths.load(ds, names, opts, length);
+  const ragged = planRagged(ds, names, opts.collate, opts.pack, lengths, (field) => schema.fields[names.indexOf(field)]?.dtype);
   if (ragged.plans.size > 0) {
     checkRaggedDataset(ds, opts, device, ragged.specs);
     schema = raggedSchema(schema, names, ragged.plans, length);
@@ -124,7 +139,6 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const picks = length * opts.augment;
   if (picks > 2 ** 32 - 2) throw invalidOption('augment', `small enough that dataset length × augment stays below 2^32 − 1 (${length} × ${opts.augment} = ${picks})`, opts.augment);
   // A mixture orders its own picks (NOTE [Mixture order], sampler/mix-sampler.ts).
-  const mixture = mixtureOf(ds);
   if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
@@ -135,7 +149,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
       : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
-  const planner = batchPlanner(opts, ds, length, sampler, resume, lengthsOf, lengthTable);
+  const planner = batchPlanner(opts, length, sampler, resume, lengths);
   const delivery: DeliveryConfig = {
     names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
     probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
@@ -311,45 +325,6 @@ function checkKeyed(ds: AnyDataset, opts: ResolvedOptions): void {
   if (opts.diskStage !== undefined) throw invalidOption('diskStage', 'left out for a dataset with decode-time views (keyed reads)', opts.diskStage, 'The disk stage would freeze one view of each sample; drop diskStage, or drop the source\'s view');
 }
 
-/** Each sample's token count for packing or capacities: the `lengths` option, else the dataset's. */
-function sampleLengths(opts: ResolvedOptions, ds: AnyDataset, length: number): Uint32Array {
-  return resolveLengths(opts.tokens?.lengths ?? opts.lengths, declaredLengths(ds), length, Number.MAX_SAFE_INTEGER);
-}
-
-/**
- * The lengths a source computes when asked (`loadLengths(field)`: tokenized text, whose lengths are
- * only known by tokenizing), for packing or token budgets; undefined when the option gives them or
- * the source declares `lengths` (read synchronously later).
- */
-async function loadLengths(opts: ResolvedOptions, ds: AnyDataset, names: readonly string[], asked?: string): Promise<Uint32Array | undefined> {
-  if ((opts.tokens?.lengths ?? opts.lengths) !== undefined) return undefined;
-  if (hasLengths(ds) || !canLoadLengths(ds)) return undefined;
-  const ragged = hasRaggedFields(ds) ? ds.ragged : [];
-  const field = opts.pack?.field ?? asked ?? (ragged.length === 1 ? ragged[0] : undefined) ?? names[0];
-  try {
-    return await ds.loadLengths(field);
-  } catch (cause) {
-    throw wrapDatasetError(`computing the documents' lengths (for ${opts.pack !== undefined ? 'pack' : 'batchTokens'}) failed`, cause);
-  }
-}
-
-/**
- * The first collated field with no capacity from the option (`maxLength`, a fixed pad `to`) nor the
- * source (`raggedMax`): its capacity is then the longest of the lengths, which a source that
- * computes them (`loadLengths`) is asked for.
- */
-function unboundedCollate(ds: AnyDataset, collate: Record<string, unknown> | undefined): string | undefined {
-  if (collate === undefined) return undefined;
-  const max: Readonly<Record<string, unknown>> = hasRaggedMax(ds) ? ds.raggedMax : {};
-  for (const [field, raw] of Object.entries(collate)) {
-    if (typeof raw === 'function' || typeof max[field] === 'number') continue;
-    const body = raw !== null && typeof raw === 'object' ? (Object.values(raw as object)[0] as Record<string, unknown> | undefined) : undefined;
-    if (body !== undefined && (typeof body.maxLength === 'number' || typeof body.to === 'number')) continue;
-    return field;
-  }
-  return undefined;
-}
-
 /** Ragged fields need a per-sample dataset whose rows are a pure function of the index. */
 function checkRaggedDataset(ds: AnyDataset, opts: ResolvedOptions, device: Device, specs: ReadonlyMap<string, CollateSpec>): void {
   if (hasColumns(ds) || !SourceReader.isPerSample(ds)) {
@@ -383,26 +358,25 @@ function wrapDatasetError(what: string, cause: unknown): LoaderError {
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */
-function batchPlanner(opts: ResolvedOptions, ds: AnyDataset, length: number, sampler: Sampler, resume: LoaderState | undefined, lengthsOf: () => Uint32Array, loaded: Uint32Array | undefined): BatchPlanner {
+function batchPlanner(opts: ResolvedOptions, length: number, sampler: Sampler, resume: LoaderState | undefined, lengths: FieldLengths): BatchPlanner {
+  const planner = plannerFor(opts, length, sampler, lengths);
+  // NOTE [resume batches] (batch-planner.ts): a position means something only to the batches that wrote it.
+  if (resume !== undefined) planner.checkResume(resume);
+  return planner;
+}
+
+function plannerFor(opts: ResolvedOptions, length: number, sampler: Sampler, lengths: FieldLengths): BatchPlanner {
   const common = { world: opts.world, shards: opts.shards, augment: opts.augment, batchSize: opts.batchSize };
+  const orderOf = (e: number) => sampler.indices(e) as Uint32Array;
   if (opts.pack !== undefined) {
     const { field: _field, ...settings } = opts.pack;
-    const planner = new PackPlanner(common, settings, lengthsOf(), (e) => sampler.indices(e) as Uint32Array);
-    if (resume !== undefined) PackPlanner.checkResume(resume.pack, resume.position, settings);
-    return planner;
+    return new PackPlanner(common, settings, lengths.plan(), orderOf);
   }
   const t = opts.tokens;
   if (t === undefined) return new FixedPlanner(common, opts.dropLast, sampler.length);
   const budget = {
     batchTokens: t.batchTokens, maxRows: opts.batchSize, window: t.bucketWindow, seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment,
-    lengths: resolveLengths(t.lengths ?? loaded, declaredLengths(ds), length, t.batchTokens),
+    lengths: resolveLengths(lengths.plan(), undefined, length, t.batchTokens),
   };
-  const planner = new TokenPlanner(common, budget, (e) => sampler.indices(e) as Uint32Array);
-  if (resume !== undefined) TokenPlanner.checkResume(resume.tokens, resume.position, planner.settings);
-  return planner;
-}
-
-/** The lengths a dataset declares (DeclaresLengths), unchecked: resolveLengths checks them. */
-function declaredLengths(ds: unknown): unknown {
-  return hasLengths(ds) ? ds.lengths : undefined;
+  return new TokenPlanner(common, budget, orderOf);
 }

@@ -9,7 +9,7 @@ import { invalidOption, show, transformOutputError } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import { hasRaggedFields, hasRaggedMax } from '../dataset/capabilities.js';
 import type { RaggedField, RaggedPlan, Schema } from '../dataset/schema.js';
-import { type CollateSpec, type RaggedRow, collateField, parseCollate } from '../collate/collate.js';
+import { type CollateSpec, type RaggedRow, checkPadValue, collateField, parseCollate } from '../collate/collate.js';
 import { type PackPlan, type PackSettings, packBatch } from '../sampler/pack-plan.js';
 import { Tensor, trustedTensor } from '../tensor/tensor.js';
 import type { AnyTensor, DeviceTensor } from '../device/device-tensor.js';
@@ -17,6 +17,7 @@ import { collatePieces, fillBitsOf, windowPieces } from '../collate/pieces.js';
 import type { EpochPlan, Packing } from './epoch-plan.js';
 import type { EpochStats } from './stats.js';
 import { batchPositions } from './batch-planner.js';
+import type { FieldLengths } from './field-lengths.js';
 import { type DType, type Storage, inferDType } from '../tensor/dtype.js';
 
 /** How each visible field of a batch is delivered. */
@@ -56,9 +57,13 @@ export interface RaggedSetup {
 /**
  * Which fields are ragged (declared by the dataset's `ragged`, or named by `collate` / `pack.field`)
  * and each one's capacity: the collate's fixed length or `maxLength`, else the source's
- * `raggedMax`, else the longest of the dataset's `lengths`; none of them → a typed error at create.
+ * `raggedMax`, else the longest of the field's own `lengths(field)` (NOTE [per-field lengths],
+ * field-lengths.ts); none of them → a typed error at create.
  */
-export function planRagged(ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined, lengths: () => Uint32Array | undefined): RaggedSetup {
+export function planRagged(
+  ds: AnyDataset, names: readonly string[], collate: Record<string, unknown> | undefined, pack: (PackSettings & { field: string | undefined }) | undefined,
+  lengths: FieldLengths, fieldDtype: (field: string) => DType | undefined,
+): RaggedSetup {
   const declared = hasRaggedFields(ds) ? ds.ragged.filter((n) => typeof n === 'string') : [];
   const raggedMax: Readonly<Record<string, number>> = hasRaggedMax(ds) ? ds.raggedMax : {};
   const plans = new Map<string, RaggedPlan>();
@@ -73,14 +78,13 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
     if (names.length > 1) {
       throw invalidOption('pack', `a dataset with only the field ${show(field)}`, `fields ${names.map((n) => show(n)).join(', ')}`, 'A context window mixes documents, so per-document fields cannot follow them: select only the token field in the source');
     }
-    // best-fit never splits a document: a row holds at most a window; concat splits documents, so a row holds a whole one.
-    let capacity = pack.contextLength;
-    if (pack.mode === 'concat') {
-      const all = lengths();
-      capacity = all === undefined || all.length === 0 ? 0 : all.reduce((m, v) => Math.max(m, v), 0);
-      capacity = Math.max(capacity, 1);
-    }
-    plans.set(field, { capacity, truncate: pack.mode === 'best-fit' && pack.truncate });
+    // A row holds a whole document, the longest at most; best-fit never splits a document, so a row
+    // holds at most a window too (a longer one is truncated to it, or refused at create).
+    // Each read is checked against the length the windows were planned with (never cut to it).
+    const planned = lengths.plan();
+    const longest = planned.reduce((m, v) => Math.max(m, v), 0);
+    const capacity = Math.max(1, pack.mode === 'concat' ? longest : Math.min(longest, pack.contextLength));
+    plans.set(field, { capacity, truncate: pack.mode === 'best-fit' && pack.truncate, planned: { lengths: planned, by: lengths.by } });
     return { plans, specs: new Map(), packField: field };
   }
   const named = Object.keys(collate ?? {}).filter((n) => names.includes(n));
@@ -88,9 +92,11 @@ export function planRagged(ds: AnyDataset, names: readonly string[], collate: Re
   if (ragged.length === 0 && collate === undefined) return { plans, specs: new Map(), packField: undefined };
   const specs = parseCollate(collate, ragged, raggedMax);
   for (const [field, spec] of specs) {
+    const dtype = fieldDtype(field);
+    if (spec.kind === 'pad' && dtype !== undefined) checkPadValue(field, spec.value, dtype);
     let capacity = spec.kind === 'function' ? raggedMax[field] : spec.maxLength;
     if (capacity === undefined) {
-      const all = lengths();
+      const all = lengths.of(field);
       if (all !== undefined && all.length > 0) capacity = Math.max(1, all.reduce((m, v) => Math.max(m, v), 0));
     }
     if (capacity === undefined) {

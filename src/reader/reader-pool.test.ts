@@ -10,6 +10,7 @@ import { ArraySource } from '../dataset/arrays-source.js';
 import { SourceReader } from '../dataset/source-reader.js';
 import { specOf } from '../dataset/source-spec.js';
 import { ReaderPool } from './reader-pool.js';
+import { HANG_MS, within } from '../../test/fixtures.js';
 
 const N = 40;
 
@@ -35,6 +36,21 @@ describe('ReaderPool', () => {
         s.done?.();
       });
       assert.ok(p.slots >= 1 && p.slots <= 3, `one slot per concurrent read at most (${p.slots})`);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('settles a read of no rows at once with empty fields (no chunk is posted, so no worker would answer)', async () => {
+    const p = await pool(1);
+    try {
+      // NOTE: waits for the empty read's promise, at most HANG_MS (it never settled before).
+      const staged = await within(HANG_MS, 'a read of no rows', p.fetch(new Uint32Array(0), new AbortController().signal, 1));
+      assert.deepEqual(staged.tensors.map((t) => t.shape), [[0]]);
+      staged.done?.();
+      const next = await p.fetch(Uint32Array.of(5), new AbortController().signal, 1);
+      assert.deepEqual(Array.from(next.tensors[0]!.data as Int32Array), [5]);
+      next.done?.();
     } finally {
       await p.close();
     }

@@ -25,6 +25,7 @@ import type { StagedBatch } from '../dataset/source-reader.js';
 import type { SourceSpec } from '../dataset/source-spec.js';
 import { LoaderError, describeCause, formatIds, invalidOptionError, loaderClosedError, revivedError, workerDiedError, workerStartError } from '../errors.js';
 import { trustedTensor } from '../tensor/tensor.js';
+import { allocStorage } from '../tensor/dtype.js';
 import type { PickKeys } from '../sampler/pick-key.js';
 import type { Fetcher } from './fetcher.js';
 import type { FromWorker, ReaderInit, ToWorker, WireError } from './reader-worker.js';
@@ -136,7 +137,10 @@ export class ReaderPool implements Fetcher {
    * cancelled read's slot comes back only once its worker lets go of the chunk, which on a loaded
    * machine can be after the next epoch has started; a fetch that finds no free slot with the ring
    * at its bound waits for one instead of allocating another, so abandoning epoch after epoch never
-   * grows staging memory.
+   * grows staging memory. The wait is for a slot's chunks to settle (a worker answers every chunk, or
+   * dies and is settled for it) and for the device to stop reading it (`done`, called once its copy
+   * is done without waiting for another upload: NOTE [Follow-ups run without a next call],
+   * stream-memory.ts); each happens in finite time, so the wait ends.
    */
   set ringLimit(slots: number) {
     this.#limit = Math.max(1, slots);
@@ -168,6 +172,8 @@ export class ReaderPool implements Fetcher {
     // Only a keyed dataset's reads carry keys (NOTE [keyed reads]): the rest pay nothing for them.
     const keyed = this.#opts.keyed === true ? keys : undefined;
     if (signal.aborted) return Promise.reject(signal.reason);
+    // No row to read: no chunk would be posted, so no answer would ever settle the job.
+    if (sampleIds.length === 0) return Promise.resolve({ tensors: this.#opts.schema.fields.map((f) => trustedTensor(f.dtype, allocStorage(f.dtype, 0), [0, ...f.shape])), owned: false });
     return new Promise<StagedBatch>((resolve, reject) => {
       const slot = this.#acquireSlot();
       const job: Job = { id: this.#nextJob++, slot, ids: sampleIds, open: 0, finished: false, resolve, reject };

@@ -3,7 +3,9 @@
 // of context windows of `contextLength` token slots, each holding pieces of documents.
 // The rule: the plan is a pure function of (order, lengths, settings) — the order is itself a pure
 // function of (seed, epoch) — so every rank and every resume sees the same windows, and every pick
-// of the order is placed exactly once:
+// of the order with a token is placed exactly once. An empty document has nothing to place: it gets
+// no piece, so every window holds at least one token and every batch reads at least one row (a
+// window of empty pieces would be a batch of no row, which a reader never answers):
 //   'best-fit': the order is cut into groups of `window` picks; each group's documents, longest
 //               first (ties: order position), go into the fullest open context window they fit
 //               (best-fit decreasing). A document is never split; one longer than contextLength is
@@ -23,7 +25,7 @@ export interface PackSettings {
   readonly truncate: boolean;
 }
 
-/** One piece of a document in a context window: pick index `pick` of the order, tokens [start, start + length). */
+/** One piece of a document in a context window: pick index `pick` of the order, tokens [start, start + length); length ≥ 1. */
 export interface Piece {
   readonly pick: number;
   readonly start: number;
@@ -38,15 +40,32 @@ export interface PackPlan {
   readonly slots: number;
 }
 
-export function parsePack(option: unknown): PackSettings | undefined {
+/**
+ * The most token positions one packed batch (batchSize windows of contextLength) may have: piece
+ * tables address output positions as int32 (collate/pieces.ts), and each output is one typed array.
+ */
+export const MAX_PACKED_POSITIONS = 2 ** 31 - 1;
+
+/** `pack` as given; `batchSize` (windows per batch) bounds contextLength, checked here at create. */
+export function parsePack(option: unknown, batchSize = 1): PackSettings | undefined {
   if (option === undefined) return undefined;
   if (option === null || typeof option !== 'object' || Array.isArray(option)) throw invalidOption('pack', 'an object { contextLength, mode?, window?, truncate? }', option);
   const o = option as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!['contextLength', 'mode', 'window', 'truncate'].includes(k)) throw invalidOption(`pack.${k}`, 'one of contextLength, mode, window, truncate', k);
   const c = o.contextLength;
   if (typeof c !== 'number' || !Number.isInteger(c) || c < 1) throw invalidOption('pack.contextLength', 'a positive integer (tokens per context window)', c);
+  const bound = Math.floor(MAX_PACKED_POSITIONS / batchSize);
+  if (c > bound) {
+    throw invalidOption('pack.contextLength', `at most ${bound} (a batch of batchSize ${batchSize} windows holds at most 2^31 − 1 token positions)`, c, 'Lower contextLength or batchSize');
+  }
   const mode = o.mode ?? 'best-fit';
   if (mode !== 'best-fit' && mode !== 'concat') throw invalidOption('pack.mode', "'best-fit' or 'concat'", mode);
+  if (mode === 'concat') {
+    // Best-fit's settings: concat neither groups documents nor truncates one (it splits it across windows).
+    for (const [k, what] of [['window', 'groups documents for best-fit'], ['truncate', 'cuts a document longer than a window in best-fit; concat splits it across windows instead']] as const) {
+      if (o[k] !== undefined) throw invalidOption(`pack.${k}`, "left out with mode 'concat'", o[k], `\`${k}\` ${what}: drop it, or use mode 'best-fit'`);
+    }
+  }
   const window = o.window ?? 1024;
   if (typeof window !== 'number' || !Number.isInteger(window) || window < 1) throw invalidOption('pack.window', 'a positive integer (documents per best-fit group)', window);
   const truncate = o.truncate ?? false;
@@ -74,8 +93,7 @@ export function packPlan(order: Uint32Array, lengthOf: (sample: number) => numbe
     let fill = 0;
     for (let p = 0; p < order.length; p++) {
       const n = len(p);
-      let start = 0;
-      while (start < n || (n === 0 && start === 0)) {
+      for (let start = 0; start < n; ) {
         const take = Math.min(n - start, C - fill);
         pieces.push({ pick: p, start, length: take });
         fill += take;
@@ -85,18 +103,19 @@ export function packPlan(order: Uint32Array, lengthOf: (sample: number) => numbe
           windows.push(pieces.length);
           fill = 0;
         }
-        if (n === 0) break;
       }
     }
-    if (pieces.length > windows[windows.length - 1]!) windows.push(pieces.length);
+    if (fill > 0) windows.push(pieces.length);
   } else {
     for (let g = 0; g < order.length; g += s.window) {
       const end = Math.min(order.length, g + s.window);
       const idx: number[] = [];
       const lens = new Map<number, number>();
       for (let p = g; p < end; p++) {
+        const n = len(p);
+        if (n === 0) continue;
         idx.push(p);
-        lens.set(p, len(p));
+        lens.set(p, n);
       }
       idx.sort((a, b) => lens.get(b)! - lens.get(a)! || a - b);
       const bins: { free: number; items: number[] }[] = [];

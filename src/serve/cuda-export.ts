@@ -127,9 +127,9 @@ export class CudaExport {
     this.#client.set(id, driver().ipcOpenEventHandle(Uint8Array.from(Buffer.from(handle, 'hex'))));
   }
 
-  /** Every batch came back (or the client left): no event guards anything. */
-  settleAll(): void {
-    for (const r of this.#ready) r.busy = false;
+  /** Every batch came back but those whose ready events are `kept` (or the client left): no other event guards anything. */
+  settleAll(kept: readonly number[] = []): void {
+    for (let id = 0; id < this.#ready.length; id++) if (!kept.includes(id)) this.#ready[id]!.busy = false;
   }
 
   close(): void {

@@ -13,7 +13,8 @@
 //                                      `ids: true` appends each batch's sample ids (and picks) to its frame;
 //                                      `gather: true` offers to gather batches itself (NOTE [Client gather],
 //                                      session.ts): `opened.gather` says whether the loader took the offer
-//   {op:'epoch', epoch}                stream that epoch's batches
+//   {op:'epoch', epoch, keep?}         stream that epoch's batches; every batch the client holds is taken
+//                                      back first but the seqs in `keep` (NOTE [Serve leases], session.ts)
 //   R <event|-> <seq> [<seq> ...]\n    (a text line) those batches may be recycled; on CUDA after the
 //                                      client's IPC event `event`, recorded once after all of them
 //   {op:'release', seq, event?}        the same for one batch (protocol 1's form, still accepted)
@@ -23,7 +24,7 @@
 //   {op:'state', epoch, taken}         (client gather) loader.state() once the client took `taken` batches of `epoch`
 //   {op:'state', seq?}                 loader.state() right after batch `seq` was taken (the client's
 //                                      consumed point; kept for the last slots + 2 batches), or now
-//   {op:'stop'} {op:'close'}
+//   {op:'stop', keep?} {op:'close'}   `keep` as in `epoch`
 // Server → client
 //   {op:'opened', protocol, names, length, numBatches, batchSize, device, world, state, slots, gather?}
 //                                      gather: {rows, fields:[{name, dtype, shape (a row's), mem|-, offset, bytes}],
@@ -45,7 +46,8 @@
 //     u8 0x01 | u8 flags (1: ids follow, 2: picks follow) | u16 ready event (0xffff: none) |
 //     u32 seq | u32 epoch | u32 index | u32 rows | u32 layout | u32 slot | [rows × u32 ids] [rows × u32 picks]
 //   {op:'end', epoch, batches}  {op:'stopped'}  {op:'state', state, seq?}  {op:'closed', error?}
-//   {op:'error', code, message, epoch?, batch?, ids?, request?}   `request`: the op it answers, if any
+//   {op:'error', code, message, epoch?, batch?, ids?, request?}   `request`: the op it answers, if any;
+//                                      code ERR_SERVE_STOPPED: the server is stopping, the socket closes next
 //
 // NOTE [Lean frames]
 // A frame starts with 0x01 and a JSON line with '{', so the client tells them apart by one byte.
@@ -60,7 +62,10 @@
 
 import type { Socket } from 'node:net';
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
+
+/** How long `LineChannel.close` waits for what it sent to be written before it closes regardless. */
+const CLOSE_FLUSH_MS = 2000;
 
 /** The first byte of a batch frame. */
 export const FRAME_TAG = 0x01;
@@ -241,6 +246,18 @@ export class LineChannel {
   end(): void {
     this.flush();
     if (!this.#socket.destroyed) this.#socket.end();
+  }
+
+  /**
+   * Flush what was sent, then close both ways once it is written, whatever the peer does. A peer
+   * that reads nothing (its socket buffer full) is cut off after CLOSE_FLUSH_MS, its last words lost.
+   */
+  close(): void {
+    this.flush();
+    const socket = this.#socket;
+    if (socket.destroyed) return;
+    socket.end(() => socket.destroy());
+    setTimeout(() => socket.destroy(), CLOSE_FLUSH_MS).unref();
   }
 
   destroy(): void {

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Session, type SessionConfig } from './session.js';
+import { describeCause, serveStopped } from '../errors.js';
 
 export interface ServeOptions extends Omit<SessionConfig, 'log'> {
   /** Socket path; default a fresh one under the temp folder. */
@@ -22,7 +23,11 @@ export interface ServeOptions extends Omit<SessionConfig, 'log'> {
   readonly announce?: (line: string) => void;
 }
 
-/** Serve until `signal` aborts (or, with `once`, until the first client leaves). */
+/**
+ * Serve until `signal` aborts (or, with `once`, until the first client leaves). An abort tells every
+ * connected client why (ERR_SERVE_STOPPED, the abort's reason) and disconnects it: a stopped server
+ * exits with clients connected, and each of them raises at its next batch.
+ */
 export async function serve(o: ServeOptions, signal?: AbortSignal): Promise<void> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const path = o.socket ?? join(tmpdir(), `stoker-${process.pid}-${randomBytes(4).toString('hex')}.sock`);
@@ -66,9 +71,13 @@ export async function serve(o: ServeOptions, signal?: AbortSignal): Promise<void
     signal?.removeEventListener('abort', onAbort);
     process.stdin.off('end', onStdinEnd).off('error', onStdinEnd);
     if (o.once && !process.stdin.isTTY) process.stdin.pause();
-    await new Promise<void>((r) => server.close(() => r()));
-    for (const s of sessions) s.drop();
+    // `close` stops new connections at once but calls back only once every open one has ended: the
+    // clients are let go first, or a stopped server would wait for them to leave of their own accord.
+    const closed = new Promise<void>((r) => server.close(() => r()));
+    const why = signal?.aborted === true ? serveStopped(typeof signal.reason === 'string' ? signal.reason : describeCause(signal.reason)) : undefined;
+    for (const s of sessions) s.drop(why);
     await Promise.all([...sessions].map((s) => s.done));
+    await closed;
     removeStaleSocket(path);
   }
 }

@@ -10,6 +10,9 @@
 // comes back with the client's release. CUDA: the batch itself is held (`retain()`) until the
 // client's release, whose interprocess event the loader's stream waits on first, so the loader's
 // own release event (and the reuse of the memory) comes after the client's last kernel on it.
+// `epoch` and `stop` take back every batch the client holds but those it names in `keep`: batches
+// its loop still holds (NOTE [Kept batches], python/stoker/torch.py), which stay leased, across
+// epochs too, until a release line names them or the client leaves.
 //
 // NOTE [Client gather]
 // A resident loader whose batches are just its rows (pipeline/client-gather.ts) need not hand over
@@ -100,9 +103,17 @@ export class Session {
     this.#channel = new LineChannel(socket, (m) => this.#receive(m), (why) => void this.#end(why));
   }
 
-  /** Disconnect the client (the server is shutting down); `done` settles once its loader closed. */
-  drop(): void {
-    this.#channel.destroy();
+  /**
+   * Disconnect the client (the server is shutting down); `done` settles once its loader closed.
+   * With `why`, the client is told first (an `error` it raises at its next batch), then the socket closes.
+   */
+  drop(why?: LoaderError): void {
+    if (why === undefined) {
+      this.#channel.destroy();
+      return;
+    }
+    this.#sendError(why);
+    this.#channel.close();
   }
 
   #receive(m: Message): void {
@@ -123,7 +134,7 @@ export class Session {
       case 'epoch': {
         const loader = this.#needLoader();
         if (this.#gather !== undefined) return this.#plan(m.epoch);
-        await this.#stop();
+        await this.#stop(keepOf(m));
         const abort = new AbortController();
         this.#run = { abort, finished: this.#pump(loader, m.epoch as number, abort.signal) };
         return;
@@ -139,7 +150,7 @@ export class Session {
         return this.#channel.send({ op: 'state', state, seq: m.seq });
       }
       case 'stop':
-        await this.#stop();
+        await this.#stop(keepOf(m));
         return this.#channel.send({ op: 'stopped' });
       case 'close':
         try {
@@ -392,12 +403,12 @@ export class Session {
     for (const f of w) f();
   }
 
-  #releaseHeld(): void {
-    this.#release([...this.#held.keys()], undefined);
+  #releaseHeld(keep: ReadonlySet<number>): void {
+    this.#release([...this.#held.keys()].filter((seq) => !keep.has(seq)), undefined);
   }
 
-  /** End the epoch being streamed and take back every batch the client holds. */
-  async #stop(): Promise<void> {
+  /** End the epoch being streamed and take back every batch the client holds but those in `keep` (NOTE [Serve leases]). */
+  async #stop(keep: ReadonlySet<number> = NONE): Promise<void> {
     const run = this.#run;
     this.#run = undefined;
     if (run !== undefined) {
@@ -405,13 +416,15 @@ export class Session {
       // Take the client's batches back before waiting for the pump: on CUDA they are the loader's
       // device memory, which the pump's in-flight batch may be waiting for (the client synchronized
       // its stream before asking to stop, or is gone).
-      this.#releaseHeld();
+      this.#releaseHeld(keep);
       this.#wake();
       await run.finished;
     }
-    this.#releaseHeld();
-    this.#ring?.releaseAll();
-    this.#export?.settleAll();
+    this.#releaseHeld(keep);
+    // What is still held now is what the client keeps: every other slot and ready event is free.
+    const kept = [...this.#held.values()];
+    this.#ring?.reclaim(kept);
+    this.#export?.settleAll(kept.flatMap((h) => (h.ready === undefined ? [] : [h.ready])));
   }
 
   async #teardown(): Promise<void> {
@@ -480,6 +493,17 @@ export class Session {
       this.#channel.send({ op: 'error', code: 'ERR_SERVE', message: describeCause(e), ...req });
     }
   }
+}
+
+const NONE: ReadonlySet<number> = new Set();
+
+/** The seqs of `keep` in an `epoch` or `stop` request (NOTE [Serve leases]): the batches the client keeps. */
+function keepOf(m: Message): ReadonlySet<number> {
+  if (m.keep === undefined) return NONE;
+  if (!Array.isArray(m.keep) || !m.keep.every((seq) => Number.isSafeInteger(seq) && (seq as number) >= 0)) {
+    throw new ProtocolError(`stoker serve: \`keep\` of ${m.op} must be an array of batch seqs, got ${JSON.stringify(m.keep).slice(0, 80)}`);
+  }
+  return new Set(m.keep as number[]);
 }
 
 /** The env switch `serveTiming` (base/env.ts): where the server's time per batch goes, logged at each epoch's end. */

@@ -4,6 +4,11 @@
 // reused only after the client's release. The rule: the file is unlinked as soon as the client says
 // it mapped it (or when the ring closes), so nothing is left in /dev/shm whichever side dies.
 //
+// A batch larger than the slots makes a new slab; the old one is retired, not waited for: the
+// client may keep some of its batches for as long as its loop holds them (NOTE [Kept batches],
+// python/stoker/torch.py), so its slots come back one by one, each freed at its release, and the
+// old slab goes with its last one.
+//
 // NOTE [Mapped slabs]
 // Node has no mmap, so the copy went through pwrite into tmpfs: ~110 µs for a CIFAR batch of 256
 // (786 KB), most of the server's own time per batch after the loader's gather. Mapping the slab
@@ -29,11 +34,21 @@ export interface Slab {
   readonly slots: number;
 }
 
+type OpenSlab = Slab & { fd: number; linked: boolean; map: Mapping | undefined };
+
+/** A slot a client holds: its slab and its index there. */
+export interface SlotRef {
+  readonly slab?: number;
+  readonly slot?: number;
+}
+
 export class ShmRing {
   readonly #slots: number;
-  #slab: (Slab & { fd: number; linked: boolean; map: Mapping | undefined }) | undefined;
+  #slab: OpenSlab | undefined;
   #nextSlab = 0;
   readonly #free: number[] = [];
+  /** Slabs a larger batch replaced, with the slots the client still holds there; each goes with its last slot. */
+  readonly #retired = new Map<number, { slab: OpenSlab; out: Set<number> }>();
   #waiters: (() => void)[] = [];
   #closed = false;
 
@@ -49,16 +64,20 @@ export class ShmRing {
     return this.#slab === undefined ? 0 : this.#slots - this.#free.length;
   }
 
+  /** Slabs still open: the current one and the retired ones whose slots the client still holds. */
+  get slabs(): number {
+    return (this.#slab === undefined ? 0 : 1) + this.#retired.size;
+  }
+
   /**
    * A free slot of at least `bytes` bytes, waiting for a release when all are leased. Returns the
-   * slab too: a new one (announce it) when the batch outgrew the current slot size, made only once
-   * every slot of the old one came back.
+   * slab too: a new one (announce it) when the batch outgrew the current slot size; the old one is
+   * retired until its last slot comes back.
    */
   async acquire(bytes: number, signal: AbortSignal): Promise<{ slab: Slab; slot: number; fresh: boolean }> {
     let fresh = false;
     if (this.#slab === undefined || bytes > this.#slab.slotBytes) {
-      while (this.#slab !== undefined && this.#free.length < this.#slots) await this.#wait(signal);
-      this.#dropSlab();
+      this.#retire();
       this.#makeSlab(Math.max(bytes, FIELD_ALIGN));
       fresh = true;
     }
@@ -79,34 +98,48 @@ export class ShmRing {
   }
 
   release(slab: number, slot: number): boolean {
+    const old = this.#retired.get(slab);
+    if (old !== undefined) {
+      if (!old.out.delete(slot)) return false;
+      if (old.out.size === 0) this.#drop(slab);
+      return true;
+    }
     if (this.#slab?.id !== slab || slot < 0 || slot >= this.#slots || this.#free.includes(slot)) return false;
     this.#free.push(slot);
     this.#wake();
     return true;
   }
 
-  /** Every slot is free again (the client left, or stopped an epoch). */
-  releaseAll(): void {
+  /** Every slot is free again but those in `held` (the client stopped an epoch and keeps those batches). */
+  reclaim(held: Iterable<SlotRef> = []): void {
+    const keep = new Map<number, Set<number>>();
+    for (const h of held) {
+      if (h.slab === undefined || h.slot === undefined) continue;
+      let slots = keep.get(h.slab);
+      if (slots === undefined) keep.set(h.slab, (slots = new Set()));
+      slots.add(h.slot);
+    }
+    for (const [id, old] of [...this.#retired]) {
+      const kept = keep.get(id);
+      for (const slot of old.out) if (kept === undefined || !kept.has(slot)) old.out.delete(slot);
+      if (old.out.size === 0) this.#drop(id);
+    }
+    const kept = this.#slab === undefined ? undefined : keep.get(this.#slab.id);
     this.#free.length = 0;
-    for (let i = 0; i < this.#slots; i++) this.#free.push(i);
+    for (let i = 0; i < this.#slots; i++) if (kept === undefined || !kept.has(i)) this.#free.push(i);
     this.#wake();
   }
 
   /** The client mapped `slab`: its name is no longer needed. */
   unlink(slab: number): void {
-    const s = this.#slab;
-    if (s === undefined || s.id !== slab || !s.linked) return;
-    s.linked = false;
-    try {
-      unlinkSync(s.path);
-    } catch {
-      // already gone
-    }
+    const s = this.#slab?.id === slab ? this.#slab : this.#retired.get(slab)?.slab;
+    if (s !== undefined) unlinkSlab(s);
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const id of [...this.#retired.keys()]) this.#drop(id);
     this.#dropSlab();
     this.#wake();
   }
@@ -122,12 +155,31 @@ export class ShmRing {
     for (let i = 0; i < this.#slots; i++) this.#free.push(i);
   }
 
+  /** The current slab makes way for a larger one: dropped now when every slot is free, else retired. */
+  #retire(): void {
+    const s = this.#slab;
+    if (s === undefined) return;
+    const out = new Set<number>();
+    for (let i = 0; i < this.#slots; i++) if (!this.#free.includes(i)) out.add(i);
+    if (out.size === 0) {
+      this.#dropSlab();
+      return;
+    }
+    this.#retired.set(s.id, { slab: s, out });
+    this.#slab = undefined;
+  }
+
+  #drop(id: number): void {
+    const old = this.#retired.get(id);
+    if (old === undefined) return;
+    this.#retired.delete(id);
+    closeSlab(old.slab);
+  }
+
   #dropSlab(): void {
     const s = this.#slab;
     if (s === undefined) return;
-    this.unlink(s.id);
-    s.map?.unmap();
-    closeSync(s.fd);
+    closeSlab(s);
     this.#slab = undefined;
   }
 
@@ -150,6 +202,22 @@ export class ShmRing {
     this.#waiters = [];
     for (const f of w) f();
   }
+}
+
+function unlinkSlab(s: OpenSlab): void {
+  if (!s.linked) return;
+  s.linked = false;
+  try {
+    unlinkSync(s.path);
+  } catch {
+    // already gone
+  }
+}
+
+function closeSlab(s: OpenSlab): void {
+  unlinkSlab(s);
+  s.map?.unmap();
+  closeSync(s.fd);
 }
 
 interface Mapping {

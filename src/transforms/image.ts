@@ -23,7 +23,11 @@ export interface ImageTransformOptions {
   crop?: { size?: readonly [number, number]; padding?: number };
   /** Flip each row horizontally with probability 1/2. */
   flip?: boolean;
-  /** Per-channel mean and std, on the [0, 1] scale: v = (x / 255 − mean) / std. */
+  /**
+   * Per-channel mean and std, on the [0, 1] scale: v = (x / 255 − mean) / std. One value per
+   * channel, or one value for every channel (as torchvision's Normalize broadcasts a list of one);
+   * any other length is refused when the batch's channel count is known.
+   */
   normalize?: { mean: readonly number[]; std: readonly number[] };
   /** Output dtype. Default 'float32' with `normalize`, else 'uint8' (crop and flip only). 'float*' without normalize gives x / 255. */
   output?: ImageOutput;
@@ -38,6 +42,12 @@ export function imageTransform(options: ImageTransformOptions): Transform<Tensor
   if (!Number.isInteger(padding) || padding < 0) throw invalidOptionError(`transforms.image: crop.padding must be an integer ≥ 0, got ${show(padding)}`);
   if (!['uint8', 'float32', 'float16', 'bfloat16'].includes(output)) throw invalidOptionError(`transforms.image: output must be 'uint8', 'float32', 'float16' or 'bfloat16', got ${show(output)}`);
   if (output === 'uint8' && options.normalize !== undefined) throw invalidOptionError('transforms.image: normalize needs a float output (output: \'float32\', \'float16\' or \'bfloat16\')');
+  for (const k of ['mean', 'std'] as const) {
+    const v = (options.normalize as Record<string, unknown> | undefined)?.[k];
+    if (options.normalize !== undefined && (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === 'number' && Number.isFinite(x)))) {
+      throw invalidOptionError(`transforms.image: normalize.${k} must be an array of finite numbers (one per channel, or one for all), got ${show(v)}`);
+    }
+  }
   const transform: Transform<AnyTensor> = (rows, keys) => {
     const input = rows[field];
     if (input === undefined) throw invalidOptionError(`transforms.image: the batch has no field at position ${field}`);
@@ -68,9 +78,13 @@ function planImage(shape: readonly [number, number, number, number], options: Im
     if (options.flip) params[3 * r + 2] = rng.bernoulli(0.5) ? 1 : 0;
   });
   const scaleBias = new Float32Array(2 * c);
+  for (const k of ['mean', 'std'] as const) {
+    const n = options.normalize?.[k].length ?? 1;
+    if (n !== 1 && n !== c) throw invalidOptionError(`transforms.image: normalize.${k} has ${n} values for images of ${c} channels: give ${c}, one per channel, or 1 for all`);
+  }
   for (let ch = 0; ch < c; ch++) {
-    const mean = options.normalize?.mean[ch % options.normalize.mean.length] ?? 0;
-    const std = options.normalize?.std[ch % options.normalize.std.length] ?? 1;
+    const mean = options.normalize?.mean[options.normalize.mean.length === 1 ? 0 : ch] ?? 0;
+    const std = options.normalize?.std[options.normalize.std.length === 1 ? 0 : ch] ?? 1;
     if (!(std > 0)) throw invalidOptionError(`transforms.image: normalize.std must be > 0, got ${show(std)}`);
     scaleBias[ch] = output === 'uint8' ? 1 : 1 / (255 * std);
     scaleBias[c + ch] = output === 'uint8' ? 0 : -mean / std;

@@ -174,6 +174,20 @@ describe('decode-time views (image folders)', { timeout: SUITE_MS }, () => {
     }
   });
 
+  it('a normalize of one mean and one std applies to every channel (as torchvision broadcasts a list of one); other lengths are refused by name', async () => {
+    const one = imageFolderSource(dir, { size: OUT, view: 'eval', normalize: { mean: [0.4], std: [0.3] }, decode: 'threads' });
+    const three = imageFolderSource(dir, { size: OUT, view: 'eval', normalize: { mean: [0.4, 0.4, 0.4], std: [0.3, 0.3, 0.3] }, decode: 'threads' });
+    try {
+      assert.deepEqual((await one.get(1)).image.data, (await three.get(1)).image.data);
+    } finally {
+      await one.close();
+      await three.close();
+    }
+    for (const [k, normalize] of [['mean', { mean: [0.5, 0.5], std: [0.25] }], ['std', { mean: [0.5], std: [0.2, 0.2, 0.2, 0.2] }]] as const) {
+      assert.throws(() => imageFolderSource(dir, { size: OUT, view: 'eval', normalize, decode: 'threads' }), (e: unknown) => e instanceof LoaderError && e.code === 'ERR_INVALID_OPTION' && e.message.includes(`normalize.${k}`) && e.message.includes('1 or 3'));
+    }
+  });
+
   it('normalize and a bf16 output are applied by the decoder, on the eval box', async () => {
     const source = imageFolderSource(dir, { size: OUT, view: 'eval', normalize: { mean: MEAN, std: STD }, output: 'bfloat16', decode: 'threads' });
     const plain = imageFolderSource(dir, { size: OUT, view: 'eval', decode: 'threads' });

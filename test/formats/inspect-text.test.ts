@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { detectFormat, inspectPath } from '../../src/dataset/open-path.js';
+import { sources } from '../../src/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stoker-inspect-text-'));
 const savedCache = process.env.XDG_CACHE_HOME;
@@ -73,5 +74,29 @@ describe('inspectPath (text formats)', () => {
     assert.equal(d.length, 3);
     assert.deepEqual(d.columns.map((c) => [c.name, c.dtype]), [['tokens', 'uint16']]);
     assert.deepEqual(d.details.raggedMax, { tokens: 9 });
+    assert.equal(d.readWith, `sources.tokens(${JSON.stringify(path.replace(/\.idx$/, '.bin'))}, { index: true })`);
+  });
+
+  it('recognises a Megatron .bin by the index beside it, and a flat .bin as nanoGPT token windows, naming the source that reads each', async () => {
+    const idx = megatron([3, 9, 4]);
+    const bin = idx.replace(/\.idx$/, '.bin');
+    assert.equal(detectFormat(bin), 'megatron');
+    const pair = await inspectPath(bin);
+    assert.equal(pair.length, 3);
+    assert.deepEqual(pair.details.raggedMax, { tokens: 9 });
+
+    const flat = join(dir, 'train.bin');
+    writeFileSync(flat, Buffer.from(Uint16Array.from({ length: 1000 }, (_, i) => i).buffer));
+    assert.equal(detectFormat(flat), 'tokens');
+    const d = await inspectPath(flat, { contextLength: 64 });
+    // Windows of 65 tokens every 64: floor((1000 − 1) / 64) of them.
+    assert.equal(d.length, 15);
+    assert.deepEqual(d.columns.map((c) => [c.name, c.dtype, c.shape]), [['tokens', 'uint16', [65]]]);
+    assert.equal(d.details.tokens, 1000);
+    assert.equal(d.readWith, `sources.tokens(${JSON.stringify(flat)}, { contextLength: 64 })`);
+    assert.equal(sources.tokens(flat, { contextLength: 64 }).length, d.length, 'the named call reads what inspect describes');
+    const wide = await inspectPath(flat, { contextLength: 64, tokenDtype: 'uint32' });
+    assert.equal(wide.details.tokens, 500);
+    assert.match(wide.readWith, /dtype: 'uint32'/);
   });
 });

@@ -54,14 +54,14 @@ function written(n: number): string {
 }
 
 describe('sources.jsonl', { skip: noPython }, () => {
-  it('reads each record exactly: scalars of their dtype, arrays as ragged fields, text as token ids', () => {
+  it('reads each record exactly: scalars of their dtype, arrays as ragged fields, text as token ids', async () => {
     const path = written(11);
     const ds = sources.jsonl(path, { fields: { id: 'int64', label: 'int32', x: 'float32' }, text: 'text', tokenizer: { path: TOKENIZER, addSpecialTokens: false } });
     assert.equal(ds.length, 11, 'the blank line and the trailing newline are not records');
     assert.deepEqual(ds.ragged, ['x', 'text']);
     assert.deepEqual(ds.raggedMax, {});
     for (const i of range(11)) {
-      const s = ds.get(i);
+      const s = await ds.get(i);
       assert.equal((s.id as Tensor).dtype, 'int64');
       assert.deepEqual((s.id as Tensor).shape, []);
       assert.equal((s.id as Tensor).data[0], BigInt(i));
@@ -80,14 +80,14 @@ describe('sources.jsonl', { skip: noPython }, () => {
     assert.deepEqual(ds.raggedMax, { text: 4 });
     const again = (await openSource(specOf(ds)!)) as JsonlSource;
     for (const i of range(5)) {
-      assert.deepEqual(Array.from(ds.get(i).text as Int32Array), [1, ...EXPECTED[TEXTS[i % TEXTS.length]!]!, 2].slice(0, 4));
-      assert.deepEqual(again.get(i), ds.get(i));
+      assert.deepEqual(Array.from((await ds.get(i)).text as Int32Array), [1, ...EXPECTED[TEXTS[i % TEXTS.length]!]!, 2].slice(0, 4));
+      assert.deepEqual(await again.get(i), await ds.get(i));
     }
     ds.close();
     again.close();
   });
 
-  it('builds the line index once and reuses the cached one, until the file changes', () => {
+  it('builds the line index once and reuses the cached one, until the file changes', async () => {
     const path = written(7);
     const b0 = jsonlIndexBuilds();
     jsonlSource(path, { fields: ['label'] }).close();
@@ -101,7 +101,7 @@ describe('sources.jsonl', { skip: noPython }, () => {
     const grown = jsonlSource(path, { fields: ['label'] });
     assert.equal(jsonlIndexBuilds(), b0 + 2, 'a changed file is indexed again');
     assert.equal(grown.length, 8);
-    assert.equal((grown.get(7).label as Tensor).data[0], 9);
+    assert.equal(((await grown.get(7)).label as Tensor).data[0], 9);
     grown.close();
     jsonlSource(path, { fields: ['label'], index: 'off' }).close();
     assert.equal(jsonlIndexBuilds(), b0 + 3, "index: 'off' builds every time");
@@ -117,15 +117,69 @@ describe('sources.jsonl', { skip: noPython }, () => {
     assert.throws(() => sources.jsonl(path, { fields: { label: 'float16' } }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('fields.label'));
   });
 
-  it('fails the read of a corrupt or mistyped line with ERR_BAD_FILE naming the file and the record', () => {
+  it("reads Python's NaN, Infinity and -Infinity (json.dumps writes them) as those floats, and refuses them in integer fields", async () => {
+    const path = join(dir, 'nonfinite.jsonl');
+    execFileSync(PYTHON, ['-c', `
+import json, sys
+nan, inf = float('nan'), float('inf')
+with open(sys.argv[1], 'w') as f:
+    f.write(json.dumps({'x': nan, 'v': [1.5, nan, -inf, inf], 'd': -inf, 'note': 'NaN, Infinity: -Infinity', 'n': 3, 'deep': {'k': [nan]}}) + '\\n')
+    f.write(json.dumps({'x': inf, 'v': [], 'd': 0.1, 'note': '"NaN"', 'n': nan, 'deep': {}}) + '\\n')
+    f.write(json.dumps({'x': -inf, 'v': [-0.0], 'd': nan, 'note': '', 'n': inf, 'deep': None}) + '\\n')
+`, path]);
+    const ds = jsonlSource(path, { fields: { x: 'float32', v: 'float64', d: 'float64' } });
+    const got = await Promise.all(range(3).map((i) => ds.get(i)));
+    const values = (i: number, f: string) => Array.from((got[i]![f] as Tensor).data as Float64Array);
+    assert.deepEqual(values(0, 'x'), [NaN]);
+    assert.deepEqual(values(0, 'v'), [1.5, NaN, -Infinity, Infinity]);
+    assert.deepEqual(values(0, 'd'), [-Infinity]);
+    assert.deepEqual(values(1, 'x'), [Infinity]);
+    assert.deepEqual(values(1, 'v'), []);
+    assert.deepEqual(values(1, 'd'), [0.1]);
+    assert.deepEqual(values(2, 'x'), [-Infinity]);
+    assert.ok(Object.is(values(2, 'v')[0], -0));
+    assert.deepEqual(values(2, 'd'), [NaN]);
+    assert.deepEqual(ds.record(0).note, 'NaN, Infinity: -Infinity', 'text inside strings is left alone');
+    assert.deepEqual(ds.record(1).note, '"NaN"');
+    assert.deepEqual(ds.record(0).deep, { k: [NaN] });
+    ds.close();
+    const ints = jsonlSource(path, { fields: { n: 'int32' } });
+    assert.equal(((await ints.get(0)).n as Tensor).data[0], 3);
+    await assert.rejects(() => ints.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(path) && e.message.includes('record 1') && e.message.includes('NaN') && e.message.includes('int32'));
+    await assert.rejects(() => ints.get(2), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('record 2') && e.message.includes('Infinity'));
+    ints.close();
+    const int64 = jsonlSource(path, { fields: { n: 'int64' } });
+    await assert.rejects(() => int64.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('NaN') && e.message.includes('int64'));
+    int64.close();
+  });
+
+  it('refuses text with a lone surrogate (a JSON \\ud800 escape: not Unicode) rather than tokenizing a replacement character', async () => {
+    const path = join(dir, 'surrogate.jsonl');
+    writeFileSync(path, '{"text": "low"}\n{"text": "lo\\ud800w"}\n{"text": "\\ud83d\\ude00 low"}\n');
+    const ds = jsonlSource(path, { text: 'text', tokenizer: { path: TOKENIZER, addSpecialTokens: false } });
+    assert.deepEqual(Array.from((await ds.get(0)).text as Int32Array), [16]);
+    await assert.rejects(() => ds.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(path) && e.message.includes('record 1') && e.message.includes('lone surrogate') && e.message.includes('U+D800'));
+    assert.ok(((await ds.get(2)).text as Int32Array).length > 0, 'a surrogate pair is a character');
+    ds.close();
+  });
+
+  it('still refuses lines that are not JSON even with NaN or Infinity in them', async () => {
+    const path = join(dir, 'nonfinite-bad.jsonl');
+    writeFileSync(path, '{"a": 1}\n{"a": NaNa}\n{"a": -NaN}\n{"a": Infinity,}\n{"a": nan}\n{"a": [Infinity}\n{"a": "x" NaN}\n');
+    const ds = jsonlSource(path, { fields: ['a'] });
+    for (const i of range(6).map((k) => k + 1)) await assert.rejects(() => ds.get(i), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(`record ${i} is not valid JSON`), `record ${i}`);
+    ds.close();
+  });
+
+  it('fails the read of a corrupt or mistyped line with ERR_BAD_FILE naming the file and the record', async () => {
     const path = join(dir, 'corrupt.jsonl');
     writeFileSync(path, '{"a": 1}\n{"a": 2\n{"a": "three"}\n[4]\n');
     const ds = jsonlSource(path, { fields: { a: 'int32' } });
     assert.equal(ds.length, 4);
-    assert.equal((ds.get(0).a as Tensor).data[0], 1);
-    assert.throws(() => ds.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(path) && e.message.includes('record 1 is not valid JSON'));
-    assert.throws(() => ds.get(2), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('record 2') && e.message.includes('not a number'));
-    assert.throws(() => ds.get(3), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('not a JSON object'));
+    assert.equal(((await ds.get(0)).a as Tensor).data[0], 1);
+    await assert.rejects(() => ds.get(1), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes(path) && e.message.includes('record 1 is not valid JSON'));
+    await assert.rejects(() => ds.get(2), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('record 2') && e.message.includes('not a number'));
+    await assert.rejects(() => ds.get(3), (e: any) => e.code === 'ERR_BAD_FILE' && e.message.includes('not a JSON object'));
     ds.close();
   });
 

@@ -71,7 +71,7 @@ describe('loadLengths of tokenized text', { skip: noPython, timeout: TEST_MS }, 
     assert.equal(lengthWorkersStarted() - before, lengthThreads(4500));
     assert.ok(lengthThreads(4500) >= 1 && lengthThreads(4500) <= 2);
     assert.equal(lengths.length, 4500);
-    for (const i of range(4500)) assert.equal(lengths[i], (ds.get(i).text as Int32Array).length, `record ${i}`);
+    for (const i of range(4500)) assert.equal(lengths[i], ((await ds.get(i)).text as Int32Array).length, `record ${i}`);
     assert.ok(new Set(lengths).size > 20, 'the lengths vary');
     // A list field: its first dimension, on this thread (no tokenizer, no worker).
     const mid = lengthWorkersStarted();
@@ -99,7 +99,7 @@ describe('loadLengths of tokenized text', { skip: noPython, timeout: TEST_MS }, 
     const short = await capped.loadLengths();
     assert.equal(lengthWorkersStarted(), started + 1);
     for (const i of range(300)) assert.equal(short[i], Math.min(6, first[i]!));
-    for (const i of [0, 7, 299]) assert.equal(short[i], (capped.get(i).text as Int32Array).length);
+    for (const i of [0, 7, 299]) assert.equal(short[i], ((await capped.get(i)).text as Int32Array).length);
     capped.close();
 
     // Another tokenizer.json (the same vocabulary, written again with other whitespace): counted again.
@@ -121,7 +121,7 @@ describe('loadLengths of tokenized text', { skip: noPython, timeout: TEST_MS }, 
     assert.equal(lengthWorkersStarted(), started + 2);
     assert.equal(more.length, 301);
     assert.deepEqual(more.subarray(0, 300), first);
-    assert.equal(more[300], (grown.get(300).text as Int32Array).length);
+    assert.equal(more[300], ((await grown.get(300)).text as Int32Array).length);
     grown.close();
   });
 
@@ -221,7 +221,7 @@ describe('pack over tokenized JSONL', { skip: noPython, timeout: TEST_MS }, () =
     const path = written(600);
     const tokenizer = { path: TOKENIZER };
     const ds = sources.jsonl(path, { text: 'text', tokenizer });
-    const want = range(ds.length).map((i) => Array.from(ds.get(i).text as Int32Array).join(',')).sort();
+    const want = (await Promise.all(range(ds.length).map(async (i) => Array.from((await ds.get(i)).text as Int32Array).join(',')))).sort();
     const total = want.reduce((n, d) => n + d.split(',').length, 0);
     ds.close();
     const C = 128;

@@ -15,3 +15,24 @@ export const EXPECTED: Readonly<Record<string, readonly number[]>> = {
   wider: [5, 11, 12, 17],
   'low lower': [16, 18],
 };
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/text/${name}`, import.meta.url));
+
+/**
+ * Texts and the ids (special tokens added) that Hugging Face's tokenizers library — the Rust one,
+ * `tokenizers` 0.23.2, as Python's `Tokenizer.from_file(path).encode(text).ids` gives them — gives
+ * for the tokenizers of test/fixtures/text/make-reference-tokenizers.py. The first of each family is
+ * a case a tokenizer that does not follow that library gets wrong: BERT's normalizer puts a space
+ * around every CJK ideograph, those beyond U+FFFF too ([CLS] 𠀀 𠀁 [SEP], not [CLS] [UNK] [SEP]); to
+ * GPT-2's split regex U+FEFF is not whitespace, so "use\ufeff//" is use + "\ufeff//" and the merges
+ * give ï»¿/ + /; the Unigram lattice keeps ▁ . .. of two equal-score paths.
+ */
+export const REFERENCE: readonly { path: string; text: string; ids: readonly number[] }[] = [
+  { path: fixture('bert-tokenizer.json'), text: '\u{20000}\u{20001}', ids: [2, 12, 13, 3] },
+  { path: fixture('bert-tokenizer.json'), text: 'Hello 中文\u{20000} world!', ids: [2, 5, 10, 11, 12, 6, 9, 3] },
+  { path: fixture('bert-tokenizer.json'), text: 'Cafés \u{2a6d6}!', ids: [2, 7, 8, 14, 9, 3] },
+  { path: fixture('bytelevel-tokenizer.json'), text: 'use\ufeff//', ids: [261, 258, 47] },
+  { path: fixture('bytelevel-tokenizer.json'), text: 'use //', ids: [261, 32, 259] },
+  { path: fixture('unigram-tokenizer.json'), text: 'é …', ids: [2, 0, 2, 3, 4, 1] },
+  { path: fixture('unigram-tokenizer.json'), text: 'a...b', ids: [6, 3, 4, 7, 1] },
+];

@@ -2,6 +2,16 @@
 // Device memory and page-locked host memory reused in stream order. The rule: no buffer is reused
 // while a queued operation may still read it — every reuse goes through a follow-up that runs
 // only once the event recorded after the buffer's last use is done (`after`, then `retire`).
+//
+// NOTE [Follow-ups run without a next call] A follow-up may hand memory to another owner that is
+// waiting for it: host staging goes back to the reader pool's ring, and a fetch that finds the ring
+// full waits for a slot (NOTE [A bounded ring], reader-pool.ts). Retiring only on the device's next
+// call (an upload) deadlocks there: the next upload waits for the fetch, the fetch for a slot, the
+// slot for a retire — an epoch that never delivers. So while any follow-up is pending a watch polls
+// `retire` (on the next turn, then every WATCH_MS): it waits for events recorded on this device's
+// streams, which complete once the device has done the queued work, and stops when every queue is
+// empty (`drain` at close empties them and stops it). It is ref'd: a process whose only pending
+// work is a copy in flight must not exit under it.
 
 import { type Backend, type DeviceBuffer, type DeviceEvent, isDeviceOutOfMemory } from '../backend.js';
 import { HostPool } from '../host-pool.js';
@@ -10,6 +20,9 @@ import { PAGE_BYTES } from '../../reader/staging.js';
 import { HOST_KEEP_BYTES } from '../../base/budget.js';
 
 export type Stream = 'copy' | 'consumer';
+
+/** Poll interval of the follow-up watch while events are pending (an event query costs microseconds). */
+const WATCH_MS = 1;
 
 interface Pending {
   readonly event: DeviceEvent;
@@ -24,6 +37,9 @@ export class StreamMemory {
   readonly #queues = new Map<Stream, Pending[]>([['copy', []], ['consumer', []]]);
   /** Bytes of released buffers kept for reuse. */
   #keptBytes = 0;
+  /** The follow-up watch's pending turn, if armed (NOTE [Follow-ups run without a next call]). */
+  #watch: { readonly cancel: () => void } | undefined;
+  #stopped = false;
 
   /** `pin(sab)` page-locks a new host buffer and returns its first page-aligned byte; `unpin` undoes it. */
   constructor(backend: Backend, pin: (memory: SharedArrayBuffer) => number, unpin: (memory: SharedArrayBuffer) => void) {
@@ -43,6 +59,25 @@ export class StreamMemory {
   /** Run `run` once `event`, recorded on `stream`, is done (checked by `retire`, in record order). */
   after(stream: Stream, event: DeviceEvent, run: () => void): void {
     this.#queues.get(stream)!.push({ event, run });
+    if (this.#watch === undefined && !this.#stopped) {
+      const turn = setImmediate(() => this.#poll());
+      this.#watch = { cancel: () => clearImmediate(turn) };
+    }
+  }
+
+  /** One turn of the watch: run what completed; re-arm while anything is still pending. */
+  #poll(): void {
+    this.#watch = undefined;
+    if (this.#stopped) return;
+    this.retire();
+    if (!this.#pending()) return;
+    const timer = setTimeout(() => this.#poll(), WATCH_MS);
+    this.#watch = { cancel: () => clearTimeout(timer) };
+  }
+
+  #pending(): boolean {
+    for (const queue of this.#queues.values()) if (queue.length > 0) return true;
+    return false;
   }
 
   /**
@@ -125,8 +160,11 @@ export class StreamMemory {
     }
   }
 
-  /** Wait for every queued event and run every follow-up (at close). */
+  /** Wait for every queued event and run every follow-up, and stop the watch (at close). */
   drain(): void {
+    this.#stopped = true;
+    this.#watch?.cancel();
+    this.#watch = undefined;
     for (const queue of this.#queues.values()) for (const p of queue) this.backend.synchronize(p.event);
     this.retire();
   }

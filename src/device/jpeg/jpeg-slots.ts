@@ -81,7 +81,12 @@ export class JpegSlots {
     await Promise.all(this.#slots.map((s) => s.opened));
   }
 
-  /** A free slot, in request order; the request is queued before this returns. */
+  /**
+   * A free slot, in request order; the request is queued before this returns.
+   * NOTE [what a slot wait waits for]: a holder's `release`, which every decode call makes in a
+   * `finally` once its slot's job settled (a worker slot's job settles or its thread's death fails
+   * it); close() fails what still waits. So the wait is bounded by one decode.
+   */
   acquire(): Promise<JpegSlot> {
     if (this.#closed) return Promise.reject(new Error('this GPU JPEG decoder is closed'));
     this.#held++;
@@ -145,7 +150,7 @@ export class JpegSlots {
     if (this.#held === 0) for (const done of this.#idle.splice(0)) done();
   }
 
-  /** Resolves when no slot is held. */
+  /** Resolves when no slot is held: waits for the holders' releases (NOTE [what a slot wait waits for]). */
   whenIdle(): Promise<void> {
     if (this.#held === 0) return Promise.resolve();
     return new Promise<void>((resolve) => this.#idle.push(resolve));

@@ -266,6 +266,7 @@ export class Gate {
     this.#free = limit;
   }
 
+  /** NOTE: a full gate waits for a holder's `leave`, which every user makes in a `finally` after one file read. */
   enter(): Promise<void> | undefined {
     if (this.#free > 0) {
       this.#free--;

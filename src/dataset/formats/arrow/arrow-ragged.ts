@@ -22,7 +22,7 @@ import { type ArrowIndex, buildIndex, decodeRecordBatch } from './arrow-index.js
 import { bytesAt } from './arrow-columns.js';
 import { PositionedFile } from '../file.js';
 import { stampOf } from '../tar/tar-index.js';
-import { type CountsLengths, lengthsField, memoLengths, textLengths } from '../text/text-lengths.js';
+import { type CountsLengths, countInFlight, lengthsField, memoLengths, textLengths } from '../text/text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer, tokenize } from '../text/tokenizer.js';
 
 /** How a ragged column is read: 'values' (a list's values, or a string's / binary's bytes), or tokenized text. */
@@ -95,7 +95,7 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
     const k = this.#batchOf(i);
     const batch = this.#batch(k);
     const r = i - this.#starts[k]!;
-    for (const p of this.#spec.plans) got[p.name] = this.#value(p, batch.data.children[p.field]!, r, i);
+    for (const p of this.#spec.plans) got[p.name] = await this.#value(p, batch.data.children[p.field]!, r, i);
     const out: Record<string, Tensor | Int32Array | Uint8Array> = {};
     for (const name of this.#spec.order) out[name] = got[name]!;
     return out;
@@ -119,25 +119,23 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
       return textLengths({ path: this.path, stamp, field: name, tokenizer: plan.tokenizer, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
     }
     const out = new Uint32Array(this.length);
-    this.countLengths(name, 0, this.length, out);
+    await this.countLengths(name, 0, this.length, out);
     return out;
   }
 
   /** Lengths of `field` for rows [start, end) into out[start…end), record batch by record batch, with get(i)'s checks. */
-  countLengths(field: string, start: number, end: number, out: Uint32Array): void {
+  async countLengths(field: string, start: number, end: number, out: Uint32Array): Promise<void> {
     const p = this.#spec.plans.find((x) => x.name === field);
     if (p === undefined) throw notRaggedField(this.path, 'column', field);
-    for (let i = start; i < end; i++) {
+    await countInFlight(start, end, out, async (i) => {
       const k = this.#batchOf(i);
       const d = this.#batch(k).data.children[p.field]!;
       const r = i - this.#starts[k]!;
-      if (p.how === 'tokens') out[i] = (this.#value(p, d, r, i) as Int32Array).length;
-      else if (p.how === 'bytes' && p.view) out[i] = this.#viewBytes(p, d, r, i).length;
-      else {
-        const [begin, stop] = this.#range(p, d, r, i);
-        out[i] = stop - begin;
-      }
-    }
+      if (p.how === 'tokens') return ((await this.#value(p, d, r, i)) as Int32Array).length;
+      if (p.how === 'bytes' && p.view) return this.#viewBytes(p, d, r, i).length;
+      const [begin, stop] = this.#range(p, d, r, i);
+      return stop - begin;
+    });
   }
 
   #bad(p: Plan, row: number, what: string): LoaderError {
@@ -171,7 +169,8 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
     return b;
   }
 
-  #value(p: Plan, d: Data, r: number, row: number): Tensor | Int32Array | Uint8Array {
+  /** Row r's value: a tensor or bytes at once, token ids later (tokenizing runs off the thread). */
+  #value(p: Plan, d: Data, r: number, row: number): Tensor | Uint8Array | Promise<Int32Array> {
     if (p.how === 'list') {
       const [begin, end] = this.#range(p, d, r, row);
       const child = d.children[0]!;

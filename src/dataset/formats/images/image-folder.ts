@@ -83,14 +83,18 @@ export interface ImageFolderOptions {
   readonly decodeProcesses?: number;
   /**
    * A decode-time view per pick (docs/images.md): 'train' (RandomResizedCrop with torchvision's
-   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224) as one box), or
+   * defaults + random flip), 'eval' (Resize(256) + CenterCrop(224): torchvision's pixels), or
    * `{ randomResizedCrop: { scale, ratio } | true, centerCrop: { resize, crop } | true, flip }`.
    * The box is cut and resized to `size` by the decoder, from the pick's key, so each epoch (and
    * each `augment` repeat) gets its own crop; the loader then bypasses its sample caches for this
    * source (NOTE [keyed reads], dataset.ts). Replaces `fit`. Default: none (`fit` decides).
    */
   readonly view?: ViewOption;
-  /** Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`): v = (x / 255 − mean) / std. */
+  /**
+   * Per-channel mean and std on the [0, 1] scale, applied by the decoder (needs a float `output`):
+   * v = (x / 255 − mean) / std. One value per channel, or one for every channel (as torchvision's
+   * Normalize broadcasts a list of one); another length is refused, naming `normalize.mean` or `.std`.
+   */
   readonly normalize?: ImageNormalize;
   /** 'uint8' (default without normalize), 'float32' (default with it), 'float16' or 'bfloat16': the image field's dtype, made by the decoder. */
   readonly output?: ImageOutput;

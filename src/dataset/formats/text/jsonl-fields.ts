@@ -63,12 +63,16 @@ export function textNeedsTokenizer(path: string, name: string, textKnob: string)
   );
 }
 
-/** The sample field for `value` of kind `k`. */
-export function toField(k: FieldKind, value: unknown, at: At, tokenizer: ResolvedTokenizer | undefined): Tensor | Int32Array {
+/** The sample field for `value` of kind `k`: a text field's ids come later (tokenizing runs off the thread). */
+export function toField(k: FieldKind, value: unknown, at: At, tokenizer: ResolvedTokenizer | undefined): Tensor | Int32Array | Promise<Int32Array> {
   const bad = (what: string) => badFile(at.path, at.offset, `record ${at.record}: field ${show(k.name)} ${what}`);
   if (value === undefined || value === null) throw bad('is missing or null');
   if (k.kind === 'text') {
     if (typeof value !== 'string') throw bad(`is ${show(value)}, not text`);
+    // A JSON string may hold a lone surrogate (\ud800); it is not Unicode, and the tokenizers library
+    // (like Python's str.encode) refuses it rather than tokenizing a replacement character.
+    const lone = LONE_SURROGATE.exec(value);
+    if (lone !== null) throw bad(`holds a lone surrogate (U+${lone[0].charCodeAt(0).toString(16).toUpperCase()} at character ${lone.index}): not Unicode text, so not tokenized`);
     return tokenize(tokenizer!, value);
   }
   if (k.kind === 'scalar') {
@@ -97,6 +101,8 @@ export function toField(k: FieldKind, value: unknown, at: At, tokenizer: Resolve
   walk(value, 0);
   return trustedTensor(k.dtype, out, [rows, ...k.rest]);
 }
+
+const LONE_SURROGATE = /\p{Cs}/u;
 
 const RANGES: Partial<Record<DType, [number, number]>> = {
   uint8: [0, 255], int8: [-128, 127], int16: [-32768, 32767], uint16: [0, 65535], int32: [-(2 ** 31), 2 ** 31 - 1], uint32: [0, 2 ** 32 - 1],

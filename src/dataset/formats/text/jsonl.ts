@@ -1,11 +1,12 @@
 // `sources.jsonl`: a JSON Lines file as a dataset, one record (non-blank line) per sample. The line
 // index is built once and cached (jsonl-index.ts); each sample is then one positioned read of its
-// line and one JSON.parse, in the thread that reads it (reader workers). Fields: numbers become
-// scalars of their dtype, arrays of numbers ragged fields, text fields token ids through a Hugging
-// Face tokenizer.json (tokenizer.ts) — or, without a tokenizer, a typed error at open that points
-// at the option. The rule: a record that is not valid JSON, or whose field does not fit the kind
-// the first record set, fails its sample's read (so its batch, under the loader's `errors`), never
-// the open and never silently.
+// line and one JSON.parse, in the thread that reads it (reader workers) — Python's NaN, Infinity
+// and -Infinity, which json.dumps writes by default, read as those floats (python-json.ts). Fields:
+// numbers become scalars of their dtype, arrays of numbers ragged fields, text fields token ids
+// through a Hugging Face tokenizer.json (tokenizer.ts) — or, without a tokenizer, a typed error at
+// open that points at the option. The rule: a record that is not valid JSON, or whose field does
+// not fit the kind the first record set (NaN in an integer field, say), fails its sample's read (so
+// its batch, under the loader's `errors`), never the open and never silently.
 
 import { resolve } from 'node:path';
 import { LoaderError, badFile, badFileError, emptyFile, indexOutOfRange, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
@@ -15,8 +16,9 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec
 import { PositionedFile } from '../file.js';
 import { type At, type FieldKind, fieldDtypes, kindOf, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { type JsonlIndex, type JsonlIndexMode, jsonlIndex } from './jsonl-index.js';
+import { parsePythonJson } from './python-json.js';
 import { stampOf } from '../tar/tar-index.js';
-import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
+import { type CountsLengths, countInFlight, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface JsonlOptions {
@@ -70,11 +72,12 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
     return this.#spec.kinds;
   }
 
-  get(i: number): Record<string, Tensor | Int32Array> {
+  /** Record `i`'s fields (a promise: text fields tokenize off the thread). */
+  async get(i: number): Promise<Record<string, Tensor | Int32Array>> {
     const record = this.record(i);
     const at = this.#at(i);
     const out: Record<string, Tensor | Int32Array> = {};
-    for (const k of this.#spec.kinds) out[k.name] = toField(k, record[k.name], at, this.#spec.tokenizer);
+    for (const k of this.#spec.kinds) out[k.name] = await toField(k, record[k.name], at, this.#spec.tokenizer);
     return out;
   }
 
@@ -94,7 +97,7 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
     const bytes = this.#file.read(start, lines[2 * i + 1]! - start, `record ${i}`);
     let value: unknown;
     try {
-      value = JSON.parse(this.#decoder.decode(bytes));
+      value = parsePythonJson(this.#decoder.decode(bytes));
     } catch (cause) {
       throw badFile(this.path, start, `record ${i} is not valid JSON: ${(cause as Error).message}`, 'Fix or remove that line (a record is one JSON object per line)');
     }
@@ -118,23 +121,23 @@ export class JsonlSource implements Dataset, Reopenable, CountsLengths {
       return textLengths({ path: this.path, stamp: index, field: name, tokenizer: this.#spec.tokenizer!, count: this.length, spec: this[kSourceSpec]() }, () => stampOf(this.path));
     }
     const out = new Uint32Array(this.length);
-    this.countLengths(name, 0, this.length, out);
+    await this.countLengths(name, 0, this.length, out);
     return out;
   }
 
   /** Lengths of `field` for records [start, end) into out[start…end), through get(i)'s own conversion; a bad record names its line. */
-  countLengths(field: string, start: number, end: number, out: Uint32Array): void {
+  async countLengths(field: string, start: number, end: number, out: Uint32Array): Promise<void> {
     const kind = this.#spec.kinds.find((k) => k.name === field);
     if (kind === undefined || kind.kind === 'scalar') throw notRaggedField(this.path, 'field', field);
-    for (let i = start; i < end; i++) {
+    await countInFlight(start, end, out, async (i) => {
       try {
-        const v = toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
-        out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
+        const v = await toField(kind, this.record(i)[field], this.#at(i), this.#spec.tokenizer);
+        return v instanceof Int32Array ? v.length : v.shape[0]!;
       } catch (error) {
         if (!(error instanceof LoaderError) || error.code !== 'ERR_BAD_FILE') throw error;
         throw badFileError(`${error.message} (line ${this.#lineOf(i)} of the file)`, error);
       }
-    }
+    });
   }
 
   /** The 1-based line number of record i (blank lines count as lines): newlines before its start, counted. */

@@ -24,7 +24,7 @@ import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec
 import { PositionedFile } from '../file.js';
 import { type FieldKind, textNeedsTokenizer, toField } from './jsonl-fields.js';
 import { stampOf } from '../tar/tar-index.js';
-import { type CountsLengths, lengthsField, memoLengths, textLengths } from './text-lengths.js';
+import { type CountsLengths, countInFlight, lengthsField, memoLengths, textLengths } from './text-lengths.js';
 import { type ResolvedTokenizer, type TokenizerOptions, resolveTokenizer } from './tokenizer.js';
 
 export interface ParquetOptions {
@@ -106,7 +106,7 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
     const row = rows[i - this.#starts[k]!]!;
     const at = { path: this.path, offset: 0, record: i };
     const out: Record<string, Tensor | Int32Array> = {};
-    this.#spec.kinds.forEach((kind, c) => (out[kind.name] = toField(kind, row[c], at, this.#spec.tokenizer)));
+    for (const [c, kind] of this.#spec.kinds.entries()) out[kind.name] = await toField(kind, row[c], at, this.#spec.tokenizer);
     return out;
   }
 
@@ -146,10 +146,10 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
         throw badFile(this.path, Number(this.#metadata.row_groups[k]!.columns[0]?.meta_data?.data_page_offset ?? 0), `row group ${k} cannot be decoded: ${(cause as Error).message}`, 'The file is damaged, or uses an encoding hyparquet does not read');
       }
       if (rows.length !== to - from) throw badFile(this.path, 0, `row group ${k} gave ${rows.length} rows of column ${show(field)} for rows ${from}–${to - 1}`);
-      for (let i = from; i < to; i++) {
-        const v = toField(kind, rows[i - from]![0], { path: this.path, offset: 0, record: i }, this.#spec.tokenizer);
-        out[i] = v instanceof Int32Array ? v.length : v.shape[0]!;
-      }
+      await countInFlight(from, to, out, async (i) => {
+        const v = await toField(kind, rows[i - from]![0], { path: this.path, offset: 0, record: i }, this.#spec.tokenizer);
+        return v instanceof Int32Array ? v.length : v.shape[0]!;
+      });
     }
   }
 

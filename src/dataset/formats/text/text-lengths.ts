@@ -4,7 +4,7 @@
 // computed in parallel by a pool of worker threads — each opens the source from its spec and counts
 // one contiguous range of records into a shared table — and cached on disk beside the JSONL line
 // indexes (cache-file.ts), keyed by the file's absolute path, size and mtime, the field, and a
-// digest of the tokenizer (tokenizer.json, its config, addSpecialTokens, maxLength). The rules: a
+// digest of the tokenizer (tokenizer.json, addSpecialTokens, maxLength). The rules: a
 // count is exactly the length `get(i)` gives (the sources count through the same code path); a
 // cached table is used only after it is checked against the file as it is now (same size and
 // mtime, one entry per record, none past the tokenizer's maxLength); a bad record fails the whole
@@ -40,6 +40,8 @@ export interface LengthsJob {
 export const RECORDS_PER_THREAD = 2000;
 
 const MAGIC = 'stoker-text-lengths 1\n';
+/** Which tokenizer implementation counted a table: a table another one counted (the JavaScript port's, before) is counted again. */
+const TOKENIZER_LIBRARY = 'tokenizers (Rust)';
 const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './text-lengths-worker.ts' : './text-lengths-worker.js', import.meta.url);
 
 let started = 0;
@@ -47,6 +49,22 @@ let started = 0;
 /** Worker threads this thread has started for lengths passes (a cache hit starts none). For tests. */
 export function lengthWorkersStarted(): number {
   return started;
+}
+
+/** Texts a lengths pass keeps tokenizing at once per thread: encodes run on libuv's pool, so a few in flight hide each one's hand-off. */
+export const LENGTHS_IN_FLIGHT = 16;
+
+/**
+ * `out[i] = await length(i)` for i in [start, end), LENGTHS_IN_FLIGHT at a time. A failure is the
+ * one of the lowest record that failed in its group, so a bad record is reported the same on every run.
+ */
+export async function countInFlight(start: number, end: number, out: Uint32Array, length: (i: number) => number | Promise<number>): Promise<void> {
+  for (let from = start; from < end; from += LENGTHS_IN_FLIGHT) {
+    const to = Math.min(end, from + LENGTHS_IN_FLIGHT);
+    const got = await Promise.allSettled(Array.from({ length: to - from }, async (_, k) => (out[from + k] = await length(from + k))));
+    const failed = got.find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+  }
 }
 
 /** The cache directory of lengths tables, beside the JSONL line indexes. */
@@ -80,22 +98,16 @@ export function lengthsField(path: string, ragged: readonly string[], field: str
   return field;
 }
 
-/** Digest of everything that decides a text's token ids: the tokenizer's files and options. */
+/** Digest of everything that decides a text's token ids: the tokenizer's file, the library that reads it, and the options. */
 export function tokenizerDigest(t: ResolvedTokenizer): string {
   const h = createHash('sha256');
-  for (const file of [t.path, t.config]) {
-    if (file === undefined) {
-      h.update('\0none\0');
-      continue;
-    }
-    try {
-      h.update(readFileSync(file));
-    } catch (cause) {
-      throw fileAccess(file, 'read the tokenizer to key the lengths cache', cause);
-    }
-    h.update('\0');
+  try {
+    h.update(readFileSync(t.path));
+  } catch (cause) {
+    throw fileAccess(t.path, 'read the tokenizer to key the lengths cache', cause);
   }
-  h.update(JSON.stringify({ addSpecialTokens: t.addSpecialTokens, maxLength: t.maxLength ?? null }));
+  h.update('\0');
+  h.update(JSON.stringify({ library: TOKENIZER_LIBRARY, addSpecialTokens: t.addSpecialTokens, maxLength: t.maxLength ?? null }));
   return h.digest('hex');
 }
 

@@ -47,7 +47,11 @@ export class AheadGate {
     return this.#used;
   }
 
-  /** A place: `granted` runs synchronously when it is handed over (now, or at an earlier holder's `leave`). */
+  /**
+   * A place: `granted` runs synchronously when it is handed over (now, or at an earlier holder's `leave`).
+   * NOTE: a full gate waits for an earlier batch's `leave`, which the decode route makes in a `finally`
+   * once that batch is decoded, failed or abandoned (its reads see the epoch's abort).
+   */
   enter(granted: () => void): Promise<void> | undefined {
     if (this.#places === 0 || (this.#used < this.#places && this.#waiting.length === 0)) {
       this.#used++;
