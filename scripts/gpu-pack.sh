@@ -29,6 +29,8 @@ for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules
 # libvips (image decoding) travel xz-compressed and are unpacked by env.sh on the GPU machine.
 find .gpu/prod/node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
 rm -f .gpu/prod/node_modules/esbuild/bin/esbuild
+# The Rust tokenizers binding ships every platform's addon in one package (64 MiB): keep this one's.
+find .gpu/prod/node_modules/tokenizers -name 'tokenizers.*.node' ! -name 'tokenizers.linux-x64-gnu.node' -delete
 tar -cJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules sharp @img
 rm -rf .gpu/prod/node_modules/@img .gpu/prod/node_modules/sharp
 echo '[ -d .gpu/prod/node_modules/sharp ] || tar -xJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules' >> .gpu/env.sh

@@ -107,8 +107,9 @@ export function detectFormat(path: string): SourceFormat {
   if (ext === '.jsonl' || ext === '.ndjson') return 'jsonl';
   if (ext === '.parquet') return 'parquet';
   if (ext === '.idx') return 'megatron';
-  // A token file: Megatron's when its index sits beside it, else a flat one (nanoGPT's `train.bin`).
-  if (ext === '.bin') return existsSync(path.slice(0, -4) + '.idx') ? 'megatron' : 'tokens';
+  // A token file: Megatron's when its index sits beside it; a flat one (nanoGPT's `train.bin`) only
+  // when its bytes start as no other format does (a flat file has no header to recognise).
+  if (ext === '.bin' && existsSync(path.slice(0, -4) + '.idx')) return 'megatron';
   const head = new Uint8Array(512);
   let n = 0;
   const fd = openSync(path, 'r');
@@ -126,6 +127,7 @@ export function detectFormat(path: string): SourceFormat {
   if (n >= 9 && head[8] === 0x7b /* { */ && head[5] === 0 && head[6] === 0 && head[7] === 0) return 'safetensors';
   if (n >= 9 && text(0, 9) === 'MMIDIDX\x00\x00') return 'megatron';
   if (n >= 4 && text(0, 4) === 'PAR1') return 'parquet';
+  if (ext === '.bin') return 'tokens';
   throw invalidDatasetError(`${path}: unknown format (expected .npy, .safetensors, .arrow, .tar, .jsonl, .parquet, a token file (.bin, with or without its Megatron .idx), or a folder of class folders or .tar shards)`);
 }
 
