@@ -14,6 +14,7 @@ import { join, relative, sep } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { list } from 'tar';
+import { writeShapesDataset } from '../src/cli/demo-data.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const requireHere = createRequire(import.meta.url);
@@ -131,6 +132,17 @@ describe('the packed package, installed in a fresh project', () => {
     const r = await ok(process.execPath, ['epoch.mjs'], app, 2 * MINUTE);
     const ys = JSON.parse(r.stdout) as number[];
     assert.deepEqual([...ys].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it("the README's ten lines run as written in the installed project, over an image folder", async () => {
+    // The first TypeScript block of the README the package ships (plain JavaScript: it runs as .mjs).
+    const readme = readFileSync(join(installed, 'README.md'), 'utf8');
+    const block = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    assert.ok(block !== undefined && block.includes("from 'stoker-ml'"), "the README's first TypeScript block imports the package");
+    await writeShapesDataset(join(app, 'data'), { train: 130, test: 0, size: 32, seed: 3 });
+    writeFileSync(join(app, 'readme.mjs'), `${block}console.log('readme block done');\n`);
+    const r = await ok(process.execPath, ['readme.mjs'], app, 5 * MINUTE);
+    assert.match(r.stdout, /readme block done/);
   });
 
   it('from the package, the synchronous sources.imageFolder walks a folder on worker threads while its thread blocks (NOTE [blocking parallel walk])', async () => {
