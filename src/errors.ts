@@ -210,6 +210,14 @@ export function tokenizerUnused(knob: string, path: string, columns: string): Lo
   );
 }
 
+/** A JSONL source given a tokenizer but no `text` field to use it on. */
+export function tokenizerWithoutText(path: string): LoaderError {
+  return new LoaderError(
+    'ERR_INVALID_OPTION',
+    `sources.jsonl(${path}): \`tokenizer\` is given, but no \`text\` field is named, so nothing would be tokenized. Name the text fields with \`text: 'field'\` (or a list), or drop \`tokenizer\``,
+  );
+}
+
 /** A file that holds nothing to load: `what` says what it lacks (`rows`, `records (no non-blank lines)`). */
 export function emptyFile(path: string, what: string): LoaderError {
   return new LoaderError('ERR_EMPTY_DATASET', `${path}: the file holds no ${what}`);

@@ -117,6 +117,11 @@ describe('sources.jsonl', { skip: noPython }, () => {
     assert.throws(() => sources.jsonl(path, { fields: { label: 'float16' } }), (e: any) => e.code === 'ERR_INVALID_OPTION' && e.message.includes('fields.label'));
   });
 
+  it('refuses a tokenizer given without a text field to use it on (it was silently ignored), naming both options', () => {
+    const path = written(3);
+    assert.throws(() => sources.jsonl(path, { fields: ['label'], tokenizer: { path: TOKENIZER } }), (e: any) => e.code === 'ERR_INVALID_OPTION' && /`tokenizer` is given, but no `text` field/.test(e.message));
+  });
+
   it("reads Python's NaN, Infinity and -Infinity (json.dumps writes them) as those floats, and refuses them in integer fields", async () => {
     const path = join(dir, 'nonfinite.jsonl');
     execFileSync(PYTHON, ['-c', `

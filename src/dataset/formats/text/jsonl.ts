@@ -9,7 +9,7 @@
 // its batch, under the loader's `errors`), never the open and never silently.
 
 import { resolve } from 'node:path';
-import { LoaderError, badFile, badFileError, emptyFile, indexOutOfRange, invalidOption, invalidSourcePath, notRaggedField, show } from '../../../errors.js';
+import { LoaderError, badFile, badFileError, emptyFile, indexOutOfRange, invalidOption, invalidSourcePath, notRaggedField, show, tokenizerWithoutText } from '../../../errors.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -185,6 +185,7 @@ export function jsonlSource(path: string, options: JsonlOptions = {}): JsonlSour
   if (options.index !== undefined && options.index !== 'auto' && options.index !== 'off') throw invalidOption('index', "'auto' or 'off'", options.index);
   const abs = resolve(path);
   if (text.length > 0 && options.tokenizer === undefined) throw textNeedsTokenizer(abs, text[0]!, 'text');
+  if (text.length === 0 && options.tokenizer !== undefined) throw tokenizerWithoutText(abs);
   const tokenizer = options.tokenizer === undefined ? undefined : resolveTokenizer(options.tokenizer);
   const index = jsonlIndex(abs, options.index ?? 'auto');
   if (index.lines.length === 0) throw emptyFile(path, 'records (no non-blank lines)');
