@@ -84,6 +84,24 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     assert.equal(out.exit, 0);
   });
 
+  it("torch's defaults: in order, the short last batch kept, batches of 1 unless told, a seed drawn as torch's DataLoader draws it (torch.manual_seed makes it reproducible; generator= too), which a resumed loader takes from the state", async () => {
+    const { out } = await scenario('defaults', { n: 100, batch: 16, gather, torchSeed: 5 });
+    assert.equal(out.gathers, gather);
+    assert.equal(out.len, 7);
+    assert.deepEqual(out.rows, [16, 16, 16, 16, 16, 16, 4]);
+    assert.deepEqual(out.ids, range(100), 'shuffle=False: dataset order');
+    assert.equal(out.batchSize, 1);
+    const [a, b, c] = out.orders as { seed: string; ids: number[] }[];
+    assert.equal(a!.seed, out.torchDraws, 'the seed is the int64 torch draws from its default generator');
+    assert.equal(out.generatorSeed, out.torchDraws, 'generator= is drawn from as torch draws from it');
+    assert.ok(BigInt(a!.seed) >= 2n ** 53n, 'a draw past 2^53 (this one) crosses whole');
+    assert.deepEqual(b, a, 'the same torch.manual_seed, the same seed and order');
+    assert.notEqual(c!.seed, a!.seed);
+    assert.notDeepEqual(c!.ids, a!.ids, 'another torch.manual_seed, another order');
+    assert.deepEqual(sorted(a!.ids), range(100), 'shuffled, every sample once, the short last batch kept');
+    assert.deepEqual(out.resumed, a!.ids, 'the resumed run (another draw, the saved seed) continues the saved one');
+  });
+
   it('without ids=True no ids cross: every row still checks out (recovered from its content), exactly once, a short last batch too, batch.ids says how to get them, state_dict() answers after close', async () => {
     const { out } = await scenario('lean', { n: 650, batch: 64, epochs: 2, dropLast: false, gather });
     assert.equal(out.gathers, gather);

@@ -1,6 +1,6 @@
 """`stoker.torch.DataLoader`: a PyTorch loader fed by Stoker's Node.js loader in its own process.
 
-    loader = stoker.torch.DataLoader(source="data/train.npy", batch_size=256, device="cuda")
+    loader = stoker.torch.DataLoader(source="data/train", batch_size=256, shuffle=True, device="cuda")
     for epoch in range(10):
         for batch in loader:            # one epoch per loop, like torch's DataLoader
             images, labels = batch["image"], batch["label"]
@@ -57,7 +57,7 @@ from ._errors import BatchError, LoaderDied, StokerError
 __all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
 
 # The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 28-byte batch frames.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 _FRAME_TAG = 0x01
 _FRAME = struct.Struct("<BBHIIIIII")
 _FRAME_BYTES = _FRAME.size
@@ -160,6 +160,25 @@ def _check_dtypes(dtypes):
     return dict(dtypes)
 
 
+def _draw_seed(generator=None):
+    """NOTE [torch's defaults]
+    A loader given no seed draws one as torch's DataLoader does (its sampler's and its workers' base
+    seed): one int64 from `generator`, else torch's default generator, so that `torch.manual_seed(s)`
+    before the loader is made makes its order reproducible, and an unseeded run differs from the last.
+    It is drawn once, when the loader is made: the epoch's order is then Stoker's pure function of
+    (seed, epoch), and `state_dict()` carries the seed. The other defaults are torch's too —
+    batch_size 1, shuffle False, drop_last False — sent as the client's `defaults` of `open`, which
+    the command line of a `stoker serve` the client connects to overrides (src/serve/protocol.ts)."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def _json_seed(seed):
+    """A seed as the loader takes it over JSON: past 2**53 a JSON number loses digits, so a decimal string."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 2 ** 53:
+        return str(seed)
+    return seed
+
+
 def _camel(key):
     head, *rest = key.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
@@ -250,8 +269,11 @@ class DataLoader:
     source: a dataset path (.npy, .safetensors, .arrow, .tar, an image folder), a module spec
         {"module", "export", "options"}, or `stoker.torch.synthetic(...)`. May be omitted with
         `connect=` a server started with --source.
-    batch_size, device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default True), seed (default 42), and any DataLoader option of Stoker
-        in snake_case (drop_last, workers, mode, augment, prefetch, errors, ...).
+    batch_size (default 1), device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default False), drop_last
+        (default False), seed (default: drawn from `generator`, else torch's default generator, as torch's
+        DataLoader draws its own: `torch.manual_seed(s)` makes it reproducible), and any DataLoader option
+        of Stoker in snake_case (workers, mode, augment, prefetch, errors, ...). Unset, they are torch's
+        DataLoader's defaults, unless the command line of a server given by `connect=` sets them.
     node / command: how to start the loader (default `node <repo>/bin/stoker.js serve --once`;
         set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
     slots: batches the loader may run ahead of the consumer (child mode).
@@ -273,9 +295,9 @@ class DataLoader:
     Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
     """
 
-    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
-                 command=None, connect=None, slots=4, timeout=None, env=None, ids=False, gather=True, dtypes=None,
-                 recycle="auto", **options):
+    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, drop_last=None,
+                 generator=None, node="node", command=None, connect=None, slots=4, timeout=None, env=None, ids=False,
+                 gather=True, dtypes=None, recycle="auto", **options):
         if recycle not in _RECYCLE:
             raise StokerError(f"recycle: expected 'auto' (a slot goes back once nothing refers to its batch) or 'next' "
                               f"(when the next batch is asked for), got {recycle!r}", "ERR_INVALID_OPTION")
@@ -306,13 +328,18 @@ class DataLoader:
         self._chunk = 1
         self._plan_ahead = None
         opts = {_camel(k): v for k, v in options.items()}
-        if batch_size is not None:
-            opts["batchSize"] = batch_size
-        # Unset ones keep the server's defaults (its command line's, else Stoker's: cpu, shuffled, seed 42).
-        for key, value in (("device", None if device is None else str(device)), ("shuffle", shuffle), ("seed", seed)):
+        given = (("batchSize", batch_size), ("device", None if device is None else str(device)), ("shuffle", shuffle),
+                 ("dropLast", drop_last), ("seed", seed))
+        for key, value in given:
             if value is not None:
                 opts[key] = value
-        self._options = opts
+        # NOTE [torch's defaults]: what is not given is torch's DataLoader's (batches of 1, in order, the
+        # short last batch kept, a seed drawn from torch's generator), under the server's command line.
+        defaults = {"batchSize": 1, "shuffle": False, "dropLast": False}
+        if seed is None and "seed" not in opts:
+            defaults["seed"] = _draw_seed(generator)
+        self._options = {k: _json_seed(v) if k == "seed" else v for k, v in opts.items()}
+        self._defaults = {k: _json_seed(v) if k == "seed" else v for k, v in defaults.items() if k not in opts}
         self._next_epoch = 0
         self._resume = None
         self._consumed = None
@@ -540,7 +567,7 @@ class DataLoader:
         options = dict(self._options)
         if self._resume is not None:
             options["resume"] = self._resume
-        message = {"op": "open", "options": options, "ids": self._ids, "gather": self._gather}
+        message = {"op": "open", "options": options, "defaults": self._defaults, "ids": self._ids, "gather": self._gather}
         # A new loader frees the old one's memory: nothing of ours may map it by then.
         self._store = None
         self._store_map = None
@@ -905,8 +932,11 @@ class DataLoader:
         return {"stoker": dict(self._state)}
 
     def load_state_dict(self, state):
-        """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest)."""
+        """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest).
+        A loader given no seed takes the saved run's (its own was drawn: NOTE [torch's defaults])."""
         self._resume = dict(state["stoker"])
+        if "seed" in self._defaults and "seed" in self._resume:
+            self._defaults["seed"] = _json_seed(int(self._resume["seed"]))
         self._next_epoch = self._resume["epoch"]
 
     # ---- lifetime ------------------------------------------------------------------------------

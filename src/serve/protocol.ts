@@ -8,8 +8,10 @@
 // without being asked for, bounded by the slots the client has not released. See NOTE [Lean frames].
 //
 // Client → server (JSON lines unless marked)
-//   {op:'open', source?, options?, ids?}  create (or re-create) the loader; options as DataLoader.create's
-//                                      (JSON-safe ones, `resume` included) over the CLI's defaults;
+//   {op:'open', source?, options?, defaults?, ids?}  create (or re-create) the loader; options as
+//                                      DataLoader.create's (JSON-safe ones, `resume` included) over the CLI's,
+//                                      over `defaults` (the client's own: the Python client's are torch's);
+//                                      a seed of 2^53 and above as a decimal string;
 //                                      `ids: true` appends each batch's sample ids (and picks) to its frame;
 //                                      `gather: true` offers to gather batches itself (NOTE [Client gather],
 //                                      session.ts): `opened.gather` says whether the loader took the offer
@@ -62,7 +64,7 @@
 
 import type { Socket } from 'node:net';
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** How long `LineChannel.close` waits for what it sent to be written before it closes regardless. */
 const CLOSE_FLUSH_MS = 2000;

@@ -130,7 +130,7 @@ export class Session {
   async #request(m: Message): Promise<void> {
     switch (m.op) {
       case 'open':
-        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>, m.ids === true, m.gather === true);
+        return this.#open(m.source, objectOf(m.options), objectOf(m.defaults), m.ids === true, m.gather === true);
       case 'epoch': {
         const loader = this.#needLoader();
         if (this.#gather !== undefined) return this.#plan(m.epoch);
@@ -170,10 +170,13 @@ export class Session {
     }
   }
 
-  async #open(source: unknown, options: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
+  async #open(source: unknown, options: Record<string, unknown>, defaults: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
     await this.#teardown();
     this.#ids = ids;
-    const opts = { ...this.#config.options, ...options };
+    // The client's defaults (torch's, for the Python client) under the command line's, under what it asked for.
+    const opts = { ...defaults, ...this.#config.options, ...options };
+    // A 64-bit seed crosses JSON as a decimal string (a JSON number loses what is past 2^53).
+    if (typeof opts.seed === 'string' && /^\d{1,20}$/.test(opts.seed)) opts.seed = BigInt(opts.seed);
     const device = String(opts.device ?? 'cpu');
     if (device === 'sim') throw invalidOption('device', "'cpu' or 'cuda[:N]' (a simulated GPU's memory cannot leave the process)", device, "Serve with device 'cpu' or 'cuda'");
     const opened = await openServeSource(source ?? this.#config.source);
@@ -533,4 +536,9 @@ class Timing {
     const parts = [...this.#total].map(([what, ms]) => `${what} ${per(ms)}`);
     return `${batches} batches, ${per(wall)} a batch: ${parts.join(', ')}`;
   }
+}
+
+/** An object field of a message, or {} when it is absent (a malformed one is the loader's to refuse). */
+function objectOf(v: unknown): Record<string, unknown> {
+  return (v ?? {}) as Record<string, unknown>;
 }
