@@ -5,11 +5,12 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { tableFromArrays, tableToIPC } from 'apache-arrow';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
 import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
 
@@ -215,6 +216,36 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
   });
 });
 }
+
+describe('the Python client\u2019s sources of several files, as Stoker\u2019s sources take them', { skip, timeout: TEST_MS * 2 }, () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'stoker-files-'));
+    // Two Arrow files (the Python side has no pyarrow): label 0–9, then 10–19.
+    for (const [name, from] of [['a.arrow', 0], ['b.arrow', 10]] as const) {
+      writeFileSync(join(dir, name), tableToIPC(tableFromArrays({ label: Int32Array.from(range(10), (i) => from + i) }), 'file'));
+    }
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('{"image": "x.npy", "label": "y.npy"}, a lone .npy (named after its stem), a list of .npy, Arrow or tar files, a shard pattern; mixed formats refused naming the file', async () => {
+    const { out } = await scenario('files', { dir });
+    const named = out.named as { names: string[]; image: number[]; label: number[] };
+    assert.deepEqual(named.names, ['image', 'label']);
+    assert.deepEqual(named.image, range(24), 'each row its sample, in order (shuffle=False)');
+    assert.deepEqual(named.label, range(24).map((i) => 3 * i));
+    assert.deepEqual(out.single, ['images'], 'a lone .npy is a field named after its stem');
+    assert.deepEqual(out.path, ['images'], 'a pathlib.Path too');
+    assert.deepEqual(out.list, { names: ['0', '1'], label: range(24).map((i) => 3 * i) }, 'a list of .npy files: positional columns, as sources.npy([...])');
+    assert.deepEqual(out.arrow, { names: ['label'], label: range(20) }, 'Arrow files one after another, as sources.arrow([...])');
+    for (const key of ['tarList', 'tarPattern']) assert.deepEqual(out[key], { names: ['cls'], cls: range(10).map((i) => 7 * i) }, key);
+    const errors = out.errors as Record<string, { code: string; message: string }>;
+    assert.equal(errors.mixed!.code, 'ERR_INVALID_DATASET');
+    assert.match(errors.mixed!.message, /a\.arrow: arrow, where a list with an \.npy file zips \.npy files as columns/);
+    assert.equal(errors.namedArrow!.code, 'ERR_INVALID_DATASET');
+    assert.match(errors.namedArrow!.message, /a\.arrow: arrow, where a record of paths names the columns of \.npy files/);
+  });
+});
 
 describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS * 2 }, () => {
   let dir: string;

@@ -1,6 +1,6 @@
 """`stoker.torch.DataLoader`: a PyTorch loader fed by Stoker's Node.js loader in its own process.
 
-    loader = stoker.torch.DataLoader(source="data/train", batch_size=256, shuffle=True, device="cuda")
+    loader = stoker.torch.DataLoader(source={"image": "x.npy", "label": "y.npy"}, batch_size=256, shuffle=True, device="cuda")
     for epoch in range(10):
         for batch in loader:            # one epoch per loop, like torch's DataLoader
             images, labels = batch["image"], batch["label"]
@@ -151,6 +151,26 @@ def synthetic(n=50_000, shape=(3, 32, 32), classes=10, fail_at=None):
     return {"builtin": "synthetic", "options": options}
 
 
+def _source_json(source):
+    """`source` as the loader takes it: paths (str or os.PathLike) made absolute here, relative to this
+    process's working directory, as torch's datasets read them (a server reached by `connect=` has its
+    own); a module spec or a built-in source as it is."""
+    path = lambda p: os.path.abspath(os.fspath(p)) if isinstance(p, (str, os.PathLike)) and os.fspath(p) else p
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return source  # a JSON spec, as `stoker serve --source` takes one
+    if isinstance(source, (str, os.PathLike)):
+        return path(source)
+    if isinstance(source, (list, tuple)):
+        return [path(p) for p in source]
+    if isinstance(source, dict):
+        if "module" in source or "builtin" in source:
+            return source
+        if "path" in source and set(source) <= {"path", "size"}:
+            return dict(source, path=path(source["path"]))
+        return {k: path(v) for k, v in source.items()}
+    return source
+
+
 def _check_dtypes(dtypes):
     if dtypes is None:
         return {}
@@ -266,9 +286,13 @@ class Batch(dict):
 class DataLoader:
     """Batches from Stoker's loader, as dicts of torch.Tensor.
 
-    source: a dataset path (.npy, .safetensors, .arrow, .tar, an image folder), a module spec
-        {"module", "export", "options"}, or `stoker.torch.synthetic(...)`. May be omitted with
-        `connect=` a server started with --source.
+    source: a dataset path (.npy, .safetensors, .arrow, .tar or a shard pattern, an image folder;
+        {"path": folder, "size": 224} to decode images to a size), several files as Stoker's sources
+        take them — {"image": "x.npy", "label": "y.npy"} (named .npy columns), a list of .npy files
+        (positional columns), of tar shards, or of Arrow or other files of one format (one dataset
+        over them in order) —, a module spec {"module", "export", "options"}, or
+        `stoker.torch.synthetic(...)`. Paths are relative to this process's working directory. May be
+        omitted with `connect=` a server started with --source.
     batch_size (default 1), device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default False), drop_last
         (default False), seed (default: drawn from `generator`, else torch's default generator, as torch's
         DataLoader draws its own: `torch.manual_seed(s)` makes it reproducible), and any DataLoader option
@@ -319,7 +343,7 @@ class DataLoader:
         self._active = None
         self._closed = False
         self._timeout = timeout
-        self._source = source
+        self._source = _source_json(source)
         self._ids = bool(ids)
         self._gather = bool(gather)
         self._dtypes = _check_dtypes(dtypes)

@@ -106,6 +106,12 @@ describe('inspect', () => {
     assert.equal(d.details.decodedTo, '5×5');
     const sized = await inspectPath(shards, { size: [4, 6] });
     assert.deepEqual(sized.columns[1]!.shape, [3, 4, 6]);
+    // A shard pattern, as sources.tarShards takes it, is the same set of shards.
+    for (const pattern of [join(shards, '*.tar'), join(shards, '{a,b}.tar')]) {
+      assert.equal(detectFormat(pattern), 'tar-shards', pattern);
+      const p = await inspectPath(pattern);
+      assert.deepEqual([p.length, p.details.shards, p.readWith], [4, 2, `await sources.tarShards(${JSON.stringify(pattern)})`]);
+    }
   });
 
   it("an Arrow file's image column (Hugging Face struct<bytes, path>) is decoded at row 0's own size unless --size, by bytes or by path", async () => {
