@@ -208,6 +208,28 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     }
   }
 
+  for (const at of ['mid', 'end'] as const) {
+    it(`state_dict() after the loader died ${at === 'mid' ? 'mid-epoch' : 'at the end of an epoch'} answers the state after the last batch taken (a checkpoint in the LoaderDied handler), and a new loader resumed from it delivers exactly the rest`, async () => {
+      // NOTE: the scenario waits (60 s at most) for the killed loader process to exit, then asks for a batch.
+      const { out } = await scenario('state_after_death', { n: 640, batch: 64, take: 3, at, gather });
+      assert.equal(out.exited, true, 'the loader process did not exit after SIGKILL');
+      assert.equal(out.gathers, gather);
+      assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+      const [e0, e1] = out.full as number[][];
+      const saved = out.saved as { stoker: { epoch: number; position: number } };
+      if (at === 'mid') {
+        assert.deepEqual(saved, out.live, 'the state a live loader gives after as many batches');
+        assert.deepEqual([saved.stoker.epoch, saved.stoker.position], [0, 3 * 64]);
+      } else {
+        assert.deepEqual([saved.stoker.epoch, saved.stoker.position], [1, 0]);
+      }
+      assert.deepEqual(out.afterClose, saved, 'and after close()');
+      const [rest0, rest1] = out.rest as number[][];
+      assert.deepEqual([...(out.head as number[]), ...rest0!], e0, 'the epoch, once: what came before the death, then the resumed rest');
+      assert.deepEqual(rest1, e1, 'then the next epoch, as the uninterrupted run');
+    });
+  }
+
   it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
     const { out } = await scenario('close', { n: 640, batch: 64, gather });
     assert.equal(out.exit, 0);

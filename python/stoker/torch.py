@@ -56,12 +56,16 @@ from ._errors import BatchError, LoaderDied, StokerError
 
 __all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
 
-# The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 28-byte batch frames.
+# The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 32-byte batch frames.
 PROTOCOL_VERSION = 4
 _FRAME_TAG = 0x01
-_FRAME = struct.Struct("<BBHIIIIII")
+_FRAME = struct.Struct("<BBHIIIIIII")
 _FRAME_BYTES = _FRAME.size
 _NO_EVENT = 0xFFFF
+# NOTE [Known state] (src/serve/protocol.ts): a batch's position that says the state after it is the
+# next epoch's start, and one that says the client must ask.
+_NEXT_EPOCH = 0xFFFFFFFF
+_UNTRACKED = 0xFFFFFFFE
 
 _DTYPES = {
     "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
@@ -369,6 +373,9 @@ class DataLoader:
         self._consumed = None
         self._state = None
         self._state_seq = None
+        self._known = None
+        self._bases = {}
+        self._gone = False
         try:
             path = connect if connect is not None else self._spawn(command or [node, _stoker_js(), "serve", "--once", "--slots", str(slots)], env)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -418,6 +425,7 @@ class DataLoader:
     def _died(self, what, said=None):
         """LoaderDied: `what` happened; with the loader's last word when a stopping server said why
         (ERR_SERVE_STOPPED: `said`, or found among the messages the client has not acted on)."""
+        self._gone = True  # state_dict() answers from what the client knows from now on (NOTE [Known state])
         stopped = said if said is not None else self._stop_message()
         code = None
         if self._proc is not None:
@@ -480,7 +488,7 @@ class DataLoader:
         if buf[pos] == _FRAME_TAG:
             if n - pos < _FRAME_BYTES:
                 return None
-            _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
+            _, flags, event, seq, epoch, index, rows, layout, slot, position = _FRAME.unpack_from(buf, pos)
             end = pos + _FRAME_BYTES
             ids = picks = None
             if flags:
@@ -493,7 +501,7 @@ class DataLoader:
                 if flags & 2:
                     picks = bytes(buf[end:end + width])
                     end += width
-            return (seq, epoch, index, rows, layout, slot, event, ids, picks), end
+            return (seq, epoch, index, rows, layout, slot, event, ids, picks, position), end
         nl = buf.find(b"\n", pos)
         if nl < 0:
             return None
@@ -526,6 +534,8 @@ class DataLoader:
             op = m.get("op")
             if op == "layout":
                 self._layouts[m["id"]] = m
+            elif op == "state-base":
+                self._base(m["state"])
             elif op == "layout-reset":
                 self._layouts.clear()
                 self._specs.clear()
@@ -613,6 +623,8 @@ class DataLoader:
         self._state = m["state"]
         self._state_seq = None
         self._consumed = None
+        self._known = None
+        self._bases = {}
         self._layouts.clear()
         self._specs.clear()
         self._ack_at = max(1, m["slots"] // 2)
@@ -730,6 +742,11 @@ class DataLoader:
             ep, batches, size, rows = m["epoch"], m["batches"], m["batchSize"], m["rows"]
             raw = base64.b64decode(m["samples"])
             picks_raw = base64.b64decode(m["picks"]) if "picks" in m else None
+            positions = None
+            if "positions" in m:
+                positions = memoryview(base64.b64decode(m["positions"])).cast("I")
+                for base in m["bases"]:
+                    self._base(base)
             if "bounds" in m:
                 bounds = torch.frombuffer(bytearray(base64.b64decode(m["bounds"])), dtype=torch.int32).tolist()
                 start, end = (lambda b: bounds[b]), (lambda b: bounds[b + 1])
@@ -764,6 +781,7 @@ class DataLoader:
                     ids = raw[4 * s:4 * e] if keep_ids else None
                     picks = picks_raw[4 * s:4 * e] if picks_raw is not None else None
                     self._consumed = (ep, i + 1)
+                    self._known = (ep, positions[i]) if positions is not None else None
                     yield Batch(self, None, ep, i, e - s, ids, picks, tensors)
                 b = last
         finally:
@@ -825,6 +843,7 @@ class DataLoader:
                 m = self._pending.popleft() if self._pending else self._next()
                 if type(m) is tuple:
                     self._consumed = m[0]
+                    self._known = (m[1], m[9])
                     batch = self._hand_out(m)
                     m = None
                     yield batch
@@ -852,7 +871,7 @@ class DataLoader:
     def _hand_out(self, m):
         """Frame `m` of `_next` as the batch the loop gets (NOTE [Kept batches]): over its slot, or copied
         out of it when the loop holds all the slots but one."""
-        seq, ep, index, rows, layout, slot, event, ids, picks = m
+        seq, ep, index, rows, layout, slot, event, ids, picks, _ = m
         if event != _NO_EVENT:
             self._cuda.wait_ready(event)
         dtypes = self._dtypes
@@ -943,17 +962,46 @@ class DataLoader:
         """Where this run stands (torchdata StatefulDataLoader style): resume with load_state_dict.
 
         The loader's state right after the last batch this loader yielded, asked of the loader (one
-        round trip, only when a batch was taken since the last call)."""
+        round trip, only when a batch was taken since the last call). Once the loader is gone (it died,
+        or the loader was closed before the state was fetched), the state the client knows for that
+        batch (NOTE [Known state]): a checkpoint in the handler of LoaderDied is not lost."""
         if self._resume is not None:
             return {"stoker": dict(self._resume)}
         if self._consumed is not None and self._state_seq != self._consumed:
-            if self._closed or self._sock is None:
-                raise StokerError("state_dict(): this loader is closed, and it had taken batches since the last state it knew", "ERR_LOADER_CLOSED")
-            c = self._consumed
-            ask = {"op": "state", "epoch": c[0], "taken": c[1]} if type(c) is tuple else {"op": "state", "seq": c}
-            m = self._call(ask, "state")
-            self._state, self._state_seq = m["state"], self._consumed
+            m = None
+            if not (self._closed or self._sock is None or self._gone):
+                c = self._consumed
+                ask = {"op": "state", "epoch": c[0], "taken": c[1]} if type(c) is tuple else {"op": "state", "seq": c}
+                try:
+                    m = self._call(ask, "state")
+                except LoaderDied:
+                    pass
+            state = m["state"] if m is not None else self._known_state()
+            if state is None:
+                raise StokerError("state_dict(): the loader is gone, and the state after the last batch taken is not known here "
+                                  "(a position past 2**32 - 3)", "ERR_LOADER_CLOSED")
+            self._state, self._state_seq = state, self._consumed
         return {"stoker": dict(self._state)}
+
+    def _base(self, state):
+        """NOTE [Known state]: a base state (an epoch's, at position 0), kept for the last few epochs."""
+        self._bases[state["epoch"]] = state
+        while len(self._bases) > 4:
+            del self._bases[min(self._bases)]
+
+    def _known_state(self):
+        """NOTE [Known state] (src/serve/protocol.ts): the state right after the last batch handed out, from the
+        position it came with and its epoch's base state, without asking the loader; None when unknown."""
+        if self._known is None:
+            return None
+        epoch, position = self._known
+        if position == _UNTRACKED:
+            return None
+        if position == _NEXT_EPOCH:
+            base = self._bases.get(epoch + 1)
+            return None if base is None else dict(base)
+        base = self._bases.get(epoch)
+        return None if base is None else dict(base, position=position)
 
     def load_state_dict(self, state):
         """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest).

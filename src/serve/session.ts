@@ -37,7 +37,8 @@ import { closeDataset } from '../dataset/dataset.js';
 import { BatchError, LoaderError, describeCause, invalidOption, invalidTensorError } from '../errors.js';
 import { readSwitch } from '../base/env.js';
 import { CudaExport } from './cuda-export.js';
-import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
+import { LineChannel, type Message, NEXT_EPOCH, PROTOCOL_VERSION, ProtocolError, UNTRACKED, encodeFrame } from './protocol.js';
+import type { LoaderState } from '../distributed/resume.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
 import { StoreFile } from './store-file.js';
 import { type ClientEpoch, type ClientGather, kClientGather } from '../pipeline/client-gather.js';
@@ -85,6 +86,8 @@ export class Session {
   /** Field layouts sent to the client, by a key of their descriptors. */
   readonly #layouts = new Map<string, number>();
   #nextLayout = 0;
+  /** The epoch of the last `state-base` sent (NOTE [Known state], protocol.ts). */
+  #baseSent: number | undefined;
   /** Whether frames carry sample ids and picks (`open` with `ids: true`). */
   #ids = false;
   readonly #timing: Timing | undefined = readSwitch('serveTiming') ? new Timing() : undefined;
@@ -173,6 +176,7 @@ export class Session {
   async #open(source: unknown, options: Record<string, unknown>, defaults: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
     await this.#teardown();
     this.#ids = ids;
+    this.#baseSent = undefined;
     // The client's defaults (torch's, for the Python client) under the command line's, under what it asked for.
     const opts = { ...defaults, ...this.#config.options, ...options };
     // A 64-bit seed crosses JSON as a decimal string (a JSON number loses what is past 2^53).
@@ -227,10 +231,12 @@ export class Session {
     for (const old of this.#gatherEpochs.keys()) if (this.#gatherEpochs.size > 2) this.#gatherEpochs.delete(old);
     const p = e.plan;
     const b64 = (a: Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+    const known = e.track();
     this.#channel.send({
       op: 'plan', epoch: p.epoch, batches: p.batches, batchSize: p.batchSize, rows: p.samples.length, samples: b64(p.samples),
       ...(p.bounds === undefined ? {} : { bounds: b64(p.bounds) }),
       ...(this.#ids && p.picks !== p.samples ? { picks: b64(p.picks) } : {}),
+      positions: b64(Uint32Array.from(known.positions, (x) => (x < 0 ? NEXT_EPOCH : Math.min(x, UNTRACKED)))), bases: [known.base, known.next],
     });
   }
 
@@ -275,7 +281,7 @@ export class Session {
     }
   }
 
-  async #deliver(batch: Batch<AnyTensor>, state: unknown, signal: AbortSignal): Promise<void> {
+  async #deliver(batch: Batch<AnyTensor>, state: LoaderState, signal: AbortSignal): Promise<void> {
     const seq = this.#seq++;
     const send = (m: Message) => this.#channel.send(m);
     const tensors = batch.tensors;
@@ -342,9 +348,23 @@ export class Session {
       if (!batch.picks.every((p, i) => p === batch.sampleIds[i])) picks = batch.picks;
     }
     this.#channel.sendFrame(encodeFrame({
-      seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, layout: layoutId, slot: slotIndex,
+      seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, layout: layoutId, slot: slotIndex, position: this.#position(batch.epoch, state),
       ...(held.ready === undefined ? {} : { event: held.ready }), ...(ids === undefined ? {} : { ids }), ...(picks === undefined ? {} : { picks }),
     }));
+  }
+
+  /**
+   * NOTE [Known state] (protocol.ts): the frame's position of `state`, the loader's state right after a batch
+   * of `epoch`; the base state it is a position in goes out first when the client does not have it yet.
+   */
+  #position(epoch: number, state: LoaderState): number {
+    const next = state.epoch === epoch + 1 && state.position === 0;
+    if (!next && (state.epoch !== epoch || state.position >= UNTRACKED)) return UNTRACKED;
+    if (this.#baseSent !== state.epoch) {
+      this.#channel.send({ op: 'state-base', state: { ...state, position: 0 } });
+      this.#baseSent = state.epoch;
+    }
+    return next ? NEXT_EPOCH : state.position;
   }
 
   /** The client is done with batches `seqs` (after its IPC event `clientEvent`, on CUDA). */
