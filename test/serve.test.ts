@@ -269,6 +269,22 @@ describe('the Python client\u2019s sources of several files, as Stoker\u2019s so
   });
 });
 
+describe('the Python client finds the loader (NOTE [Finding the loader], python/stoker/torch.py)', { skip, timeout: TEST_MS * 2 }, () => {
+  it("from a project's node_modules/.bin/stoker (a symlink, as npm makes it) walking up from the working directory, STOKER_JS as an override, the checkout it is imported from, then `stoker` on PATH; where it looked when nothing is found", async () => {
+    const { out } = await scenario('find', { bin: BIN });
+    const node = ['node'];
+    assert.deepEqual(out.project, { command: [...node, out.projectBin] }, `the project's, before the checkout the package is imported from: ${JSON.stringify(out.project)}`);
+    assert.deepEqual(out.projectRuns, { rows: [32, 32], started: [...node, out.projectBin] }, JSON.stringify(out.projectRuns));
+    assert.deepEqual(out.override, { command: [...node, '/opt/elsewhere/bin/stoker.js'] });
+    assert.deepEqual(out.beside, { command: [...node, out.checkout] }, 'outside a project, the checkout the package is imported from, before PATH');
+    assert.deepEqual(out.path, { command: [...node, out.linkedBin] }, 'an installed package outside any project: stoker on PATH');
+    assert.deepEqual(out.shimmed, { command: [out.shim] }, 'a shell shim on PATH runs as it is');
+    const none = (out.none as { error: { code: string; message: string } }).error;
+    assert.equal(none.code, 'ERR_INVALID_OPTION');
+    assert.match(none.message, /cannot find Stoker's loader .*STOKER_JS, node_modules\/\.bin\/stoker .*stoker` on PATH.*npm install stoker-ml/);
+  });
+});
+
 describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS * 2 }, () => {
   let dir: string;
   let server: ChildProcess;

@@ -54,7 +54,7 @@ import torch
 
 from ._errors import BatchError, LoaderDied, StokerError
 
-__all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
+__all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic", "find_loader"]
 
 # The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 32-byte batch frames.
 PROTOCOL_VERSION = 4
@@ -208,20 +208,72 @@ def _camel(key):
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def _stoker_js():
-    env = os.environ.get("STOKER_JS")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "..", "bin", "stoker.js"),):
-        if os.path.exists(cand):
-            return os.path.normpath(cand)
-    found = shutil.which("stoker")
+def find_loader(node="node", env=None):
+    """The command that starts Stoker's loader (`<it> serve --once ...`), found as NOTE [Finding the loader] says.
+
+    NOTE [Finding the loader]
+    The loader is the `stoker` command of the npm package stoker-ml, found in this order:
+    1. `STOKER_JS` (in `env`, else this process's environment): a path to bin/stoker.js, an override;
+    2. walking up from the working directory, in each folder: `node_modules/.bin/stoker` (the
+       project's `npm install stoker-ml`, as `npx stoker` finds it), or the folder itself being a
+       checkout of stoker-ml (its package.json's name, and bin/stoker.js);
+    3. the checkout this Python package is imported from (python/stoker inside a clone);
+    4. `stoker` on `PATH` (`npm install -g stoker-ml` puts it in npm's global bin).
+    A JavaScript file (what npm links, after its symlinks) is run with `node`; anything else (a shell
+    shim, as pnpm writes) is run as it is. The client of one checkout speaks the protocol of the same
+    checkout's loader: another version is refused at `open` (ERR_PROTOCOL), naming the command."""
+    environ = os.environ if env is None else env
+    override = environ.get("STOKER_JS")
+    if override:
+        return [node, override]
+    d = os.getcwd()
+    while True:
+        bin_ = os.path.join(d, "node_modules", ".bin", "stoker")
+        if os.path.exists(bin_):
+            return _launcher(bin_, node)
+        if _checkout(d):
+            return [node, os.path.join(d, "bin", "stoker.js")]
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    here = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    if _checkout(here):
+        return [node, os.path.join(here, "bin", "stoker.js")]
+    found = shutil.which("stoker", path=environ.get("PATH"))
     if found:
-        return found
+        return _launcher(found, node)
     raise StokerError(
-        "cannot find Stoker's bin/stoker.js: set STOKER_JS=/path/to/stoker/bin/stoker.js, pass command=[...], "
-        "or connect= the socket of a running `stoker serve`", "ERR_INVALID_OPTION")
+        "cannot find Stoker's loader (the `stoker` command of the npm package stoker-ml): looked for STOKER_JS, "
+        f"node_modules/.bin/stoker or a stoker-ml checkout in {os.getcwd()} and the folders above it, a checkout around "
+        "this Python package, and `stoker` on PATH. Run `npm install stoker-ml` in your project (or `npm install -g "
+        "stoker-ml`), set STOKER_JS=/path/to/stoker-ml/bin/stoker.js, pass command=[...], or connect= the socket of a "
+        "running `stoker serve`", "ERR_INVALID_OPTION")
+
+
+def _checkout(d):
+    """Whether folder `d` is the npm package stoker-ml with its launcher (a clone, or the installed package)."""
+    if not os.path.isfile(os.path.join(d, "bin", "stoker.js")):
+        return False
+    try:
+        with open(os.path.join(d, "package.json"), encoding="utf-8") as f:
+            return json.load(f).get("name") == "stoker-ml"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _launcher(path, node):
+    """How to run the `stoker` at `path`: `node <path>` when it is JavaScript (npm's link to bin/stoker.js: node
+    follows it), else as it is (a shell shim). The command names the path found, so errors say where it was."""
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as f:
+            head = f.read(128).split(b"\n", 1)[0]
+    except OSError:
+        head = b""
+    if real.endswith((".js", ".mjs", ".cjs")) or (head.startswith(b"#!") and b"node" in head):
+        return [node, path]
+    return [path]
 
 
 class Batch(dict):
@@ -302,8 +354,10 @@ class DataLoader:
         DataLoader draws its own: `torch.manual_seed(s)` makes it reproducible), and any DataLoader option
         of Stoker in snake_case (workers, mode, augment, prefetch, errors, ...). Unset, they are torch's
         DataLoader's defaults, unless the command line of a server given by `connect=` sets them.
-    node / command: how to start the loader (default `node <repo>/bin/stoker.js serve --once`;
-        set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
+    node / command: how to start the loader (default: `find_loader(node)` — STOKER_JS, the project's
+        node_modules/.bin/stoker or a checkout, walking up from the working directory, the checkout
+        around this package, `stoker` on PATH — then `serve --once`). connect: a socket path of a
+        running `stoker serve`.
     slots: batches the loader may run ahead of the consumer (child mode).
     timeout: seconds to wait for any one message before raising (None: wait as long as the loader lives).
     ids: give each batch its sample ids and picks (`batch.ids`, `batch.picks`); off by default, since
@@ -377,7 +431,7 @@ class DataLoader:
         self._bases = {}
         self._gone = False
         try:
-            path = connect if connect is not None else self._spawn(command or [node, _stoker_js(), "serve", "--once", "--slots", str(slots)], env)
+            path = connect if connect is not None else self._spawn(command or find_loader(node, env) + ["serve", "--once", "--slots", str(slots)], env)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._sock.settimeout(timeout)
             self._sock.connect(path)
@@ -617,8 +671,10 @@ class DataLoader:
         self._plan_ahead = None
         self._pending = collections.deque(p for p in self._pending if type(p) is tuple or p["op"] != "plan")
         if m.get("protocol") != PROTOCOL_VERSION:
-            raise StokerError(f"the loader speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the stoker.torch "
-                              "of the same Stoker checkout as the loader (python/ beside its bin/stoker.js)", "ERR_PROTOCOL")
+            started = f" (started as {' '.join(self._proc.args)})" if self._proc is not None else ""
+            raise StokerError(f"the loader{started} speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the "
+                              "stoker.torch of the same Stoker version as the loader (python/ of its checkout or package; "
+                              "STOKER_JS=/path/to/bin/stoker.js picks the loader)", "ERR_PROTOCOL")
         self._info = m
         self._state = m["state"]
         self._state_seq = None
