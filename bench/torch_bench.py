@@ -199,7 +199,7 @@ def main():
         if r not in ROUTES:
             p.error(f"--routes: unknown route {r!r}; known: {', '.join(ROUTES)}")
     # Labels as int64, as the resident loop holds them (and as PyTorch's losses want them).
-    loaders = {r: st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, seed=1, env=env,
+    loaders = {r: st.DataLoader(source=st.synthetic(n=N), batch_size=B, device=a.device, shuffle=True, drop_last=True, seed=1, env=env,
                                 dtypes={"label": torch.int64}, **dict(ROUTES[r], slots=a.slots)) for r in routes}
 
     def stoker_epoch(sl, keep=False):

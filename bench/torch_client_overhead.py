@@ -1,4 +1,4 @@
-# stoker.torch's own per-batch cost with the loader replaced by canned protocol-3 bytes: no socket wait, no
+# stoker.torch's own per-batch cost with the loader replaced by canned protocol-4 bytes: no socket wait, no
 # server CPU — the Python the client runs per batch (frame parse, views, batch dict, release lines, the
 # liveness check's one select), with 1 or 4 frames arriving per recv, and with a 3-op touch of each batch for
 # scale; for each lease rule: recycle="next" (views made once per slot, a batch released when the next is
@@ -29,11 +29,11 @@ def make(chunk_frames, recycle):
         {"name": "image", "dtype": "uint8", "shape": [B, 3, 32, 32], "slab": 0, "offset": 0, "bytes": B * 3072},
         {"name": "label", "dtype": "int32", "shape": [B], "slab": 0, "offset": B * 3072, "bytes": B * 4}]}
     out = bytearray((json.dumps(layout) + "\n").encode())
-    F = struct.Struct("<BBHIIIIII")
+    F = struct.Struct("<BBHIIIIIII")
     for i in range(NB):
-        out += F.pack(1, 0, 0xFFFF, i, 0, i, B, 0, i % SLOTS)
+        out += F.pack(1, 0, 0xFFFF, i, 0, i, B, 0, i % SLOTS, (i + 1) * B if i + 1 < NB else 0xFFFFFFFF)
     out += b'{"op":"end","epoch":0,"batches":%d}\n' % NB
-    l._sock = FakeSock(bytes(out), chunk_frames * 28)
+    l._sock = FakeSock(bytes(out), chunk_frames * 32)
     return l
 for recycle, keep in (("next", False), ("auto", False), ("auto", True)):
     for chunk in (1, 4):

@@ -48,7 +48,7 @@ def loop(l, epochs):
     return (time.perf_counter() - t) / n * 1e6, (time.process_time() - c) / n * 1e6, n
 
 
-with st.DataLoader(source=st.synthetic(n=50_000), batch_size=256, device=a.device, seed=1, dtypes={"label": torch.int64}) as l:
+with st.DataLoader(source=st.synthetic(n=50_000), batch_size=256, device=a.device, shuffle=True, drop_last=True, seed=1, dtypes={"label": torch.int64}) as l:
     print("gathers", l.gathers, "chunk", l._chunk, flush=True)
     loop(l, 1)
     for what in ("ipc columns", "ipc columns again"):

@@ -6,7 +6,7 @@ sys.path.insert(0, os.environ.get("REPO", os.path.join(os.path.dirname(os.path.a
 import torch
 import stoker.torch as st
 N=int(os.environ.get("N", 50000)); B=256
-l = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device="cpu", seed=1)
+l = st.DataLoader(source=st.synthetic(n=N), batch_size=B, device="cpu", shuffle=True, drop_last=True, seed=1)
 pid = l._proc.pid
 tick = os.sysconf("SC_CLK_TCK")
 def srv_cpu():

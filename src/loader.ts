@@ -471,6 +471,14 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
         }
         return this.#stateOf(epoch, segment, taken, taken === batches);
       },
+      track: () => {
+        const positions = new Float64Array(batches);
+        for (let k = 1; k <= batches; k++) {
+          const position = k === batches ? segment.total : segment.consumed(k);
+          positions[k - 1] = position >= segment.total || k >= batches ? -1 : position;
+        }
+        return { base: this.#stateAt(epoch, 0), next: this.#stateAt(epoch + 1, 0), positions };
+      },
     };
   }
 

@@ -327,7 +327,7 @@ describe('stoker inspect', () => {
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stdout, /format\s+npy/);
     assert.match(text.stdout, /samples\s+5/);
-    assert.match(text.stdout, /^0\s+float32\s+\[3\]\s+12$/m);
+    assert.match(text.stdout, /^x\s+float32\s+\[3\]\s+12$/m, 'one file: a column named after its stem');
     assert.equal(json.code, 0, json.stderr);
     const d = JSON.parse(json.stdout) as { format: string; length: number; columns: { dtype: string; shape: number[] }[]; bytesPerSample: number };
     assert.equal(d.format, 'npy');

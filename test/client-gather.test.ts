@@ -53,6 +53,23 @@ describe('client gather: the loader hands out its resident columns and plans', (
     await b.close();
   });
 
+  it('track() gives what at(k) would for every k, without taking anything: a position in the epoch\'s base state, or the next epoch\'s start', async () => {
+    for (const [opts, n] of [[{ batchSize: 8, mode: 'resident' as const, seed: 3, dropLast: false }, 30], [{ batchSize: 8, mode: 'resident' as const, seed: 3, dropLast: true }, 30], [{ batchSize: 8, mode: 'resident' as const, shuffle: false }, 32]] as const) {
+      const a = await DataLoader.create(arraysDataset(n), opts);
+      const e = a[kClientGather]()!.epoch(0);
+      const before = a.state();
+      const { base, next, positions } = e.track();
+      assert.deepEqual(a.state(), before, 'track() takes nothing');
+      assert.equal(positions.length, e.plan.batches);
+      for (let k = 1; k <= e.plan.batches; k++) {
+        const p = positions[k - 1]!;
+        assert.deepEqual(p < 0 ? next : { ...base, position: p }, e.at(k), `after ${k} batches`);
+      }
+      assert.equal(positions[e.plan.batches - 1], -1);
+      await a.close();
+    }
+  });
+
   it('resumes mid-epoch: the plan of a resumed loader is the rest of the epoch, then whole epochs', async () => {
     const opts = { batchSize: 8, mode: 'resident' as const, seed: 5 };
     const full = await DataLoader.create(arraysDataset(40), opts);

@@ -24,7 +24,7 @@ import ts from 'typescript';
 import { writeShapesDataset } from '../src/cli/demo-data.js';
 import { docPath } from '../src/cli/ui.js';
 import { TEST_MS } from './fixtures.js';
-import { BIN, torchMissing } from './fixtures/python-client.js';
+import { torchMissing } from './fixtures/python-client.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const PYTHON = '/usr/bin/python3';
@@ -254,11 +254,12 @@ function blockEnv(dir: string): NodeJS.ProcessEnv {
     ...process.env,
     XDG_CACHE_HOME: join(dir, '.cache'), // the tar, JSONL, folder and length caches stay in the block's directory
     PYTHONPATH: join(ROOT, 'python'),
-    STOKER_JS: BIN,
+    // No STOKER_JS: the Python client finds the project's node_modules/.bin/stoker walking up from the block's directory, as a user's would.
     npm_config_offline: 'true', // npx finds the project's own stoker; never fetch a package of that name from the registry
     PATH: `${join(dir, '..', 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
   };
   delete env.NODE_TEST_CONTEXT;
+  delete env.STOKER_JS;
   return env;
 }
 

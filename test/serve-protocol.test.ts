@@ -12,20 +12,21 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
 import { BIN } from './fixtures/python-client.js';
-import { FRAME_BYTES, FRAME_TAG, type Frame, PROTOCOL_VERSION, decodeFrame, encodeFrame, parseRelease } from '../src/serve/protocol.js';
+import { FRAME_BYTES, FRAME_TAG, type Frame, NEXT_EPOCH, PROTOCOL_VERSION, decodeFrame, encodeFrame, parseRelease } from '../src/serve/protocol.js';
 
 describe('the batch frame and the release line', () => {
-  it('a frame round-trips through encode and decode, ids and picks included, and is 28 bytes without them', () => {
-    const f: Frame = { seq: 7, epoch: 3, index: 2, rows: 3, layout: 5, slot: 1, event: 4, ids: Uint32Array.of(9, 1, 4_000_000_000), picks: Uint32Array.of(19, 11, 14) };
+  it('a frame round-trips through encode and decode, ids and picks included, and is 32 bytes without them', () => {
+    const f: Frame = { seq: 7, epoch: 3, index: 2, rows: 3, layout: 5, slot: 1, position: 1234, event: 4, ids: Uint32Array.of(9, 1, 4_000_000_000), picks: Uint32Array.of(19, 11, 14) };
     const b = encodeFrame(f);
     assert.equal(b[0], FRAME_TAG);
     assert.equal(b.length, FRAME_BYTES + 24);
     const back = decodeFrame(b)!;
     assert.equal(back.bytes, b.length);
     assert.deepEqual(back.frame, f);
-    const lean = encodeFrame({ seq: 1, epoch: 0, index: 0, rows: 256, layout: 0, slot: 3 });
+    const lean = encodeFrame({ seq: 1, epoch: 0, index: 0, rows: 256, layout: 0, slot: 3, position: NEXT_EPOCH });
     assert.equal(lean.length, FRAME_BYTES);
-    assert.deepEqual(decodeFrame(lean)!.frame, { seq: 1, epoch: 0, index: 0, rows: 256, layout: 0, slot: 3 });
+    assert.equal(FRAME_BYTES, 32);
+    assert.deepEqual(decodeFrame(lean)!.frame, { seq: 1, epoch: 0, index: 0, rows: 256, layout: 0, slot: 3, position: NEXT_EPOCH });
     assert.equal(decodeFrame(b.subarray(0, b.length - 1)), undefined, 'a frame cut short is not decoded');
   });
 
@@ -36,7 +37,7 @@ describe('the batch frame and the release line', () => {
   });
 });
 
-/** A raw protocol-3 client: JSON lines and frames as they come. */
+/** A raw protocol client: JSON lines and frames as they come. */
 class RawClient {
   readonly messages: (Record<string, unknown> | Frame)[] = [];
   #buf = Buffer.alloc(0);
@@ -94,7 +95,7 @@ class RawClient {
 }
 
 // Both ways the server writes a slot: through its own mapping of the slab, and through pwrite.
-for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protocol 3 (slab writes: ${mmap === 'on' ? 'mapped' : 'pwrite'})`, { timeout: TEST_MS }, () => {
+for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protocol ${PROTOCOL_VERSION} (slab writes: ${mmap === 'on' ? 'mapped' : 'pwrite'})`, { timeout: TEST_MS }, () => {
   let dir: string;
   let server: ChildProcess;
   let socket: string;
@@ -174,6 +175,14 @@ for (const mmap of ['on', 'off'] as const) describe(`stoker serve speaks protoco
     c.send({ op: 'state', seq: frames[frames.length - 3]!.seq });
     await c.until(() => c.ops('state').length === 2, 'state');
     assert.equal((c.ops('state')[1]!.state as { position: number }).position, 8 * 64);
+    // NOTE [Known state]: each frame gives the position after it in the base state sent before it; after
+    // the last batch, the next epoch's start (its base goes out right before that frame).
+    const bases = c.ops('state-base').map((m) => m.state as Record<string, unknown>);
+    assert.deepEqual(bases.map((b) => [b.epoch, b.position]), [[0, 0], [1, 0]]);
+    assert.deepEqual(frames.map((f) => f.position), [...Array.from({ length: 9 }, (_, k) => (k + 1) * 64), NEXT_EPOCH]);
+    assert.ok(c.messages.indexOf(c.ops('state-base')[1]!) < c.messages.indexOf(frames[9]!) && c.messages.indexOf(c.ops('state-base')[1]!) > c.messages.indexOf(frames[8]!));
+    assert.deepEqual({ ...bases[0], position: frames[frames.length - 3]!.position }, c.ops('state')[1]!.state, 'base + position is the state the loader keeps for that batch');
+    assert.deepEqual(bases[1], last);
     // Out of the window the server keeps: a typed error naming the request.
     c.send({ op: 'state', seq: frames[0]!.seq });
     await c.until(() => c.ops('error').length === 1, 'error');

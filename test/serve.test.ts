@@ -5,11 +5,12 @@
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { tableFromArrays, tableToIPC } from 'apache-arrow';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
 import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
 
@@ -82,6 +83,24 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     assert.deepEqual(out.again0, epochs[0], 'set_epoch(0) gives epoch 0 again');
     assert.equal(out.rowsOk, true);
     assert.equal(out.exit, 0);
+  });
+
+  it("torch's defaults: in order, the short last batch kept, batches of 1 unless told, a seed drawn as torch's DataLoader draws it (torch.manual_seed makes it reproducible; generator= too), which a resumed loader takes from the state", async () => {
+    const { out } = await scenario('defaults', { n: 100, batch: 16, gather, torchSeed: 5 });
+    assert.equal(out.gathers, gather);
+    assert.equal(out.len, 7);
+    assert.deepEqual(out.rows, [16, 16, 16, 16, 16, 16, 4]);
+    assert.deepEqual(out.ids, range(100), 'shuffle=False: dataset order');
+    assert.equal(out.batchSize, 1);
+    const [a, b, c] = out.orders as { seed: string; ids: number[] }[];
+    assert.equal(a!.seed, out.torchDraws, 'the seed is the int64 torch draws from its default generator');
+    assert.equal(out.generatorSeed, out.torchDraws, 'generator= is drawn from as torch draws from it');
+    assert.ok(BigInt(a!.seed) >= 2n ** 53n, 'a draw past 2^53 (this one) crosses whole');
+    assert.deepEqual(b, a, 'the same torch.manual_seed, the same seed and order');
+    assert.notEqual(c!.seed, a!.seed);
+    assert.notDeepEqual(c!.ids, a!.ids, 'another torch.manual_seed, another order');
+    assert.deepEqual(sorted(a!.ids), range(100), 'shuffled, every sample once, the short last batch kept');
+    assert.deepEqual(out.resumed, a!.ids, 'the resumed run (another draw, the saved seed) continues the saved one');
   });
 
   it('without ids=True no ids cross: every row still checks out (recovered from its content), exactly once, a short last batch too, batch.ids says how to get them, state_dict() answers after close', async () => {
@@ -189,6 +208,28 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
     }
   }
 
+  for (const at of ['mid', 'end'] as const) {
+    it(`state_dict() after the loader died ${at === 'mid' ? 'mid-epoch' : 'at the end of an epoch'} answers the state after the last batch taken (a checkpoint in the LoaderDied handler), and a new loader resumed from it delivers exactly the rest`, async () => {
+      // NOTE: the scenario waits (60 s at most) for the killed loader process to exit, then asks for a batch.
+      const { out } = await scenario('state_after_death', { n: 640, batch: 64, take: 3, at, gather });
+      assert.equal(out.exited, true, 'the loader process did not exit after SIGKILL');
+      assert.equal(out.gathers, gather);
+      assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
+      const [e0, e1] = out.full as number[][];
+      const saved = out.saved as { stoker: { epoch: number; position: number } };
+      if (at === 'mid') {
+        assert.deepEqual(saved, out.live, 'the state a live loader gives after as many batches');
+        assert.deepEqual([saved.stoker.epoch, saved.stoker.position], [0, 3 * 64]);
+      } else {
+        assert.deepEqual([saved.stoker.epoch, saved.stoker.position], [1, 0]);
+      }
+      assert.deepEqual(out.afterClose, saved, 'and after close()');
+      const [rest0, rest1] = out.rest as number[][];
+      assert.deepEqual([...(out.head as number[]), ...rest0!], e0, 'the epoch, once: what came before the death, then the resumed rest');
+      assert.deepEqual(rest1, e1, 'then the next epoch, as the uninterrupted run');
+    });
+  }
+
   it('close() ends the child with exit code 0, is idempotent, leaves no shared-memory file, and a closed loader refuses to iterate', async () => {
     const { out } = await scenario('close', { n: 640, batch: 64, gather });
     assert.equal(out.exit, 0);
@@ -197,6 +238,52 @@ describe(`the Python client over shared memory, ${route}`, { skip, timeout: TEST
   });
 });
 }
+
+describe('the Python client\u2019s sources of several files, as Stoker\u2019s sources take them', { skip, timeout: TEST_MS * 2 }, () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'stoker-files-'));
+    // Two Arrow files (the Python side has no pyarrow): label 0–9, then 10–19.
+    for (const [name, from] of [['a.arrow', 0], ['b.arrow', 10]] as const) {
+      writeFileSync(join(dir, name), tableToIPC(tableFromArrays({ label: Int32Array.from(range(10), (i) => from + i) }), 'file'));
+    }
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('{"image": "x.npy", "label": "y.npy"}, a lone .npy (named after its stem), a list of .npy, Arrow or tar files, a shard pattern; mixed formats refused naming the file', async () => {
+    const { out } = await scenario('files', { dir });
+    const named = out.named as { names: string[]; image: number[]; label: number[] };
+    assert.deepEqual(named.names, ['image', 'label']);
+    assert.deepEqual(named.image, range(24), 'each row its sample, in order (shuffle=False)');
+    assert.deepEqual(named.label, range(24).map((i) => 3 * i));
+    assert.deepEqual(out.single, ['images'], 'a lone .npy is a field named after its stem');
+    assert.deepEqual(out.path, ['images'], 'a pathlib.Path too');
+    assert.deepEqual(out.list, { names: ['0', '1'], label: range(24).map((i) => 3 * i) }, 'a list of .npy files: positional columns, as sources.npy([...])');
+    assert.deepEqual(out.arrow, { names: ['label'], label: range(20) }, 'Arrow files one after another, as sources.arrow([...])');
+    for (const key of ['tarList', 'tarPattern']) assert.deepEqual(out[key], { names: ['cls'], cls: range(10).map((i) => 7 * i) }, key);
+    const errors = out.errors as Record<string, { code: string; message: string }>;
+    assert.equal(errors.mixed!.code, 'ERR_INVALID_DATASET');
+    assert.match(errors.mixed!.message, /a\.arrow: arrow, where a list with an \.npy file zips \.npy files as columns/);
+    assert.equal(errors.namedArrow!.code, 'ERR_INVALID_DATASET');
+    assert.match(errors.namedArrow!.message, /a\.arrow: arrow, where a record of paths names the columns of \.npy files/);
+  });
+});
+
+describe('the Python client finds the loader (NOTE [Finding the loader], python/stoker/torch.py)', { skip, timeout: TEST_MS * 2 }, () => {
+  it("from a project's node_modules/.bin/stoker (a symlink, as npm makes it) walking up from the working directory, STOKER_JS as an override, the checkout it is imported from, then `stoker` on PATH; where it looked when nothing is found", async () => {
+    const { out } = await scenario('find', { bin: BIN });
+    const node = ['node'];
+    assert.deepEqual(out.project, { command: [...node, out.projectBin] }, `the project's, before the checkout the package is imported from: ${JSON.stringify(out.project)}`);
+    assert.deepEqual(out.projectRuns, { rows: [32, 32], started: [...node, out.projectBin] }, JSON.stringify(out.projectRuns));
+    assert.deepEqual(out.override, { command: [...node, '/opt/elsewhere/bin/stoker.js'] });
+    assert.deepEqual(out.beside, { command: [...node, out.checkout] }, 'outside a project, the checkout the package is imported from, before PATH');
+    assert.deepEqual(out.path, { command: [...node, out.linkedBin] }, 'an installed package outside any project: stoker on PATH');
+    assert.deepEqual(out.shimmed, { command: [out.shim] }, 'a shell shim on PATH runs as it is');
+    const none = (out.none as { error: { code: string; message: string } }).error;
+    assert.equal(none.code, 'ERR_INVALID_OPTION');
+    assert.match(none.message, /cannot find Stoker's loader .*STOKER_JS, node_modules\/\.bin\/stoker .*stoker` on PATH.*npm install stoker-ml/);
+  });
+});
 
 describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS * 2 }, () => {
   let dir: string;

@@ -1,6 +1,6 @@
 """`stoker.torch.DataLoader`: a PyTorch loader fed by Stoker's Node.js loader in its own process.
 
-    loader = stoker.torch.DataLoader(source="data/train.npy", batch_size=256, device="cuda")
+    loader = stoker.torch.DataLoader(source={"image": "x.npy", "label": "y.npy"}, batch_size=256, shuffle=True, device="cuda")
     for epoch in range(10):
         for batch in loader:            # one epoch per loop, like torch's DataLoader
             images, labels = batch["image"], batch["label"]
@@ -54,14 +54,18 @@ import torch
 
 from ._errors import BatchError, LoaderDied, StokerError
 
-__all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic"]
+__all__ = ["DataLoader", "Batch", "BatchError", "StokerError", "LoaderDied", "synthetic", "find_loader"]
 
-# The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 28-byte batch frames.
-PROTOCOL_VERSION = 3
+# The wire protocol (src/serve/protocol.ts has the spec): JSON lines, and 32-byte batch frames.
+PROTOCOL_VERSION = 4
 _FRAME_TAG = 0x01
-_FRAME = struct.Struct("<BBHIIIIII")
+_FRAME = struct.Struct("<BBHIIIIIII")
 _FRAME_BYTES = _FRAME.size
 _NO_EVENT = 0xFFFF
+# NOTE [Known state] (src/serve/protocol.ts): a batch's position that says the state after it is the
+# next epoch's start, and one that says the client must ask.
+_NEXT_EPOCH = 0xFFFFFFFF
+_UNTRACKED = 0xFFFFFFFE
 
 _DTYPES = {
     "uint8": torch.uint8, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
@@ -151,6 +155,26 @@ def synthetic(n=50_000, shape=(3, 32, 32), classes=10, fail_at=None):
     return {"builtin": "synthetic", "options": options}
 
 
+def _source_json(source):
+    """`source` as the loader takes it: paths (str or os.PathLike) made absolute here, relative to this
+    process's working directory, as torch's datasets read them (a server reached by `connect=` has its
+    own); a module spec or a built-in source as it is."""
+    path = lambda p: os.path.abspath(os.fspath(p)) if isinstance(p, (str, os.PathLike)) and os.fspath(p) else p
+    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+        return source  # a JSON spec, as `stoker serve --source` takes one
+    if isinstance(source, (str, os.PathLike)):
+        return path(source)
+    if isinstance(source, (list, tuple)):
+        return [path(p) for p in source]
+    if isinstance(source, dict):
+        if "module" in source or "builtin" in source:
+            return source
+        if "path" in source and set(source) <= {"path", "size"}:
+            return dict(source, path=path(source["path"]))
+        return {k: path(v) for k, v in source.items()}
+    return source
+
+
 def _check_dtypes(dtypes):
     if dtypes is None:
         return {}
@@ -160,25 +184,96 @@ def _check_dtypes(dtypes):
     return dict(dtypes)
 
 
+def _draw_seed(generator=None):
+    """NOTE [torch's defaults]
+    A loader given no seed draws one as torch's DataLoader does (its sampler's and its workers' base
+    seed): one int64 from `generator`, else torch's default generator, so that `torch.manual_seed(s)`
+    before the loader is made makes its order reproducible, and an unseeded run differs from the last.
+    It is drawn once, when the loader is made: the epoch's order is then Stoker's pure function of
+    (seed, epoch), and `state_dict()` carries the seed. The other defaults are torch's too —
+    batch_size 1, shuffle False, drop_last False — sent as the client's `defaults` of `open`, which
+    the command line of a `stoker serve` the client connects to overrides (src/serve/protocol.ts)."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def _json_seed(seed):
+    """A seed as the loader takes it over JSON: past 2**53 a JSON number loses digits, so a decimal string."""
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 2 ** 53:
+        return str(seed)
+    return seed
+
+
 def _camel(key):
     head, *rest = key.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def _stoker_js():
-    env = os.environ.get("STOKER_JS")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "..", "..", "bin", "stoker.js"),):
-        if os.path.exists(cand):
-            return os.path.normpath(cand)
-    found = shutil.which("stoker")
+def find_loader(node="node", env=None):
+    """The command that starts Stoker's loader (`<it> serve --once ...`), found as NOTE [Finding the loader] says.
+
+    NOTE [Finding the loader]
+    The loader is the `stoker` command of the npm package stoker-ml, found in this order:
+    1. `STOKER_JS` (in `env`, else this process's environment): a path to bin/stoker.js, an override;
+    2. walking up from the working directory, in each folder: `node_modules/.bin/stoker` (the
+       project's `npm install stoker-ml`, as `npx stoker` finds it), or the folder itself being a
+       checkout of stoker-ml (its package.json's name, and bin/stoker.js);
+    3. the checkout this Python package is imported from (python/stoker inside a clone);
+    4. `stoker` on `PATH` (`npm install -g stoker-ml` puts it in npm's global bin).
+    A JavaScript file (what npm links, after its symlinks) is run with `node`; anything else (a shell
+    shim, as pnpm writes) is run as it is. The client of one checkout speaks the protocol of the same
+    checkout's loader: another version is refused at `open` (ERR_PROTOCOL), naming the command."""
+    environ = os.environ if env is None else env
+    override = environ.get("STOKER_JS")
+    if override:
+        return [node, override]
+    d = os.getcwd()
+    while True:
+        bin_ = os.path.join(d, "node_modules", ".bin", "stoker")
+        if os.path.exists(bin_):
+            return _launcher(bin_, node)
+        if _checkout(d):
+            return [node, os.path.join(d, "bin", "stoker.js")]
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    here = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    if _checkout(here):
+        return [node, os.path.join(here, "bin", "stoker.js")]
+    found = shutil.which("stoker", path=environ.get("PATH"))
     if found:
-        return found
+        return _launcher(found, node)
     raise StokerError(
-        "cannot find Stoker's bin/stoker.js: set STOKER_JS=/path/to/stoker/bin/stoker.js, pass command=[...], "
-        "or connect= the socket of a running `stoker serve`", "ERR_INVALID_OPTION")
+        "cannot find Stoker's loader (the `stoker` command of the npm package stoker-ml): looked for STOKER_JS, "
+        f"node_modules/.bin/stoker or a stoker-ml checkout in {os.getcwd()} and the folders above it, a checkout around "
+        "this Python package, and `stoker` on PATH. Run `npm install stoker-ml` in your project (or `npm install -g "
+        "stoker-ml`), set STOKER_JS=/path/to/stoker-ml/bin/stoker.js, pass command=[...], or connect= the socket of a "
+        "running `stoker serve`", "ERR_INVALID_OPTION")
+
+
+def _checkout(d):
+    """Whether folder `d` is the npm package stoker-ml with its launcher (a clone, or the installed package)."""
+    if not os.path.isfile(os.path.join(d, "bin", "stoker.js")):
+        return False
+    try:
+        with open(os.path.join(d, "package.json"), encoding="utf-8") as f:
+            return json.load(f).get("name") == "stoker-ml"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _launcher(path, node):
+    """How to run the `stoker` at `path`: `node <path>` when it is JavaScript (npm's link to bin/stoker.js: node
+    follows it), else as it is (a shell shim). The command names the path found, so errors say where it was."""
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as f:
+            head = f.read(128).split(b"\n", 1)[0]
+    except OSError:
+        head = b""
+    if real.endswith((".js", ".mjs", ".cjs")) or (head.startswith(b"#!") and b"node" in head):
+        return [node, path]
+    return [path]
 
 
 class Batch(dict):
@@ -247,13 +342,22 @@ class Batch(dict):
 class DataLoader:
     """Batches from Stoker's loader, as dicts of torch.Tensor.
 
-    source: a dataset path (.npy, .safetensors, .arrow, .tar, an image folder), a module spec
-        {"module", "export", "options"}, or `stoker.torch.synthetic(...)`. May be omitted with
-        `connect=` a server started with --source.
-    batch_size, device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default True), seed (default 42), and any DataLoader option of Stoker
-        in snake_case (drop_last, workers, mode, augment, prefetch, errors, ...).
-    node / command: how to start the loader (default `node <repo>/bin/stoker.js serve --once`;
-        set STOKER_JS to point elsewhere). connect: a socket path of a running `stoker serve`.
+    source: a dataset path (.npy, .safetensors, .arrow, .tar or a shard pattern, an image folder;
+        {"path": folder, "size": 224} to decode images to a size), several files as Stoker's sources
+        take them — {"image": "x.npy", "label": "y.npy"} (named .npy columns), a list of .npy files
+        (positional columns), of tar shards, or of Arrow or other files of one format (one dataset
+        over them in order) —, a module spec {"module", "export", "options"}, or
+        `stoker.torch.synthetic(...)`. Paths are relative to this process's working directory. May be
+        omitted with `connect=` a server started with --source.
+    batch_size (default 1), device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default False), drop_last
+        (default False), seed (default: drawn from `generator`, else torch's default generator, as torch's
+        DataLoader draws its own: `torch.manual_seed(s)` makes it reproducible), and any DataLoader option
+        of Stoker in snake_case (workers, mode, augment, prefetch, errors, ...). Unset, they are torch's
+        DataLoader's defaults, unless the command line of a server given by `connect=` sets them.
+    node / command: how to start the loader (default: `find_loader(node)` — STOKER_JS, the project's
+        node_modules/.bin/stoker or a checkout, walking up from the working directory, the checkout
+        around this package, `stoker` on PATH — then `serve --once`). connect: a socket path of a
+        running `stoker serve`.
     slots: batches the loader may run ahead of the consumer (child mode).
     timeout: seconds to wait for any one message before raising (None: wait as long as the loader lives).
     ids: give each batch its sample ids and picks (`batch.ids`, `batch.picks`); off by default, since
@@ -273,9 +377,9 @@ class DataLoader:
     Under torchrun each rank's loader takes its shard: the child inherits RANK / WORLD_SIZE.
     """
 
-    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, node="node",
-                 command=None, connect=None, slots=4, timeout=None, env=None, ids=False, gather=True, dtypes=None,
-                 recycle="auto", **options):
+    def __init__(self, source=None, batch_size=None, device=None, shuffle=None, seed=None, *, drop_last=None,
+                 generator=None, node="node", command=None, connect=None, slots=4, timeout=None, env=None, ids=False,
+                 gather=True, dtypes=None, recycle="auto", **options):
         if recycle not in _RECYCLE:
             raise StokerError(f"recycle: expected 'auto' (a slot goes back once nothing refers to its batch) or 'next' "
                               f"(when the next batch is asked for), got {recycle!r}", "ERR_INVALID_OPTION")
@@ -297,7 +401,7 @@ class DataLoader:
         self._active = None
         self._closed = False
         self._timeout = timeout
-        self._source = source
+        self._source = _source_json(source)
         self._ids = bool(ids)
         self._gather = bool(gather)
         self._dtypes = _check_dtypes(dtypes)
@@ -306,20 +410,28 @@ class DataLoader:
         self._chunk = 1
         self._plan_ahead = None
         opts = {_camel(k): v for k, v in options.items()}
-        if batch_size is not None:
-            opts["batchSize"] = batch_size
-        # Unset ones keep the server's defaults (its command line's, else Stoker's: cpu, shuffled, seed 42).
-        for key, value in (("device", None if device is None else str(device)), ("shuffle", shuffle), ("seed", seed)):
+        given = (("batchSize", batch_size), ("device", None if device is None else str(device)), ("shuffle", shuffle),
+                 ("dropLast", drop_last), ("seed", seed))
+        for key, value in given:
             if value is not None:
                 opts[key] = value
-        self._options = opts
+        # NOTE [torch's defaults]: what is not given is torch's DataLoader's (batches of 1, in order, the
+        # short last batch kept, a seed drawn from torch's generator), under the server's command line.
+        defaults = {"batchSize": 1, "shuffle": False, "dropLast": False}
+        if seed is None and "seed" not in opts:
+            defaults["seed"] = _draw_seed(generator)
+        self._options = {k: _json_seed(v) if k == "seed" else v for k, v in opts.items()}
+        self._defaults = {k: _json_seed(v) if k == "seed" else v for k, v in defaults.items() if k not in opts}
         self._next_epoch = 0
         self._resume = None
         self._consumed = None
         self._state = None
         self._state_seq = None
+        self._known = None
+        self._bases = {}
+        self._gone = False
         try:
-            path = connect if connect is not None else self._spawn(command or [node, _stoker_js(), "serve", "--once", "--slots", str(slots)], env)
+            path = connect if connect is not None else self._spawn(command or find_loader(node, env) + ["serve", "--once", "--slots", str(slots)], env)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._sock.settimeout(timeout)
             self._sock.connect(path)
@@ -367,6 +479,7 @@ class DataLoader:
     def _died(self, what, said=None):
         """LoaderDied: `what` happened; with the loader's last word when a stopping server said why
         (ERR_SERVE_STOPPED: `said`, or found among the messages the client has not acted on)."""
+        self._gone = True  # state_dict() answers from what the client knows from now on (NOTE [Known state])
         stopped = said if said is not None else self._stop_message()
         code = None
         if self._proc is not None:
@@ -429,7 +542,7 @@ class DataLoader:
         if buf[pos] == _FRAME_TAG:
             if n - pos < _FRAME_BYTES:
                 return None
-            _, flags, event, seq, epoch, index, rows, layout, slot = _FRAME.unpack_from(buf, pos)
+            _, flags, event, seq, epoch, index, rows, layout, slot, position = _FRAME.unpack_from(buf, pos)
             end = pos + _FRAME_BYTES
             ids = picks = None
             if flags:
@@ -442,7 +555,7 @@ class DataLoader:
                 if flags & 2:
                     picks = bytes(buf[end:end + width])
                     end += width
-            return (seq, epoch, index, rows, layout, slot, event, ids, picks), end
+            return (seq, epoch, index, rows, layout, slot, event, ids, picks, position), end
         nl = buf.find(b"\n", pos)
         if nl < 0:
             return None
@@ -475,6 +588,8 @@ class DataLoader:
             op = m.get("op")
             if op == "layout":
                 self._layouts[m["id"]] = m
+            elif op == "state-base":
+                self._base(m["state"])
             elif op == "layout-reset":
                 self._layouts.clear()
                 self._specs.clear()
@@ -540,7 +655,7 @@ class DataLoader:
         options = dict(self._options)
         if self._resume is not None:
             options["resume"] = self._resume
-        message = {"op": "open", "options": options, "ids": self._ids, "gather": self._gather}
+        message = {"op": "open", "options": options, "defaults": self._defaults, "ids": self._ids, "gather": self._gather}
         # A new loader frees the old one's memory: nothing of ours may map it by then.
         self._store = None
         self._store_map = None
@@ -556,12 +671,16 @@ class DataLoader:
         self._plan_ahead = None
         self._pending = collections.deque(p for p in self._pending if type(p) is tuple or p["op"] != "plan")
         if m.get("protocol") != PROTOCOL_VERSION:
-            raise StokerError(f"the loader speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the stoker.torch "
-                              "of the same Stoker checkout as the loader (python/ beside its bin/stoker.js)", "ERR_PROTOCOL")
+            started = f" (started as {' '.join(self._proc.args)})" if self._proc is not None else ""
+            raise StokerError(f"the loader{started} speaks protocol {m.get('protocol')}, this client {PROTOCOL_VERSION}: run the "
+                              "stoker.torch of the same Stoker version as the loader (python/ of its checkout or package; "
+                              "STOKER_JS=/path/to/bin/stoker.js picks the loader)", "ERR_PROTOCOL")
         self._info = m
         self._state = m["state"]
         self._state_seq = None
         self._consumed = None
+        self._known = None
+        self._bases = {}
         self._layouts.clear()
         self._specs.clear()
         self._ack_at = max(1, m["slots"] // 2)
@@ -679,6 +798,11 @@ class DataLoader:
             ep, batches, size, rows = m["epoch"], m["batches"], m["batchSize"], m["rows"]
             raw = base64.b64decode(m["samples"])
             picks_raw = base64.b64decode(m["picks"]) if "picks" in m else None
+            positions = None
+            if "positions" in m:
+                positions = memoryview(base64.b64decode(m["positions"])).cast("I")
+                for base in m["bases"]:
+                    self._base(base)
             if "bounds" in m:
                 bounds = torch.frombuffer(bytearray(base64.b64decode(m["bounds"])), dtype=torch.int32).tolist()
                 start, end = (lambda b: bounds[b]), (lambda b: bounds[b + 1])
@@ -713,6 +837,7 @@ class DataLoader:
                     ids = raw[4 * s:4 * e] if keep_ids else None
                     picks = picks_raw[4 * s:4 * e] if picks_raw is not None else None
                     self._consumed = (ep, i + 1)
+                    self._known = (ep, positions[i]) if positions is not None else None
                     yield Batch(self, None, ep, i, e - s, ids, picks, tensors)
                 b = last
         finally:
@@ -774,6 +899,7 @@ class DataLoader:
                 m = self._pending.popleft() if self._pending else self._next()
                 if type(m) is tuple:
                     self._consumed = m[0]
+                    self._known = (m[1], m[9])
                     batch = self._hand_out(m)
                     m = None
                     yield batch
@@ -801,7 +927,7 @@ class DataLoader:
     def _hand_out(self, m):
         """Frame `m` of `_next` as the batch the loop gets (NOTE [Kept batches]): over its slot, or copied
         out of it when the loop holds all the slots but one."""
-        seq, ep, index, rows, layout, slot, event, ids, picks = m
+        seq, ep, index, rows, layout, slot, event, ids, picks, _ = m
         if event != _NO_EVENT:
             self._cuda.wait_ready(event)
         dtypes = self._dtypes
@@ -892,21 +1018,53 @@ class DataLoader:
         """Where this run stands (torchdata StatefulDataLoader style): resume with load_state_dict.
 
         The loader's state right after the last batch this loader yielded, asked of the loader (one
-        round trip, only when a batch was taken since the last call)."""
+        round trip, only when a batch was taken since the last call). Once the loader is gone (it died,
+        or the loader was closed before the state was fetched), the state the client knows for that
+        batch (NOTE [Known state]): a checkpoint in the handler of LoaderDied is not lost."""
         if self._resume is not None:
             return {"stoker": dict(self._resume)}
         if self._consumed is not None and self._state_seq != self._consumed:
-            if self._closed or self._sock is None:
-                raise StokerError("state_dict(): this loader is closed, and it had taken batches since the last state it knew", "ERR_LOADER_CLOSED")
-            c = self._consumed
-            ask = {"op": "state", "epoch": c[0], "taken": c[1]} if type(c) is tuple else {"op": "state", "seq": c}
-            m = self._call(ask, "state")
-            self._state, self._state_seq = m["state"], self._consumed
+            m = None
+            if not (self._closed or self._sock is None or self._gone):
+                c = self._consumed
+                ask = {"op": "state", "epoch": c[0], "taken": c[1]} if type(c) is tuple else {"op": "state", "seq": c}
+                try:
+                    m = self._call(ask, "state")
+                except LoaderDied:
+                    pass
+            state = m["state"] if m is not None else self._known_state()
+            if state is None:
+                raise StokerError("state_dict(): the loader is gone, and the state after the last batch taken is not known here "
+                                  "(a position past 2**32 - 3)", "ERR_LOADER_CLOSED")
+            self._state, self._state_seq = state, self._consumed
         return {"stoker": dict(self._state)}
 
+    def _base(self, state):
+        """NOTE [Known state]: a base state (an epoch's, at position 0), kept for the last few epochs."""
+        self._bases[state["epoch"]] = state
+        while len(self._bases) > 4:
+            del self._bases[min(self._bases)]
+
+    def _known_state(self):
+        """NOTE [Known state] (src/serve/protocol.ts): the state right after the last batch handed out, from the
+        position it came with and its epoch's base state, without asking the loader; None when unknown."""
+        if self._known is None:
+            return None
+        epoch, position = self._known
+        if position == _UNTRACKED:
+            return None
+        if position == _NEXT_EPOCH:
+            base = self._bases.get(epoch + 1)
+            return None if base is None else dict(base)
+        base = self._bases.get(epoch)
+        return None if base is None else dict(base, position=position)
+
     def load_state_dict(self, state):
-        """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest)."""
+        """Continue at exactly the next batch of the saved run (the next loop runs the saved epoch's rest).
+        A loader given no seed takes the saved run's (its own was drawn: NOTE [torch's defaults])."""
         self._resume = dict(state["stoker"])
+        if "seed" in self._defaults and "seed" in self._resume:
+            self._defaults["seed"] = _json_seed(int(self._resume["seed"]))
         self._next_epoch = self._resume["epoch"]
 
     # ---- lifetime ------------------------------------------------------------------------------

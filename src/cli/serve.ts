@@ -26,7 +26,7 @@ export function serveCommand(): Command {
   return new Command('serve')
     .description('serve batches to another process (PyTorch: python/stoker) over a Unix socket, through shared memory or CUDA IPC')
     .option('--socket <path>', 'Unix socket to listen on; default a fresh path under the temp folder, printed on stdout as one JSON line')
-    .option('--source <path|json>', 'dataset: a path (.npy, .safetensors, .arrow, .tar, image folder) or JSON {"module","export","options"} / {"builtin":"synthetic"}')
+    .option('--source <path|json>', 'dataset: a path (.npy, .safetensors, .arrow, .tar or a shard pattern, image folder), or JSON: a list of paths, {"image":"x.npy","label":"y.npy"}, {"module","export","options"}, {"builtin":"synthetic"}')
     .addOption(new Option('--batch-size <n>', 'rows per batch').argParser(intArg(1, 1 << 24)))
     .addOption(new Option('--device <name>', 'cpu, cuda or cuda:N').argParser(deviceArg))
     .option('--no-shuffle', 'keep dataset order')

@@ -6,11 +6,13 @@
 
 import { existsSync, openSync, readSync, closeSync, readdirSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { extname, join } from 'node:path';
+import { basename, extname, join } from 'node:path';
 import { Type } from 'apache-arrow';
 import { badFile, describeCause, fileAccess, invalidDatasetError, show } from '../errors.js';
 import { elementSize } from '../tensor/dtype.js';
 import { type AnyDataset, closeDataset } from './dataset.js';
+import { concatSource } from './concat-source.js';
+import { sources } from './sources.js';
 import { SourceReader } from './source-reader.js';
 import { type ArrowImageDecoder, arrowSource } from './formats/arrow/arrow.js';
 import { buildIndex as buildArrowIndex } from './formats/arrow/arrow-index.js';
@@ -33,7 +35,7 @@ const READ_WITH: Readonly<Record<SourceFormat, (path: string, o: InspectOptions)
   safetensors: (p) => `sources.safetensors(${JSON.stringify(p)})`,
   arrow: (p) => `sources.arrow(${JSON.stringify(p)})`,
   'image-folder': (p, o) => `sources.imageFolder(${JSON.stringify(p)}, { size: [${(o.size ?? ['H', 'W']).join(', ')}] })`,
-  'tar-shards': (p) => `await sources.tarShards(${JSON.stringify(statSync(p).isDirectory() ? join(p, '*.tar') : p)})`,
+  'tar-shards': (p) => `await sources.tarShards(${JSON.stringify(shardsOf(p))})`,
   jsonl: (p) => `sources.jsonl(${JSON.stringify(p)}, { fields: [...] })`,
   parquet: (p) => `await sources.parquet(${JSON.stringify(p)})`,
   megatron: (p) => `sources.tokens(${JSON.stringify(binOf(p))}, { index: true })`,
@@ -42,6 +44,11 @@ const READ_WITH: Readonly<Record<SourceFormat, (path: string, o: InspectOptions)
 
 /** nanoGPT's default block size: the context length inspect shows a flat token file with unless told. */
 const DEFAULT_CONTEXT = 1024;
+
+/** What tarShards takes for a path: a folder's `*.tar`, else the path (a shard or a pattern) as it is. */
+function shardsOf(path: string): string {
+  return !isShardPattern(path) && statSync(path).isDirectory() ? join(path, '*.tar') : path;
+}
 
 /** A Megatron pair's `.bin`, from either of its paths. */
 function binOf(path: string): string {
@@ -82,11 +89,17 @@ export interface InspectOptions {
   readonly tokenDtype?: TokenDType;
 }
 
+/** A WebDataset shard pattern (`train-{000..009}.tar`, `shards/*.tar`) naming no file of its own: tarShards expands it. */
+function isShardPattern(path: string): boolean {
+  return /\.tar$/i.test(path) && /[*?{]/.test(basename(path)) && !existsSync(path);
+}
+
 /** Tar fields decoded as images by default (tar-shards.ts DEFAULT_DECODERS). */
 const TAR_IMAGE_FIELDS: readonly string[] = ['jpg', 'jpeg', 'png', 'webp'];
 
 /** Which source a path calls for: by extension, then by magic bytes; a directory by its contents. */
 export function detectFormat(path: string): SourceFormat {
+  if (isShardPattern(path)) return 'tar-shards';
   let st;
   try {
     st = statSync(path);
@@ -139,12 +152,8 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
     case 'safetensors':
       return { format, dataset: safetensorsSource(path), details: {} };
     case 'arrow': {
-      const images = arrowImageColumns(path);
-      if (images.length === 0) return { format, dataset: arrowSource(path), details: {} };
-      const decoders: Record<string, ArrowImageDecoder> = {};
-      for (const c of images) decoders[c] = { kind: 'image', size: options.size ?? (await firstArrowImageSize(path, c)) };
-      const ds = arrowSource(path, { decoders, decode: 'threads' });
-      return { format, dataset: ds, details: { decodedTo: decodedTo(Object.fromEntries(images.map((c) => [c, decoders[c]!.size]))) } };
+      const { decoders, details } = await arrowDecoders(path, options);
+      return { format, dataset: decoders === undefined ? arrowSource(path) : arrowSource(path, { decoders, decode: 'threads' }), details };
     }
     case 'image-folder': {
       // The listing made for the size is the one decoded: both come from the source itself.
@@ -178,16 +187,73 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
       const ds = tokensSource(path, { contextLength, dtype }) as TokenWindows;
       return { format, dataset: ds, details: { tokens: ds.tokens, dtype: options.tokenDtype === undefined ? `${dtype} (assumed: nanoGPT's; --dtype to change)` : dtype, contextLength } };
     }
-    case 'tar-shards': {
-      const isDir = statSync(path).isDirectory();
-      const shards = isDir ? join(path, '*.tar') : path;
-      const sizes = options.size === undefined ? await firstTarImageSizes(shards) : undefined;
-      const decoders = sizes === undefined ? undefined : Object.fromEntries(Object.entries(sizes).map(([f, size]) => [f, { image: { size } }]));
-      const ds = await tarShardsSource(shards, { ...(decoders === undefined ? {} : { decoders }), image: { size: options.size ?? [1, 1] }, decode: 'threads' });
-      const shown = sizes ?? Object.fromEntries(ds.fields.filter((f) => TAR_IMAGE_FIELDS.includes(f)).map((f) => [f, options.size!]));
-      return { format, dataset: ds, details: { shards: ds.shards.length, fields: ds.fields, ...(Object.keys(shown).length > 0 ? { decodedTo: decodedTo(shown) } : {}) } };
-    }
+    case 'tar-shards':
+      return { format, ...(await openShards(shardsOf(path), options)) };
   }
+}
+
+/**
+ * Several files as one dataset, as the sources that take several make it (what `stoker serve` and the
+ * PyTorch client open for a list or a record of paths):
+ * - `.npy` files: columns zipped by row, as `sources.npy` — a list positional, a record named;
+ * - tar shards: one set of shards, as `sources.tarShards([...])`;
+ * - Arrow files: one dataset over them in order, as `sources.arrow([...])` (image columns decoded to the
+ *   first file's sizes unless `size` is given, so that every file's samples have one shape);
+ * - files of any other one format (safetensors, JSONL, Parquet, token files, image folders): one dataset
+ *   over them in order, as `sources.concat` of each opened as `openPath` opens it.
+ * A record names `.npy` columns only; a list mixes no formats (a list with an `.npy` is all columns).
+ */
+export async function openPaths(paths: readonly string[] | Readonly<Record<string, string>>, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
+  const named = !Array.isArray(paths);
+  const list: string[] = named ? Object.values(paths) : [...(paths as readonly string[])];
+  if (list.length === 0 || !list.every((p) => typeof p === 'string' && p !== '')) {
+    throw invalidDatasetError(`expected ${named ? 'a record of names to file paths' : 'a list of file paths'} with at least one path, got ${show(paths)}`);
+  }
+  const formats = list.map(detectFormat);
+  const other = (want: SourceFormat, why: string) => {
+    const i = formats.findIndex((f) => f !== want);
+    return invalidDatasetError(`${list[i]}: ${formats[i]}, where ${why}. ${named ? 'Name .npy files only (other formats name their own columns)' : 'List files of one format'}`);
+  };
+  if (named || formats.includes('npy')) {
+    if (formats.some((f) => f !== 'npy')) throw other('npy', named ? 'a record of paths names the columns of .npy files (sources.npy({ name: path }))' : 'a list with an .npy file zips .npy files as columns (sources.npy([...]))');
+    return { format: 'npy', dataset: npySource(paths), details: {} };
+  }
+  const format = formats[0]!;
+  if (formats.some((f) => f !== format)) throw other(format, `the list's first file is ${format}`);
+  if (format === 'tar-shards') {
+    if (list.some((p) => isShardPattern(p) || statSync(p).isDirectory())) throw invalidDatasetError(`a list of tar shards names shard files, got ${show(list)}; give a folder of shards or a pattern as one path instead`);
+    return { format, ...(await openShards(list, options)) };
+  }
+  if (format === 'arrow') {
+    const { decoders, details } = await arrowDecoders(list[0]!, options);
+    return { format, dataset: sources.arrow(list, decoders === undefined ? undefined : { decoders, decode: 'threads' }), details };
+  }
+  const parts: AnyDataset[] = [];
+  try {
+    for (const p of list) parts.push((await openPath(p, options)).dataset);
+    return { format, dataset: concatSource(parts), details: { parts: parts.length } };
+  } catch (error) {
+    await Promise.all(parts.map((d) => closeDataset(d)));
+    throw error;
+  }
+}
+
+/** An Arrow file's image columns (Hugging Face's image storage) with the decoder each needs: `size`, else its row 0's own size. */
+async function arrowDecoders(path: string, options: InspectOptions): Promise<{ decoders?: Record<string, ArrowImageDecoder>; details: Record<string, unknown> }> {
+  const images = arrowImageColumns(path);
+  if (images.length === 0) return { details: {} };
+  const decoders: Record<string, ArrowImageDecoder> = {};
+  for (const c of images) decoders[c] = { kind: 'image', size: options.size ?? (await firstArrowImageSize(path, c)) };
+  return { decoders, details: { decodedTo: decodedTo(Object.fromEntries(images.map((c) => [c, decoders[c]!.size]))) } };
+}
+
+/** Tar shards (a shard, a pattern or a list), image fields decoded to `size`, else to the first sample's own sizes. */
+async function openShards(shards: string | readonly string[], options: InspectOptions): Promise<{ dataset: AnyDataset; details: Record<string, unknown> }> {
+  const sizes = options.size === undefined ? await firstTarImageSizes(shards) : undefined;
+  const decoders = sizes === undefined ? undefined : Object.fromEntries(Object.entries(sizes).map(([f, size]) => [f, { image: { size } }]));
+  const ds = await tarShardsSource(shards, { ...(decoders === undefined ? {} : { decoders }), image: { size: options.size ?? [1, 1] }, decode: 'threads' });
+  const shown = sizes ?? Object.fromEntries(ds.fields.filter((f) => TAR_IMAGE_FIELDS.includes(f)).map((f) => [f, options.size!]));
+  return { dataset: ds, details: { shards: ds.shards.length, fields: ds.fields, ...(Object.keys(shown).length > 0 ? { decodedTo: decodedTo(shown) } : {}) } };
 }
 
 /** Open `path` and describe what a loader over it would deliver. */
@@ -250,7 +316,7 @@ function displayPath(path: string | Buffer): string {
  * The own size of each image field of the first sample of the first shard that has one, read from
  * the shard's index (the one tarShardsSource then reuses from the cache).
  */
-async function firstTarImageSizes(shards: string): Promise<Record<string, [number, number]>> {
+async function firstTarImageSizes(shards: string | readonly string[]): Promise<Record<string, [number, number]>> {
   for (const { path: shard, raw } of expandShardPaths(shards)) {
     const ix = shardIndex(shard, 'auto', raw ?? shard);
     if (ix.keys.length === 0) continue;

@@ -43,8 +43,8 @@ export const sources = {
     return new ArraySource(columns);
   },
   /**
-   * NumPy `.npy` files as columns: one path, a list (positional columns) or a record (named
-   * columns); all share their first dimension. Loaded into shared memory when small enough
+   * NumPy `.npy` files as columns: one path (a column named after the file's stem: `x.npy` →
+   * `x`), a list (positional columns) or a record (named columns); all share their first dimension. Loaded into shared memory when small enough
    * (`load`, `inMemoryBytes`), else read with positioned reads per batch.
    */
   npy(paths: string | readonly string[] | Readonly<Record<string, string>>, options?: NpyOptions): ArraySource | FileColumnsSource {

@@ -32,4 +32,10 @@ export interface ClientGather {
 export interface ClientEpoch {
   readonly plan: EpochPlan;
   at(taken: number): LoaderState;
+  /**
+   * What `at(k)` would give for every k ≥ 1, without taking anything: `positions[k − 1]`, the position
+   * after k batches in this epoch's state `base`, or −1 where the state is `next` (the next epoch's
+   * start). A state in between differs from `base` only in its position (NOTE [Known state], serve/protocol.ts).
+   */
+  track(): { readonly base: LoaderState; readonly next: LoaderState; readonly positions: Float64Array };
 }

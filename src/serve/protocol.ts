@@ -2,14 +2,16 @@
 // The control channel of `stoker serve` over a Unix socket (the data itself is in shared memory or
 // CUDA IPC memory, never on the socket). The rule: control messages are JSON lines, one object with
 // an `op` per line, and a peer ignores ops it does not know; the per-batch traffic is lean — a
-// 28-byte binary frame from the server naming (seq, slot, layout), a one-line release from the
+// 32-byte binary frame from the server naming (seq, slot, layout), a one-line release from the
 // client acknowledging any number of batches — because at 20 000 batches/s a JSON message each way
 // is most of a consumer's 50 µs. The server answers each client request in order; batches stream
 // without being asked for, bounded by the slots the client has not released. See NOTE [Lean frames].
 //
 // Client → server (JSON lines unless marked)
-//   {op:'open', source?, options?, ids?}  create (or re-create) the loader; options as DataLoader.create's
-//                                      (JSON-safe ones, `resume` included) over the CLI's defaults;
+//   {op:'open', source?, options?, defaults?, ids?}  create (or re-create) the loader; options as
+//                                      DataLoader.create's (JSON-safe ones, `resume` included) over the CLI's,
+//                                      over `defaults` (the client's own: the Python client's are torch's);
+//                                      a seed of 2^53 and above as a decimal string;
 //                                      `ids: true` appends each batch's sample ids (and picks) to its frame;
 //                                      `gather: true` offers to gather batches itself (NOTE [Client gather],
 //                                      session.ts): `opened.gather` says whether the loader took the offer
@@ -30,10 +32,13 @@
 //                                      gather: {rows, fields:[{name, dtype, shape (a row's), mem|-, offset, bytes}],
 //                                      path?, fileBytes?} — the resident columns to gather from (CUDA: in IPC
 //                                      allocations `mem`; CPU: at `offset` of the file `path`)
-//   {op:'plan', epoch, batches, batchSize, rows, samples, bounds?, picks?}   (client gather) the answer to
-//                                      `epoch`: this rank's sample ids in order (base64 of u32 little-endian),
-//                                      batch b is rows [b × batchSize, min((b + 1) × batchSize, rows)), or
-//                                      [bounds[b], bounds[b + 1]) with `bounds`; `picks` with ids and augment > 1
+//   {op:'plan', epoch, batches, batchSize, rows, samples, bounds?, picks?, positions?, bases?}   (client
+//                                      gather) the answer to `epoch`: this rank's sample ids in order (base64 of
+//                                      u32 little-endian), batch b is rows [b × batchSize, min((b + 1) × batchSize,
+//                                      rows)), or [bounds[b], bounds[b + 1]) with `bounds`; `picks` with ids and
+//                                      augment > 1; `positions` (base64 u32, one a batch) and `bases` [this epoch's
+//                                      state, the next one's] give the state after each batch (NOTE [Known state])
+//   {op:'state-base', state}           (leased batches) the state whose position the next frames give (NOTE [Known state])
 //   {op:'slab', slab, path, bytes, slotBytes}  a shared-memory file to map (CPU)
 //   {op:'mem', id, handle, bytes, device} / {op:'forget', id}   a CUDA allocation to open once / to close
 //   {op:'ready', id, handle}           a server IPC event, sent once per id
@@ -42,9 +47,10 @@
 //                                      byte offset + s × stride of its slab (CPU) or allocation (CUDA);
 //                                      sent once per id, before the first frame naming it
 //   {op:'layout-reset'}                forget every layout (the server's table was full)
-//   frame (binary, 28 bytes little-endian, then the ids):
+//   frame (binary, 32 bytes little-endian, then the ids):
 //     u8 0x01 | u8 flags (1: ids follow, 2: picks follow) | u16 ready event (0xffff: none) |
-//     u32 seq | u32 epoch | u32 index | u32 rows | u32 layout | u32 slot | [rows × u32 ids] [rows × u32 picks]
+//     u32 seq | u32 epoch | u32 index | u32 rows | u32 layout | u32 slot | u32 position (NOTE [Known state]) |
+//     [rows × u32 ids] [rows × u32 picks]
 //   {op:'end', epoch, batches}  {op:'stopped'}  {op:'state', state, seq?}  {op:'closed', error?}
 //   {op:'error', code, message, epoch?, batch?, ids?, request?}   `request`: the op it answers, if any;
 //                                      code ERR_SERVE_STOPPED: the server is stopping, the socket closes next
@@ -59,10 +65,21 @@
 // Outgoing messages are written once per event-loop turn (one write for several frames when the
 // loader had several batches ready), and the client acknowledges its releases in one line when it
 // would otherwise wait, or when it holds half its slots' worth of them.
+//
+// NOTE [Known state]
+// The client answers `state_dict()` even once the loader died (a checkpoint in the handler of
+// LoaderDied must not be lost), so it knows, for every batch it hands out, the loader's state right
+// after it without asking: within an epoch the state changes only in `position` — the rest (seed,
+// length, a mixture's place at the epoch's start, the knobs that cut batches) is the epoch's — and
+// after an epoch's last batch it is the next epoch's start. So each batch carries its position (a
+// frame's `position`; a plan's `positions`, one a batch), or NEXT_EPOCH (the next epoch's start,
+// position 0), or UNTRACKED (a position past 2^32 − 3: the client must ask); the rest comes once, as
+// a base state: `state-base` before the first frame that needs it, a plan's `bases`. While the loader
+// lives the client still asks it (`state`): the known state is what it answers after a death.
 
 import type { Socket } from 'node:net';
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** How long `LineChannel.close` waits for what it sent to be written before it closes regardless. */
 const CLOSE_FLUSH_MS = 2000;
@@ -70,11 +87,15 @@ const CLOSE_FLUSH_MS = 2000;
 /** The first byte of a batch frame. */
 export const FRAME_TAG = 0x01;
 /** Bytes of a batch frame before its ids. */
-export const FRAME_BYTES = 28;
+export const FRAME_BYTES = 32;
 export const FRAME_IDS = 1;
 export const FRAME_PICKS = 2;
 /** The ready-event field of a frame without one (CPU). */
 export const NO_EVENT = 0xffff;
+/** NOTE [Known state]: a position that says the state after the batch is the next epoch's start. */
+export const NEXT_EPOCH = 0xffffffff;
+/** NOTE [Known state]: a position too large for the field; the client asks for the state. */
+export const UNTRACKED = 0xfffffffe;
 
 export type Message = { readonly op: string } & Record<string, unknown>;
 
@@ -85,6 +106,8 @@ export interface Frame {
   readonly rows: number;
   readonly layout: number;
   readonly slot: number;
+  /** The loader's position right after this batch, NEXT_EPOCH or UNTRACKED (NOTE [Known state]). */
+  readonly position: number;
   readonly event?: number;
   readonly ids?: Uint32Array;
   readonly picks?: Uint32Array;
@@ -104,6 +127,7 @@ export function encodeFrame(f: Frame): Buffer {
   b.writeUInt32LE(f.rows >>> 0, 16);
   b.writeUInt32LE(f.layout >>> 0, 20);
   b.writeUInt32LE(f.slot >>> 0, 24);
+  b.writeUInt32LE(f.position >>> 0, 28);
   let at = FRAME_BYTES;
   for (const ids of [f.ids, f.picks]) {
     if (ids === undefined) continue;
@@ -132,7 +156,7 @@ export function decodeFrame(b: Buffer): { frame: Frame; bytes: number } | undefi
   const ids = flags & FRAME_IDS ? take() : undefined;
   const picks = flags & FRAME_PICKS ? take() : undefined;
   const frame: Frame = {
-    seq: b.readUInt32LE(4), epoch: b.readUInt32LE(8), index: b.readUInt32LE(12), rows, layout: b.readUInt32LE(20), slot: b.readUInt32LE(24),
+    seq: b.readUInt32LE(4), epoch: b.readUInt32LE(8), index: b.readUInt32LE(12), rows, layout: b.readUInt32LE(20), slot: b.readUInt32LE(24), position: b.readUInt32LE(28),
     ...(event === NO_EVENT ? {} : { event }), ...(ids === undefined ? {} : { ids }), ...(picks === undefined ? {} : { picks }),
   };
   return { frame, bytes };

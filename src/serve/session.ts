@@ -37,7 +37,8 @@ import { closeDataset } from '../dataset/dataset.js';
 import { BatchError, LoaderError, describeCause, invalidOption, invalidTensorError } from '../errors.js';
 import { readSwitch } from '../base/env.js';
 import { CudaExport } from './cuda-export.js';
-import { LineChannel, type Message, PROTOCOL_VERSION, ProtocolError, encodeFrame } from './protocol.js';
+import { LineChannel, type Message, NEXT_EPOCH, PROTOCOL_VERSION, ProtocolError, UNTRACKED, encodeFrame } from './protocol.js';
+import type { LoaderState } from '../distributed/resume.js';
 import { FIELD_ALIGN, ShmRing } from './shm-ring.js';
 import { StoreFile } from './store-file.js';
 import { type ClientEpoch, type ClientGather, kClientGather } from '../pipeline/client-gather.js';
@@ -85,6 +86,8 @@ export class Session {
   /** Field layouts sent to the client, by a key of their descriptors. */
   readonly #layouts = new Map<string, number>();
   #nextLayout = 0;
+  /** The epoch of the last `state-base` sent (NOTE [Known state], protocol.ts). */
+  #baseSent: number | undefined;
   /** Whether frames carry sample ids and picks (`open` with `ids: true`). */
   #ids = false;
   readonly #timing: Timing | undefined = readSwitch('serveTiming') ? new Timing() : undefined;
@@ -130,7 +133,7 @@ export class Session {
   async #request(m: Message): Promise<void> {
     switch (m.op) {
       case 'open':
-        return this.#open(m.source, (m.options ?? {}) as Record<string, unknown>, m.ids === true, m.gather === true);
+        return this.#open(m.source, objectOf(m.options), objectOf(m.defaults), m.ids === true, m.gather === true);
       case 'epoch': {
         const loader = this.#needLoader();
         if (this.#gather !== undefined) return this.#plan(m.epoch);
@@ -170,10 +173,14 @@ export class Session {
     }
   }
 
-  async #open(source: unknown, options: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
+  async #open(source: unknown, options: Record<string, unknown>, defaults: Record<string, unknown>, ids: boolean, gather: boolean): Promise<void> {
     await this.#teardown();
     this.#ids = ids;
-    const opts = { ...this.#config.options, ...options };
+    this.#baseSent = undefined;
+    // The client's defaults (torch's, for the Python client) under the command line's, under what it asked for.
+    const opts = { ...defaults, ...this.#config.options, ...options };
+    // A 64-bit seed crosses JSON as a decimal string (a JSON number loses what is past 2^53).
+    if (typeof opts.seed === 'string' && /^\d{1,20}$/.test(opts.seed)) opts.seed = BigInt(opts.seed);
     const device = String(opts.device ?? 'cpu');
     if (device === 'sim') throw invalidOption('device', "'cpu' or 'cuda[:N]' (a simulated GPU's memory cannot leave the process)", device, "Serve with device 'cpu' or 'cuda'");
     const opened = await openServeSource(source ?? this.#config.source);
@@ -224,10 +231,12 @@ export class Session {
     for (const old of this.#gatherEpochs.keys()) if (this.#gatherEpochs.size > 2) this.#gatherEpochs.delete(old);
     const p = e.plan;
     const b64 = (a: Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+    const known = e.track();
     this.#channel.send({
       op: 'plan', epoch: p.epoch, batches: p.batches, batchSize: p.batchSize, rows: p.samples.length, samples: b64(p.samples),
       ...(p.bounds === undefined ? {} : { bounds: b64(p.bounds) }),
       ...(this.#ids && p.picks !== p.samples ? { picks: b64(p.picks) } : {}),
+      positions: b64(Uint32Array.from(known.positions, (x) => (x < 0 ? NEXT_EPOCH : Math.min(x, UNTRACKED)))), bases: [known.base, known.next],
     });
   }
 
@@ -272,7 +281,7 @@ export class Session {
     }
   }
 
-  async #deliver(batch: Batch<AnyTensor>, state: unknown, signal: AbortSignal): Promise<void> {
+  async #deliver(batch: Batch<AnyTensor>, state: LoaderState, signal: AbortSignal): Promise<void> {
     const seq = this.#seq++;
     const send = (m: Message) => this.#channel.send(m);
     const tensors = batch.tensors;
@@ -339,9 +348,23 @@ export class Session {
       if (!batch.picks.every((p, i) => p === batch.sampleIds[i])) picks = batch.picks;
     }
     this.#channel.sendFrame(encodeFrame({
-      seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, layout: layoutId, slot: slotIndex,
+      seq, epoch: batch.epoch, index: batch.index, rows: batch.rows, layout: layoutId, slot: slotIndex, position: this.#position(batch.epoch, state),
       ...(held.ready === undefined ? {} : { event: held.ready }), ...(ids === undefined ? {} : { ids }), ...(picks === undefined ? {} : { picks }),
     }));
+  }
+
+  /**
+   * NOTE [Known state] (protocol.ts): the frame's position of `state`, the loader's state right after a batch
+   * of `epoch`; the base state it is a position in goes out first when the client does not have it yet.
+   */
+  #position(epoch: number, state: LoaderState): number {
+    const next = state.epoch === epoch + 1 && state.position === 0;
+    if (!next && (state.epoch !== epoch || state.position >= UNTRACKED)) return UNTRACKED;
+    if (this.#baseSent !== state.epoch) {
+      this.#channel.send({ op: 'state-base', state: { ...state, position: 0 } });
+      this.#baseSent = state.epoch;
+    }
+    return next ? NEXT_EPOCH : state.position;
   }
 
   /** The client is done with batches `seqs` (after its IPC event `clientEvent`, on CUDA). */
@@ -533,4 +556,9 @@ class Timing {
     const parts = [...this.#total].map(([what, ms]) => `${what} ${per(ms)}`);
     return `${batches} batches, ${per(wall)} a batch: ${parts.join(', ')}`;
   }
+}
+
+/** An object field of a message, or {} when it is absent (a malformed one is the loader's to refuse). */
+function objectOf(v: unknown): Record<string, unknown> {
+  return (v ?? {}) as Record<string, unknown>;
 }

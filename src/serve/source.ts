@@ -1,14 +1,16 @@
 // Internal: not exported from the package entry.
-// What `stoker serve` accepts as a source: a dataset path (as `stoker inspect` opens it), a module
-// spec `{module, export, options}`, or a built-in synthetic set `{builtin: 'synthetic', options}`.
-// The rule: a path is opened here and closed by the session; a spec is opened (and closed) by the
+// What `stoker serve` accepts as a source: a dataset path (as `stoker inspect` opens it), several
+// files as the sources that take several make them — a list of paths (`.npy` columns, tar shards,
+// Arrow or other files one after another) or a record of names to `.npy` paths (named columns) —, a
+// module spec `{module, export, options}`, or a built-in synthetic set `{builtin: 'synthetic', options}`.
+// The rule: paths are opened here and closed by the session; a spec is opened (and closed) by the
 // loader itself, so its reader workers can reopen it.
 
 import { extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, invalidDatasetError, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
-import { openPath } from '../dataset/open-path.js';
+import { openPath, openPaths } from '../dataset/open-path.js';
 import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
 
 export interface OpenedSource {
@@ -20,7 +22,7 @@ export interface OpenedSource {
 const SYNTHETIC = new URL(`./synthetic${extname(fileURLToPath(import.meta.url))}`, import.meta.url);
 
 export async function openServeSource(source: unknown): Promise<OpenedSource> {
-  if (typeof source === 'string' && source.trim().startsWith('{')) {
+  if (typeof source === 'string' && /^\s*[[{]/.test(source)) {
     try {
       source = JSON.parse(source);
     } catch {
@@ -30,9 +32,14 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
   if (typeof source === 'string' && source !== '') {
     return { dataset: (await openPath(resolve(source))).dataset, owned: true };
   }
+  if (Array.isArray(source)) {
+    if (!source.every((p) => typeof p === 'string' && p !== '')) throw badSource(source);
+    return { dataset: (await openPaths(source.map((p: string) => resolve(p)))).dataset, owned: true };
+  }
   const s = source as { path?: unknown; size?: unknown; module?: unknown; export?: unknown; options?: unknown; builtin?: unknown } | null;
   if (s !== null && typeof s === 'object') {
-    if (typeof s.path === 'string') {
+    // {path} alone, or with a size, is one path; any other record of paths names .npy columns (one may be called "path").
+    if (typeof s.path === 'string' && Object.keys(s).every((k) => k === 'path' || k === 'size')) {
       const size = typeof s.size === 'number' ? ([s.size, s.size] as const) : Array.isArray(s.size) ? (s.size as [number, number]) : undefined;
       return { dataset: (await openPath(resolve(s.path), size === undefined ? {} : { size })).dataset, owned: true };
     }
@@ -41,13 +48,17 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
       const module = isAbsolute(s.module) || /^[a-z]+:/.test(s.module) ? s.module : resolve(s.module);
       return { dataset: moduleSource(module, s.export, s.options), owned: false };
     }
+    const named = Object.entries(s);
+    if (named.length > 0 && named.every(([, p]) => typeof p === 'string' && p !== '')) {
+      return { dataset: (await openPaths(Object.fromEntries(named.map(([k, p]) => [k, resolve(p as string)])))).dataset, owned: true };
+    }
   }
   throw badSource(source);
 }
 
 function badSource(source: unknown): LoaderError {
   return invalidDatasetError(
-    `stoker serve: the source must be a dataset path, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
+    `stoker serve: the source must be a dataset path, {"path", "size"}, a list of paths, a record of names to .npy paths, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
       'Pass --source <path> or send one in the open message',
   );
 }

@@ -34,15 +34,15 @@ function npy(shape: number[], descr: string, data: Uint8Array): Uint8Array {
 }
 
 describe('inspect', () => {
-  it('an .npy file, and the same bytes without the extension (magic)', async () => {
+  it('an .npy file, and the same bytes under an extension no format claims (magic)', async () => {
     const bytes = npy([5, 3, 4], '<f4', new Uint8Array(5 * 12 * 4));
     writeFileSync(join(dir, 'x.npy'), bytes);
-    writeFileSync(join(dir, 'x.bin'), bytes);
-    for (const p of ['x.npy', 'x.bin']) {
+    writeFileSync(join(dir, 'x.dat'), bytes);
+    for (const p of ['x.npy', 'x.dat']) {
       const d = await inspectPath(join(dir, p));
       assert.equal(d.format, 'npy');
       assert.equal(d.length, 5);
-      assert.deepEqual(d.columns, [{ name: '0', dtype: 'float32', shape: [3, 4], bytesPerSample: 48 }]);
+      assert.deepEqual(d.columns, [{ name: 'x', dtype: 'float32', shape: [3, 4], bytesPerSample: 48 }], 'one file: a column named after its stem');
       assert.equal(d.bytesPerSample, 48);
     }
   });
@@ -106,6 +106,12 @@ describe('inspect', () => {
     assert.equal(d.details.decodedTo, '5×5');
     const sized = await inspectPath(shards, { size: [4, 6] });
     assert.deepEqual(sized.columns[1]!.shape, [3, 4, 6]);
+    // A shard pattern, as sources.tarShards takes it, is the same set of shards.
+    for (const pattern of [join(shards, '*.tar'), join(shards, '{a,b}.tar')]) {
+      assert.equal(detectFormat(pattern), 'tar-shards', pattern);
+      const p = await inspectPath(pattern);
+      assert.deepEqual([p.length, p.details.shards, p.readWith], [4, 2, `await sources.tarShards(${JSON.stringify(pattern)})`]);
+    }
   });
 
   it("an Arrow file's image column (Hugging Face struct<bytes, path>) is decoded at row 0's own size unless --size, by bytes or by path", async () => {

@@ -164,6 +164,26 @@ describe('sources.npy', () => {
     assert.deepEqual(columns(npySource(path).getBatch([0, 1, 2]))[0]!.data, data);
   });
 
+  it('names the column of a lone file after its stem (data/x.npy: x), in both load modes and through a loader', async () => {
+    const x = Int32Array.from(range(8));
+    const path = file(npyBytes('<i4', [4, 2], bytesOf(x)), 'images.npy');
+    for (const load of ['memory', 'positioned'] as const) {
+      const batch = npySource(path, { load }).getBatch([3, 0]) as Record<string, Tensor>;
+      assert.deepEqual(Object.keys(batch), ['images'], load);
+      assert.deepEqual(batch.images!.toArray(), [[6, 7], [0, 1]]);
+    }
+    assert.deepEqual((npySource(file(npyBytes('<i4', [4, 2], bytesOf(x)), 'noext')).getBatch([0]) as Record<string, Tensor>).noext!.toArray(), [[0, 1]]);
+    const loader = await DataLoader.create(npySource(path, { load: 'positioned' }), { batchSize: 2, shuffle: false, workers: 1 });
+    try {
+      assert.deepEqual(loader.names, ['images']);
+      const [b] = await collect(loader.epoch(0));
+      assert.deepEqual(b!.get('images').toArray(), [[0, 1], [2, 3]]);
+      assert.deepEqual(b!.at(0).toArray(), [[0, 1], [2, 3]], 'positional access too');
+    } finally {
+      await loader.close();
+    }
+  });
+
   it('zips an array of files into positional columns and a record into named columns', () => {
     const x = content('float32', 6 * 4, 5);
     const y = content('int64', 6, 6) as BigInt64Array;

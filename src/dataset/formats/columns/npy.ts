@@ -10,7 +10,7 @@
 // `{'descr': '<f4', 'fortran_order': False, 'shape': (60000, 28, 28), }` padded with spaces and
 // ending in `\n` (latin-1 in 1.0 and 2.0, UTF-8 in 3.0), then the raw C-order data.
 
-import { resolve } from 'node:path';
+import { basename, extname, resolve } from 'node:path';
 import { LoaderError, badFile, invalidDatasetError, show } from '../../../errors.js';
 import { type DType, type TypedArray, allocStorage, elementSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
@@ -48,7 +48,7 @@ const KINDS: Record<string, DType> = {
 /**
  * A dataset over `.npy` files, one column per file, zipped by row (every file's first dimension is
  * the row count and must agree):
- * - `npySource('x.npy')`: one positional column;
+ * - `npySource('data/x.npy')`: one column named after the file's stem (`x`);
  * - `npySource(['x.npy', 'y.npy'])`: positional columns, in that order;
  * - `npySource({ image: 'x.npy', label: 'y.npy' })`: named columns.
  *
@@ -94,7 +94,7 @@ export function openNpy(spec: { paths: readonly string[]; keys: readonly string[
 
 function normalizePaths(paths: unknown): { list: string[]; keys: string[] | undefined } {
   const bad = () => invalidDatasetError(`sources.npy(paths): paths must be a file path, an array of paths or a record of named paths, got ${show(paths)}`);
-  if (typeof paths === 'string') return { list: [checkPath(paths, 'paths')], keys: undefined };
+  if (typeof paths === 'string') return { list: [checkPath(paths, 'paths')], keys: [fileStem(paths)] };
   if (Array.isArray(paths)) {
     if (paths.length === 0) throw invalidDatasetError('sources.npy(paths): give at least one .npy file');
     return { list: paths.map((p, i) => checkPath(p, `paths[${i}]`)), keys: undefined };
@@ -103,6 +103,13 @@ function normalizePaths(paths: unknown): { list: string[]; keys: string[] | unde
   const keys = Object.keys(paths);
   if (keys.length === 0) throw invalidDatasetError('sources.npy(paths): give at least one named .npy file');
   return { list: keys.map((k) => checkPath((paths as Record<string, unknown>)[k], `paths.${k}`)), keys };
+}
+
+/** A lone file's column name: its name without the extension (`data/x.npy` → `x`; `x` when it has none). */
+function fileStem(path: string): string {
+  const name = basename(path);
+  const ext = extname(name);
+  return ext === '' ? name : name.slice(0, -ext.length);
 }
 
 function checkPath(p: unknown, where: string): string {
