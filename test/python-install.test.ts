@@ -8,7 +8,8 @@
 
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { writeShapesDataset } from '../src/cli/demo-data.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -54,7 +55,7 @@ function run(command: string, args: readonly string[], cwd: string): Promise<str
 const how = route();
 
 describe('the Python client installs with no network (docs/torch.md, Install)', { skip: 'skip' in how ? how.skip : false, timeout: TEST_MS }, () => {
-  it('python3 -m venv --system-site-packages, then pip install --no-build-isolation ./python: stoker.torch imports from the venv, as the distribution stoker-ml', async () => {
+  it("python3 -m venv --system-site-packages, then pip install --no-build-isolation ./python: stoker.torch imports from the venv, as the distribution stoker-ml, and the README's PyTorch block runs there", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'stoker-pyinstall-'));
     try {
       const src = join(dir, 'python');
@@ -76,6 +77,16 @@ describe('the Python client installs with no network (docs/torch.md, Install)', 
       assert.deepEqual(out.requires, ['torch']);
       assert.ok(String(out.module).startsWith(join(venv, 'lib')), `stoker.torch is the installed one: ${String(out.module)}`);
       assert.equal(out.loader, true);
+      // The README's PyTorch block, as written, with the venv's python in a project that installed
+      // stoker-ml from npm (its node_modules/.bin/stoker, here a link to this checkout's launcher).
+      const readme = readFileSync(fileURLToPath(new URL('../README.md', import.meta.url)), 'utf8');
+      const block = /```python\n([\s\S]*?)```/.exec(readme)?.[1];
+      assert.ok(block !== undefined && block.includes('from stoker.torch import DataLoader'), "the README's PyTorch block");
+      mkdirSync(join(dir, 'node_modules', '.bin'), { recursive: true });
+      symlinkSync(fileURLToPath(new URL('../bin/stoker.js', import.meta.url)), join(dir, 'node_modules', '.bin', 'stoker'));
+      await writeShapesDataset(join(dir, 'data'), { train: 130, test: 0, size: 32, seed: 5 });
+      writeFileSync(join(dir, 'readme.py'), `${block}print("readme block done")\n`);
+      assert.match(await run(join(venv, 'bin', 'python'), ['readme.py'], dir), /readme block done/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
