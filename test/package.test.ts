@@ -253,7 +253,7 @@ describe('the packed package, installed in a fresh project', () => {
     const inspect = await ok('npx', ['--no', '--', 'stoker', 'inspect', 'x.npy'], app, 2 * MINUTE);
     assert.match(inspect.stdout, /format\s+npy/);
     assert.match(inspect.stdout, /samples\s+5/);
-    assert.match(inspect.stdout, /^0\s+float32\s+\[3\]\s+12$/m);
+    assert.match(inspect.stdout, /^x\s+float32\s+\[3\]\s+12$/m);
   });
 
   // attw's esm-only profile: Stoker is an ES module package. It skips the node10 and node16-from-CJS
