@@ -12,21 +12,9 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { tableFromArrays, tableToIPC } from 'apache-arrow';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
-import { BIN, scenario, torchMissing } from './fixtures/python-client.js';
+import { BIN, scenario } from './fixtures/python-client.js';
+import { range, shmLeft, skip, sorted } from './fixtures/serve-shm-route.js';
 
-const skip = torchMissing('/usr/bin/python3');
-
-const sorted = (xs: unknown) => [...(xs as number[])].sort((a, b) => a - b);
-const range = (n: number) => Array.from({ length: n }, (_, i) => i);
-
-/** Files a server with this pid left in /dev/shm. */
-function shmLeft(pid: number | undefined): string[] {
-  try {
-    return readdirSync('/dev/shm').filter((f) => f.startsWith(`stoker-${pid}-`));
-  } catch {
-    return [];
-  }
-}
 
 describe('the Python client over CUDA IPC, the parts that run without a GPU', { skip }, () => {
   it('passes a CUDA IPC handle to the driver byte for byte, NUL bytes included', () => {
