@@ -343,7 +343,8 @@ class DataLoader:
     """Batches from Stoker's loader, as dicts of torch.Tensor.
 
     source: a dataset path (.npy, .safetensors, .arrow, .tar or a shard pattern, an image folder;
-        {"path": folder, "size": 224} to decode images to a size), several files as Stoker's sources
+        {"path": folder, "size": 224} to decode images to a size, with any other option of Stoker's
+        sources.imageFolder beside them: "view", "normalize", "output", "decode", ...), several files as Stoker's sources
         take them — {"image": "x.npy", "label": "y.npy"} (named .npy columns), a list of .npy files
         (positional columns), of tar shards, or of Arrow or other files of one format (one dataset
         over them in order) —, a module spec {"module", "export", "options"}, or

@@ -193,6 +193,25 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
 }
 
 /**
+ * A path opened with its source's own options, as `stoker serve` takes `{"path", ...options}`: an
+ * image folder's (view, normalize, output, decode, ...; `size` defaults to the first image's own),
+ * checked by the source as `sources.imageFolder` checks them. Other formats take no options here:
+ * their source call (or a module spec) does.
+ */
+export async function openPathWithOptions(path: string, options: Readonly<Record<string, unknown>>): Promise<AnyDataset> {
+  const format = detectFormat(path);
+  if (format !== 'image-folder') {
+    throw invalidDatasetError(
+      `${path}: ${format}, which takes no source options here (got ${Object.keys(options).map((k) => JSON.stringify(k)).join(', ')}); ` +
+        'only an image folder takes its options beside "path". Open it with its source in a module spec {"module", "export", "options"}',
+    );
+  }
+  const probe = imageFolderSource(path, { size: [1, 1], decode: 'threads' });
+  const size = options.size ?? (await imageSize(await readBytes(probe.pathOf(0)), displayPath(probe.pathOf(0))));
+  return sources.imageFolder(path, { ...options, size } as unknown as Parameters<typeof sources.imageFolder>[1]);
+}
+
+/**
  * Several files as one dataset, as the sources that take several make it (what `stoker serve` and the
  * PyTorch client open for a list or a record of paths):
  * - `.npy` files: columns zipped by row, as `sources.npy` — a list positional, a record named;

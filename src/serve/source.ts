@@ -10,7 +10,7 @@ import { extname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LoaderError, invalidDatasetError, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
-import { openPath, openPaths } from '../dataset/open-path.js';
+import { openPath, openPathWithOptions, openPaths } from '../dataset/open-path.js';
 import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
 
 export interface OpenedSource {
@@ -43,6 +43,12 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
       const size = typeof s.size === 'number' ? ([s.size, s.size] as const) : Array.isArray(s.size) ? (s.size as [number, number]) : undefined;
       return { dataset: (await openPath(resolve(s.path), size === undefined ? {} : { size })).dataset, owned: true };
     }
+    // {path, ...options}: a path opened with its source's own options (an image folder's view,
+    // normalize, output, decode); a record whose every value is an .npy path stays named columns.
+    if (typeof s.path === 'string' && !Object.values(s).every((v) => typeof v === 'string' && /\.npy$/i.test(v))) {
+      const { path, ...options } = s;
+      return { dataset: await openPathWithOptions(resolve(path as string), options), owned: true };
+    }
     if (s.builtin === 'synthetic') return { dataset: moduleSource(SYNTHETIC, 'synthetic', s.options ?? {}), owned: false };
     if (typeof s.module === 'string' && typeof s.export === 'string') {
       const module = isAbsolute(s.module) || /^[a-z]+:/.test(s.module) ? s.module : resolve(s.module);
@@ -58,7 +64,7 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
 
 function badSource(source: unknown): LoaderError {
   return invalidDatasetError(
-    `stoker serve: the source must be a dataset path, {"path", "size"}, a list of paths, a record of names to .npy paths, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
+    `stoker serve: the source must be a dataset path, {"path", "size"}, {"path", ...an image folder's options}, a list of paths, a record of names to .npy paths, a module spec {"module", "export", "options"} or {"builtin": "synthetic", "options"}, got ${show(source)}. ` +
       'Pass --source <path> or send one in the open message',
   );
 }
