@@ -67,7 +67,7 @@ describe('the Python client\u2019s sources of several files, as Stoker\u2019s so
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('{"image": "x.npy", "label": "y.npy"}, a lone .npy (named after its stem), a list of .npy, Arrow or tar files, a shard pattern; mixed formats refused naming the file', async () => {
+  it('{"image": "x.npy", "label": "y.npy"}, a lone .npy (named after its stem), a list of .npy, Arrow or tar files, a shard pattern, an image folder with its options; mixed formats refused naming the file', async () => {
     const { out } = await scenario('files', { dir });
     const named = out.named as { names: string[]; image: number[]; label: number[] };
     assert.deepEqual(named.names, ['image', 'label']);
@@ -83,6 +83,11 @@ describe('the Python client\u2019s sources of several files, as Stoker\u2019s so
     assert.match(errors.mixed!.message, /a\.arrow: arrow, where a list with an \.npy file zips \.npy files as columns/);
     assert.equal(errors.namedArrow!.code, 'ERR_INVALID_DATASET');
     assert.match(errors.namedArrow!.message, /a\.arrow: arrow, where a record of paths names the columns of \.npy files/);
+    const folder = out.folderOptions as { dtype: string; shape: number[]; label: number[]; min: number };
+    assert.deepEqual([folder.dtype, folder.shape, folder.label], ['torch.float32', [6, 3, 8, 8], [0, 0, 0, 1, 1, 1]], '{"path", ...options}: an image folder with its view, output and normalize');
+    assert.ok(folder.min < 0, 'normalized');
+    assert.equal(errors.folderTypo!.code, 'ERR_INVALID_OPTION');
+    assert.match(errors.folderTypo!.message, /veiw/);
   });
 });
 

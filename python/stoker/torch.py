@@ -169,8 +169,9 @@ def _source_json(source):
     if isinstance(source, dict):
         if "module" in source or "builtin" in source:
             return source
-        if "path" in source and set(source) <= {"path", "size"}:
-            return dict(source, path=path(source["path"]))
+        named = all(isinstance(v, (str, os.PathLike)) and os.fspath(v).lower().endswith(".npy") for v in source.values())
+        if "path" in source and not named:
+            return dict(source, path=path(source["path"]))  # one path and its source's options
         return {k: path(v) for k, v in source.items()}
     return source
 
