@@ -8,7 +8,7 @@ const LAYERS = [
   ['base', ['^src/errors\\.ts$', '^src/base/']],
   ['tensor', ['^src/tensor/']],
   ['sampler', ['^src/sampler/']],
-  ['collate, cache, distributed', ['^src/collate/', '^src/cache/', '^src/distributed/']],
+  ['collate, cache, distributed, remote', ['^src/collate/', '^src/cache/', '^src/distributed/', '^src/remote/']],
   ['image', ['^src/image/']],
   ['dataset', ['^src/dataset/']],
   ['reader', ['^src/reader/']],

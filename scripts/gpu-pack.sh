@@ -25,13 +25,13 @@ J=node_modules/@julusian/jpeg-turbo
 mkdir -p ".gpu/prod/$J/prebuilds" && cp "$J/package.json" ".gpu/prod/$J/" && cp -r "$J/prebuilds/jpeg-turbo-linux-x64" ".gpu/prod/$J/prebuilds/"
 for p in tsx esbuild @esbuild; do cp -r "node_modules/$p" .gpu/prod/node_modules/; done
 # Stay under the carry limit: no source maps or type declarations at run time; esbuild's API runs
-# the platform binary from @esbuild/linux-x64, so its own copy in esbuild/bin goes; sharp and its
-# libvips (image decoding) travel xz-compressed and are unpacked by env.sh on the GPU machine.
+# the platform binary from @esbuild/linux-x64, so its own copy in esbuild/bin goes.
 find .gpu/prod/node_modules \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete
 rm -f .gpu/prod/node_modules/esbuild/bin/esbuild
 # The Rust tokenizers binding ships every platform's addon in one package (64 MiB): keep this one's.
 find .gpu/prod/node_modules/tokenizers -name 'tokenizers.*.node' ! -name 'tokenizers.linux-x64-gnu.node' -delete
-tar -cJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules sharp @img
-rm -rf .gpu/prod/node_modules/@img .gpu/prod/node_modules/sharp
-echo '[ -d .gpu/prod/node_modules/sharp ] || tar -xJf .gpu/sharp.tar.xz -C .gpu/prod/node_modules' >> .gpu/env.sh
+# Every dependency travels xz-compressed (sharp's libvips, the S3 client) and env.sh unpacks it there.
+tar -cJf .gpu/modules.tar.xz -C .gpu/prod node_modules
+rm -rf .gpu/prod/node_modules .gpu/sharp.tar.xz
+echo '[ -d .gpu/prod/node_modules ] || tar -xJf .gpu/modules.tar.xz -C .gpu/prod' >> .gpu/env.sh
 echo ".gpu/ is $(du -sm .gpu | cut -f1) MiB"

@@ -42,6 +42,7 @@ export const ERROR_CODES = [
   'ERR_TOO_LONG',
   'ERR_PIN_SOURCE',
   'ERR_SERVE_STOPPED',
+  'ERR_REMOTE',
 ] as const;
 
 /** Stable error codes. Tests and callers match on these, never on message text. */

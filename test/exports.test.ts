@@ -71,11 +71,15 @@ interface PublicTypes {
   RaggedBounds: types.RaggedBounds;
   RaggedFields: types.RaggedFields;
   ReadContext: types.ReadContext;
+  RemoteCounters: types.RemoteCounters;
+  RemoteFiles: types.RemoteFiles;
+  RemoteOptions: types.RemoteOptions;
   ReaderHints: types.ReaderHints;
   SafetensorsOptions: types.SafetensorsOptions;
   Sample: types.Sample;
   SampleRows: types.SampleRows;
   SampleValue: types.SampleValue;
+  S3Options: types.S3Options;
   Sampler: types.Sampler;
   ShardMode: types.ShardMode;
   SimOptions: types.SimOptions;
@@ -117,7 +121,7 @@ const TYPE_EXPORTS = [
   'LoadMode', 'LoadOptions', 'LoaderErrorCode', 'LoaderOptions', 'LoaderState', 'LoaderStats',
   'LoadsLengths', 'MegatronTokens', 'MixOptions', 'MixPart', 'MixSource', 'MixState', 'NpyOptions',
   'ParquetOptions', 'ParquetSource', 'RaggedBounds', 'RaggedFields', 'ReadContext', 'ReaderHints',
-  'SafetensorsOptions', 'Sample', 'SampleRows', 'SampleValue', 'Sampler', 'ShardMode', 'SimOptions',
+  'RemoteCounters', 'RemoteFiles', 'RemoteOptions', 'S3Options', 'SafetensorsOptions', 'Sample', 'SampleRows', 'SampleValue', 'Sampler', 'ShardMode', 'SimOptions',
   'SkippedBatch', 'SourceSpec', 'StokerTfDataset', 'StorageOf', 'TarFieldDecoder', 'TarImageOptions',
   'TarIndexMode', 'TarShardsOptions', 'TarShardsSource', 'TfContainer', 'TfDatasetOptions', 'TfElement',
   'TfLoader', 'TfNamespace', 'TfTensorLike', 'TokenDType', 'TokenWindows', 'TokenizerOptions',
@@ -130,7 +134,7 @@ const listsAll: [Exclude<keyof PublicTypes, (typeof TYPE_EXPORTS)[number]>] exte
 it('exports exactly the public surface', () => {
   assert.deepEqual(Object.keys(stoker).sort(), [
     'Batch', 'BatchError', 'DTYPES', 'DataLoader', 'DeviceTensor', 'LoaderError', 'PickKey', 'RandomSampler', 'Rng', 'SequentialSampler',
-    'Tensor', 'elementSize', 'epochFigures', 'sources', 'tensor', 'toTfDataset', 'transforms',
+    'Tensor', 'elementSize', 'epochFigures', 'remoteFiles', 'remoteStats', 'sources', 'tensor', 'toTfDataset', 'transforms',
   ]);
 });
 

@@ -40,6 +40,7 @@ import ctypes
 import json
 import mmap
 import os
+import re
 import select
 import shutil
 import socket
@@ -159,7 +160,11 @@ def _source_json(source):
     """`source` as the loader takes it: paths (str or os.PathLike) made absolute here, relative to this
     process's working directory, as torch's datasets read them (a server reached by `connect=` has its
     own); a module spec or a built-in source as it is."""
-    path = lambda p: os.path.abspath(os.fspath(p)) if isinstance(p, (str, os.PathLike)) and os.fspath(p) else p
+    def path(p):
+        if not isinstance(p, (str, os.PathLike)) or not os.fspath(p):
+            return p
+        p = os.fspath(p)
+        return p if re.match(r"(?i)(s3|https?)://", p) else os.path.abspath(p)  # a remote path as it is
     if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
         return source  # a JSON spec, as `stoker serve --source` takes one
     if isinstance(source, (str, os.PathLike)):

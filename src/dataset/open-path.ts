@@ -10,6 +10,7 @@ import { basename, extname, join } from 'node:path';
 import { Type } from 'apache-arrow';
 import { badFile, describeCause, fileAccess, invalidDatasetError, show } from '../errors.js';
 import { elementSize } from '../tensor/dtype.js';
+import { isRemote, remoteFiles } from '../remote/remote.js';
 import { type AnyDataset, closeDataset } from './dataset.js';
 import { concatSource } from './concat-source.js';
 import { sources } from './sources.js';
@@ -145,6 +146,10 @@ export function detectFormat(path: string): SourceFormat {
 }
 
 export async function openPath(path: string, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
+  if (isRemote(path)) {
+    const local = await remoteLocal(path);
+    return typeof local === 'string' ? openPath(local, options) : openPaths(local, options);
+  }
   const format = detectFormat(path);
   switch (format) {
     case 'npy':
@@ -193,12 +198,32 @@ export async function openPath(path: string, options: InspectOptions = {}): Prom
 }
 
 /**
+ * A remote path's local copy in the node cache: a file, a folder (a remote folder's mirror), or the
+ * files a pattern names. A Megatron `.bin` or `.idx` brings its sibling when the store has it.
+ */
+async function remoteLocal(path: string): Promise<string | string[]> {
+  const megatron = /\.(bin|idx)$/i.exec(path);
+  if (megatron !== null && !/[*?{]/.test(path)) {
+    const stem = path.slice(0, -4);
+    const pair = await remoteFiles([`${stem}.bin`, `${stem}.idx`]).catch(() => undefined);
+    if (pair !== undefined) return pair.files[megatron[1]!.toLowerCase() === 'bin' ? 0 : 1]!;
+  }
+  const { files, folder } = await remoteFiles(path);
+  return folder ?? (files.length === 1 && !/[*?{]/.test(path) ? files[0]! : [...files]);
+}
+
+/**
  * A path opened with its source's own options, as `stoker serve` takes `{"path", ...options}`: an
  * image folder's (view, normalize, output, decode, ...; `size` defaults to the first image's own),
  * checked by the source as `sources.imageFolder` checks them. Other formats take no options here:
  * their source call (or a module spec) does.
  */
 export async function openPathWithOptions(path: string, options: Readonly<Record<string, unknown>>): Promise<AnyDataset> {
+  if (isRemote(path)) {
+    const local = await remoteLocal(path);
+    if (typeof local !== 'string') throw invalidDatasetError(`${path}: names ${local.length} files; source options go with one path (an image folder)`);
+    path = local;
+  }
   const format = detectFormat(path);
   if (format !== 'image-folder') {
     throw invalidDatasetError(
@@ -223,6 +248,12 @@ export async function openPathWithOptions(path: string, options: Readonly<Record
  * A record names `.npy` columns only; a list mixes no formats (a list with an `.npy` is all columns).
  */
 export async function openPaths(paths: readonly string[] | Readonly<Record<string, string>>, options: InspectOptions = {}): Promise<{ format: SourceFormat; dataset: AnyDataset; details: Record<string, unknown> }> {
+  const values = Array.isArray(paths) ? paths : typeof paths === 'object' && paths !== null ? Object.values(paths) : [];
+  if (values.some(isRemote)) {
+    const locals = await Promise.all(values.map(async (p) => (isRemote(p) ? await remoteLocal(p) : p)));
+    if (!Array.isArray(paths)) return openPaths(Object.fromEntries(Object.keys(paths).map((k, i) => [k, locals[i] as string])), options);
+    return openPaths(locals.flat(), options);
+  }
   const named = !Array.isArray(paths);
   const list: string[] = named ? Object.values(paths) : [...(paths as readonly string[])];
   if (list.length === 0 || !list.every((p) => typeof p === 'string' && p !== '')) {

@@ -18,6 +18,34 @@ import { type ParquetOptions, type ParquetSource, parquetSource } from './format
 import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSource } from './formats/text/token-file.js';
 import { moduleSource } from './source-spec.js';
 import { checkSourceOptions } from './source-options.js';
+import { LoaderError } from '../errors.js';
+import { isRemote, remoteFiles } from '../remote/remote.js';
+
+/**
+ * A synchronous source given a remote path: refused, naming the fix (its files must be downloaded
+ * first, which takes an await). The async sources (tarShards, parquet, imageFolderAsync) take them.
+ */
+function refuseRemote(fn: string, paths: unknown): void {
+  const list = typeof paths === 'string' ? [paths] : Array.isArray(paths) ? paths : paths !== null && typeof paths === 'object' ? Object.values(paths) : [];
+  const remote = list.find(isRemote);
+  if (remote === undefined) return;
+  const fix =
+    fn === 'imageFolder'
+      ? `await sources.imageFolderAsync(${JSON.stringify(remote)}, ...)`
+      : `sources.${fn}((await remoteFiles(${JSON.stringify(remote)})).files${fn === 'npy' || fn === 'arrow' ? '' : '[0]'}, ...)`;
+  throw new LoaderError(
+    'ERR_INVALID_OPTION',
+    `sources.${fn}: ${remote} is remote, and sources.${fn} reads local files without waiting: download it into the node cache first, ${fix} (docs/remote.md)`,
+  );
+}
+
+/** The local files (or folder) of a path that may be remote. */
+async function localOf(paths: string | readonly string[]): Promise<string | readonly string[]> {
+  const list = typeof paths === 'string' ? [paths] : paths;
+  if (!Array.isArray(list) || !list.some(isRemote)) return paths;
+  const r = await remoteFiles(paths);
+  return r.folder ?? (typeof paths === 'string' && r.files.length === 1 ? r.files[0]! : r.files);
+}
 
 /** `sources.tokens`: Megatron's documents with `index`, nanoGPT's windows without (the type says which). */
 function tokens(path: string, options: TokensOptions & { readonly index: string | true }): MegatronTokens;
@@ -25,6 +53,7 @@ function tokens(path: string, options?: TokensOptions & { readonly index?: undef
 function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens;
 function tokens(path: string, options?: TokensOptions): TokenWindows | MegatronTokens {
   checkSourceOptions('tokens', options);
+  refuseRemote('tokens', path);
   return tokensSource(path, options);
 }
 
@@ -49,11 +78,13 @@ export const sources = {
    */
   npy(paths: string | readonly string[] | Readonly<Record<string, string>>, options?: NpyOptions): ArraySource | FileColumnsSource {
     checkSourceOptions('npy', options);
+    refuseRemote('npy', paths);
     return npySource(paths, options);
   },
   /** A safetensors file, one named column per tensor (`tensors` selects and orders them); all share dim 0. */
   safetensors(path: string, options?: SafetensorsOptions): ArraySource | FileColumnsSource {
     checkSourceOptions('safetensors', options);
+    refuseRemote('safetensors', path);
     return safetensorsSource(path, options);
   },
   /**
@@ -66,6 +97,7 @@ export const sources = {
    */
   arrow(paths: string | readonly string[], options?: ArrowOptions | ArrowRaggedOptions): ArrowSource | ArrowRaggedSource | ConcatSource {
     checkSourceOptions('arrow', options);
+    refuseRemote('arrow', paths);
     // `ragged` columns (strings, lists) make a per-sample dataset: see arrow-ragged.ts.
     const open = (p: string) => (options !== undefined && 'ragged' in options ? arrowRaggedSource(p, options) : arrowSource(p, options));
     if (Array.isArray(paths)) {
@@ -109,6 +141,7 @@ export const sources = {
    */
   imageFolder(dir: string, options: ImageFolderOptions): ImageFolder {
     checkSourceOptions('imageFolder', options);
+    refuseRemote('imageFolder', dir);
     return imageFolderSource(dir, options);
   },
   /**
@@ -118,7 +151,7 @@ export const sources = {
    */
   async imageFolderAsync(dir: string, options: ImageFolderOptions): Promise<ImageFolder> {
     checkSourceOptions('imageFolder', options, 'imageFolderAsync');
-    return imageFolderSourceAsync(dir, options);
+    return imageFolderSourceAsync((await localOf(dir)) as string, options);
   },
   /**
    * WebDataset-style tar shards (a glob with `{000..099}` ranges or `*`, or a list): entries sharing
@@ -128,7 +161,11 @@ export const sources = {
    */
   async tarShards(shards: string | readonly string[], options?: TarShardsOptions): Promise<TarShardsSource> {
     checkSourceOptions('tarShards', options);
-    return tarShardsSource(shards, options);
+    const list = typeof shards === 'string' ? [shards] : shards;
+    if (!Array.isArray(list) || !list.some(isRemote)) return tarShardsSource(shards, options);
+    // A remote folder's shards are its .tar objects; a pattern's, what it names.
+    const { files, folder } = await remoteFiles(shards);
+    return tarShardsSource(folder === undefined ? files : files.filter((f) => f.toLowerCase().endsWith('.tar')), options);
   },
   /**
    * Flat token files. nanoGPT's `.bin` (raw little-endian uint16/uint32 ids) as fixed windows:
@@ -145,6 +182,7 @@ export const sources = {
    */
   jsonl(path: string, options?: JsonlOptions): JsonlSource {
     checkSourceOptions('jsonl', options);
+    refuseRemote('jsonl', path);
     return jsonlSource(path, options);
   },
   /**
@@ -155,6 +193,6 @@ export const sources = {
    */
   async parquet(path: string, options?: ParquetOptions): Promise<ParquetSource> {
     checkSourceOptions('parquet', options);
-    return parquetSource(path, options);
+    return parquetSource((await localOf(path)) as string, options);
   },
 };

@@ -12,6 +12,10 @@ import { LoaderError, invalidDatasetError, show } from '../errors.js';
 import type { AnyDataset } from '../dataset/dataset.js';
 import { openPath, openPathWithOptions, openPaths } from '../dataset/open-path.js';
 import { moduleSource, type SourceSpec } from '../dataset/source-spec.js';
+import { isRemote } from '../remote/remote.js';
+
+/** A local path made absolute; a remote one (s3://, http(s)://) as it is. */
+const at = (p: string) => (isRemote(p) ? p : resolve(p));
 
 export interface OpenedSource {
   readonly dataset: AnyDataset | SourceSpec;
@@ -30,24 +34,24 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
     }
   }
   if (typeof source === 'string' && source !== '') {
-    return { dataset: (await openPath(resolve(source))).dataset, owned: true };
+    return { dataset: (await openPath(at(source))).dataset, owned: true };
   }
   if (Array.isArray(source)) {
     if (!source.every((p) => typeof p === 'string' && p !== '')) throw badSource(source);
-    return { dataset: (await openPaths(source.map((p: string) => resolve(p)))).dataset, owned: true };
+    return { dataset: (await openPaths(source.map((p: string) => at(p)))).dataset, owned: true };
   }
   const s = source as { path?: unknown; size?: unknown; module?: unknown; export?: unknown; options?: unknown; builtin?: unknown } | null;
   if (s !== null && typeof s === 'object') {
     // {path} alone, or with a size, is one path; any other record of paths names .npy columns (one may be called "path").
     if (typeof s.path === 'string' && Object.keys(s).every((k) => k === 'path' || k === 'size')) {
       const size = typeof s.size === 'number' ? ([s.size, s.size] as const) : Array.isArray(s.size) ? (s.size as [number, number]) : undefined;
-      return { dataset: (await openPath(resolve(s.path), size === undefined ? {} : { size })).dataset, owned: true };
+      return { dataset: (await openPath(at(s.path), size === undefined ? {} : { size })).dataset, owned: true };
     }
     // {path, ...options}: a path opened with its source's own options (an image folder's view,
     // normalize, output, decode); a record whose every value is an .npy path stays named columns.
     if (typeof s.path === 'string' && !Object.values(s).every((v) => typeof v === 'string' && /\.npy$/i.test(v))) {
       const { path, ...options } = s;
-      return { dataset: await openPathWithOptions(resolve(path as string), options), owned: true };
+      return { dataset: await openPathWithOptions(at(path as string), options), owned: true };
     }
     if (s.builtin === 'synthetic') return { dataset: moduleSource(SYNTHETIC, 'synthetic', s.options ?? {}), owned: false };
     if (typeof s.module === 'string' && typeof s.export === 'string') {
@@ -56,7 +60,7 @@ export async function openServeSource(source: unknown): Promise<OpenedSource> {
     }
     const named = Object.entries(s);
     if (named.length > 0 && named.every(([, p]) => typeof p === 'string' && p !== '')) {
-      return { dataset: (await openPaths(Object.fromEntries(named.map(([k, p]) => [k, resolve(p as string)])))).dataset, owned: true };
+      return { dataset: (await openPaths(Object.fromEntries(named.map(([k, p]) => [k, at(p as string)])))).dataset, owned: true };
     }
   }
   throw badSource(source);

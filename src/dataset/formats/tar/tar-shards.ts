@@ -19,6 +19,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { isMainThread } from 'node:worker_threads';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { braceExpand } from '../../../base/brace-expand.js';
 import { badFile, emptyDatasetError, fileAccess, indexOutOfRange, invalidOption, show } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
@@ -32,6 +33,7 @@ import { imageViewShare, keyedView } from '../../../image/image-view.js';
 import type { View, ViewOption } from '../../../image/crop-box.js';
 
 export type { TarIndexMode } from './tar-index.js';
+export { braceExpand } from '../../../base/brace-expand.js';
 
 /**
  * How images are decoded: output `size` [height, width] (required), `channels`, `layout`, `fit`,
@@ -129,7 +131,6 @@ const INDEX_MODES: readonly string[] = ['auto', 'cache', 'beside', 'temp', 'off'
 const MAX_OPEN = 32;
 /** Fields closer together than this are read with one read (the headers between them are cheap to skip). */
 const GAP = 4 * 1024;
-const MAX_EXPANSION = 1_000_000;
 
 /**
  * A dataset over WebDataset tar shards: `await tarShardsSource('/data/train-{000000..000099}.tar',
@@ -529,67 +530,6 @@ export function expandShardPaths(shards: string | readonly string[]): { path: st
     seen.add(key);
   }
   return paths;
-}
-
-/** bash / WebDataset brace expansion: `{a..b}` and `{a..b..step}` integer ranges, `{x,y}` alternatives, nested. */
-export function braceExpand(pattern: string, budget: { count: number } = { count: 0 }): string[] {
-  let depth = 0;
-  let open = -1;
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i];
-    if (c === '{') {
-      if (depth++ === 0) open = i;
-    } else if (c === '}' && depth > 0 && --depth === 0) {
-      const body = pattern.slice(open + 1, i);
-      const alts = splitTopLevel(body);
-      let middle: string[] | undefined;
-      if (alts.length > 1) middle = alts.flatMap((a) => braceExpand(a, budget));
-      else middle = range(body, pattern);
-      if (middle === undefined) continue; // `{x}` is literal, as in bash
-      const head = pattern.slice(0, open);
-      const tails = braceExpand(pattern.slice(i + 1), budget);
-      budget.count += middle.length * tails.length;
-      if (budget.count > MAX_EXPANSION) throw invalidOption('shards', `a pattern naming at most ${MAX_EXPANSION} shards`, pattern);
-      return middle.flatMap((m) => tails.map((t) => head + m + t));
-    }
-  }
-  return [pattern];
-}
-
-function splitTopLevel(body: string): string[] {
-  const out: string[] = [];
-  let depth = 0;
-  let from = 0;
-  for (let i = 0; i < body.length; i++) {
-    if (body[i] === '{') depth++;
-    else if (body[i] === '}') depth--;
-    else if (body[i] === ',' && depth === 0) {
-      out.push(body.slice(from, i));
-      from = i + 1;
-    }
-  }
-  out.push(body.slice(from));
-  return out;
-}
-
-function range(body: string, pattern: string): string[] | undefined {
-  const m = /^([+-]?\d+)\.\.([+-]?\d+)(?:\.\.([+-]?\d+))?$/.exec(body);
-  if (m === null) return undefined;
-  const [a, b] = [Number(m[1]), Number(m[2])];
-  const step = Math.abs(m[3] === undefined ? 1 : Number(m[3]));
-  if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || !Number.isSafeInteger(step) || step === 0) {
-    throw invalidOption('shards', 'brace ranges of safe integers with a non-zero step', pattern);
-  }
-  const count = Math.floor(Math.abs(b - a) / step) + 1;
-  if (count > MAX_EXPANSION) throw invalidOption('shards', `a pattern naming at most ${MAX_EXPANSION} shards`, pattern);
-  const padded = /^[+-]?0\d/.test(m[1]!) || /^[+-]?0\d/.test(m[2]!);
-  const width = padded ? Math.max(m[1]!.replace(/^\+/, '').length, m[2]!.replace(/^\+/, '').length) : 0;
-  const out: string[] = [];
-  for (let k = 0, v = a; k < count; k++, v += a <= b ? step : -step) {
-    const digits = String(Math.abs(v)).padStart(v < 0 ? width - 1 : width, '0');
-    out.push(v < 0 ? `-${digits}` : digits);
-  }
-  return out;
 }
 
 /** A path whose file name may hold `*` and `?`: the matching files of its directory, sorted. */

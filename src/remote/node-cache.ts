@@ -1,0 +1,384 @@
+// Internal: not exported from the package entry (remote.ts is the public face).
+// One cache of remote files per node, shared by every rank, thread and process on it. The rules:
+// - A remote object lives at a path that mirrors its URL (`<dir>/s3/<endpoint>/<bucket>/<key>`,
+//   `<dir>/http/<host>/<path>`), so file names, extensions and folder structure are the store's and
+//   every local reader (tar index, Arrow footer, image folder walk) reads it as it reads a local file.
+// - A file is published only whole and checked: downloaded to a private part file, its size checked
+//   against the store's and its MD5 against a plain (non-multipart) ETag, then renamed into place,
+//   then its sidecar (`.<name>.stoker.json`: url, size, etag) written by rename. A file without a
+//   sidecar that matches the store's size and ETag is never read as a hit.
+// - One download per object per node: the downloader holds `.<name>.stoker.lock` (created with O_EXCL,
+//   holding host and pid, touched every second while bytes arrive); everyone else waits for the
+//   sidecar (NOTE [Waiting for another downloader]).
+// - Evicting under a byte budget removes whole files, those whose next use is furthest away first
+//   (Belady's rule, given the plan's next use: `nextUse`), else the least recently used; never a file
+//   this process holds open (`pin`), never anything but a file the cache itself published.
+
+import { createHash, randomBytes } from 'node:crypto';
+import { constants as fsc, existsSync, readdirSync, readFileSync, statSync, statfsSync, unlinkSync } from 'node:fs';
+import { mkdir, open, readFile, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LoaderError } from '../errors.js';
+import { DEFAULT_RETRY, type RetryPolicy, withRetries } from './retry.js';
+import { HttpStore, type ObjectInfo, type ObjectStore, S3Store, type S3Options, StoreError } from './store.js';
+import { parseRemote, type RemoteUrl } from './url.js';
+
+export interface NodeCacheOptions {
+  /** The cache folder, shared by every process of the node. Default: STOKER_CACHE_DIR, else `$XDG_CACHE_HOME/stoker` or `~/.cache/stoker`. */
+  readonly dir?: string;
+  /** Most bytes of files kept. Default: STOKER_CACHE_BYTES, else half the free space of the cache's disk when first used. */
+  readonly bytes?: number;
+  readonly s3?: S3Options;
+  readonly retry?: Partial<RetryPolicy>;
+  /** Downloads at once when many files are wanted (default 8). */
+  readonly concurrency?: number;
+}
+
+export interface RemoteCounters {
+  /** HEAD, GET and LIST requests sent (retries included). */
+  requests: number;
+  /** Bytes downloaded. */
+  bytes: number;
+  retries: number;
+  /** Files found whole in the cache. */
+  hits: number;
+  /** Files this process downloaded. */
+  downloads: number;
+  /** Files another process (or thread) was downloading, waited for. */
+  waited: number;
+  evictions: number;
+}
+
+interface Sidecar {
+  readonly url: string;
+  readonly size: number;
+  readonly etag?: string;
+}
+
+/** How long a lock may go untouched before its holder counts as dead (it touches it every second while bytes arrive). */
+const STALE_LOCK_MS = 30_000;
+
+export function defaultCacheDir(): string {
+  const env = process.env.STOKER_CACHE_DIR;
+  if (env) return env;
+  return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'stoker');
+}
+
+export class NodeCache {
+  readonly dir: string;
+  readonly counters: RemoteCounters = { requests: 0, bytes: 0, retries: 0, hits: 0, downloads: 0, waited: 0, evictions: 0 };
+  /** The plan's next use of a local file (smaller: sooner; Infinity: not again), when the loader knows it. */
+  nextUse: ((path: string) => number) | undefined;
+  readonly #options: NodeCacheOptions;
+  readonly #retry: RetryPolicy;
+  #s3: S3Store | undefined;
+  readonly #http = new HttpStore();
+  readonly #inflight = new Map<string, Promise<string>>();
+  readonly #pinned = new Map<string, number>();
+  readonly #lastUse = new Map<string, number>();
+  #budget: number | undefined;
+
+  constructor(options: NodeCacheOptions = {}) {
+    this.#options = options;
+    this.dir = options.dir ?? defaultCacheDir();
+    const deadline = Number(process.env.STOKER_REMOTE_DEADLINE_MS);
+    this.#retry = { ...DEFAULT_RETRY, ...(Number.isFinite(deadline) && deadline > 0 ? { deadlineMs: deadline } : {}), ...options.retry };
+  }
+
+  #store(u: RemoteUrl): ObjectStore {
+    if (u.kind === 'http') return this.#http;
+    return (this.#s3 ??= new S3Store(this.#options.s3));
+  }
+
+  /** Where `url` lives in the cache. */
+  localPath(url: string): string {
+    const u = parseRemote(url);
+    if (u.kind === 's3') {
+      const endpoint = this.#options.s3?.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+      return join(this.dir, 's3', endpoint === undefined ? 'aws' : hostTag(endpoint), u.bucket, ...u.key.split('/'));
+    }
+    const p = new URL(u.url);
+    return join(this.dir, 'http', `${p.protocol === 'https:' ? 's-' : ''}${hostTag(p.href)}`, ...decodeURIComponent(p.pathname).replace(/^\//, '').split('/'));
+  }
+
+  async stat(url: string, signal?: AbortSignal): Promise<ObjectInfo> {
+    const u = parseRemote(url);
+    return withRetries(`HEAD ${u.url}`, () => (this.counters.requests++, this.#store(u).stat(u, signal)), this.#retry, this.counters, signal);
+  }
+
+  async list(prefix: string, signal?: AbortSignal): Promise<ObjectInfo[]> {
+    const u = parseRemote(prefix);
+    return withRetries(`LIST ${u.url}`, () => (this.counters.requests++, this.#store(u).list(u, signal)), this.#retry, this.counters, signal);
+  }
+
+  /** Keep `path` (a local path this cache gave) from eviction until as many `unpin`s. */
+  pin(path: string): void {
+    this.#pinned.set(path, (this.#pinned.get(path) ?? 0) + 1);
+  }
+
+  unpin(path: string): void {
+    const n = (this.#pinned.get(path) ?? 0) - 1;
+    if (n > 0) this.#pinned.set(path, n);
+    else this.#pinned.delete(path);
+  }
+
+  /**
+   * The local path of `url`, whole and checked: from the cache when its sidecar matches `info` (the
+   * store's size and ETag: a HEAD when not given), else downloaded once for the whole node.
+   */
+  ensure(url: string, info?: ObjectInfo, signal?: AbortSignal): Promise<string> {
+    const canonical = parseRemote(url).url;
+    let p = this.#inflight.get(canonical);
+    if (p === undefined) {
+      p = this.#ensure(canonical, info, signal).finally(() => this.#inflight.delete(canonical));
+      this.#inflight.set(canonical, p);
+    }
+    return p;
+  }
+
+  async #ensure(url: string, known: ObjectInfo | undefined, signal?: AbortSignal): Promise<string> {
+    const info = known ?? (await this.stat(url, signal));
+    const path = this.localPath(url);
+    const name = basename(path);
+    const dir = dirname(path);
+    const sidecar = join(dir, `.${name}.stoker.json`);
+    const lock = join(dir, `.${name}.stoker.lock`);
+    this.#lastUse.set(path, Date.now());
+    if (await isHit(path, sidecar, info)) {
+      this.counters.hits++;
+      return path;
+    }
+    await mkdir(dir, { recursive: true });
+    // NOTE [Waiting for another downloader]: while another process (or thread) holds the lock, wait
+    // for its sidecar, polling (50 ms, growing to 500 ms). The wait ends when the file is published,
+    // when the lock goes away (its holder failed: take it), or when the holder is dead (its pid is
+    // gone from this host, or the lock went untouched for 30 s): then the lock is broken and taken.
+    let waited = false;
+    for (let poll = 50; ; poll = Math.min(500, poll * 1.5)) {
+      if (await tryLock(lock)) break;
+      if (!waited) {
+        waited = true;
+        this.counters.waited++;
+      }
+      await sleep(poll, undefined, signal ? { signal } : undefined);
+      if (await isHit(path, sidecar, info)) return path;
+      if (await staleLock(lock)) await unlink(lock).catch(() => {});
+    }
+    const beat = setInterval(() => void utimes(lock, new Date(), new Date()).catch(() => {}), 1000);
+    beat.unref();
+    try {
+      if (await isHit(path, sidecar, info)) {
+        this.counters.hits++;
+        return path; // published by the holder we waited for, between its unlock and our lock
+      }
+      await this.#makeRoom(info.size, path);
+      await this.#download(url, info, path, signal);
+      await writeAtomic(sidecar, JSON.stringify({ url, size: info.size, ...(info.etag !== undefined ? { etag: info.etag } : {}) } satisfies Sidecar));
+      this.counters.downloads++;
+      return path;
+    } finally {
+      clearInterval(beat);
+      await unlink(lock).catch(() => {});
+    }
+  }
+
+  async #download(url: string, info: ObjectInfo, path: string, signal?: AbortSignal): Promise<void> {
+    const u = parseRemote(url);
+    const part = join(dirname(path), `.${basename(path)}.stoker.part.${process.pid}.${randomBytes(4).toString('hex')}`);
+    const file = await open(part, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC, 0o644);
+    const md5 = createHash('md5');
+    let done = 0;
+    try {
+      await withRetries(`GET ${u.url}`, async () => {
+        this.counters.requests++;
+        const body = await this.#store(u).read(u, done, info.etag, signal);
+        for await (const chunk of body) {
+          const bytes = chunk instanceof Uint8Array ? chunk : Buffer.from(chunk as string);
+          if (done + bytes.length > info.size) throw new StoreError(`GET ${u.url}: more than the ${info.size} bytes the store announced`, undefined, 'SizeMismatch');
+          await file.write(bytes, 0, bytes.length, done);
+          md5.update(bytes);
+          done += bytes.length;
+          this.counters.bytes += bytes.length;
+        }
+        if (done < info.size) throw new StoreError(`GET ${u.url}: the body ended after ${done} of ${info.size} bytes`, undefined, 'TruncatedBody');
+      }, this.#retry, this.counters, signal);
+      await file.close();
+      if (info.etag !== undefined && /^[0-9a-f]{32}$/i.test(info.etag) && md5.digest('hex') !== info.etag.toLowerCase()) {
+        throw new LoaderError('ERR_REMOTE', `GET ${u.url}: the ${done} bytes downloaded do not match the store's MD5 ETag ${info.etag}; the transfer was corrupted or the object changed: open the dataset again`);
+      }
+      await rename(part, path);
+    } catch (error) {
+      await file.close().catch(() => {});
+      await unlink(part).catch(() => {});
+      if ((error as { code?: string }).code === 'ENOSPC') {
+        throw new LoaderError('ERR_REMOTE', `${u.url}: the cache's disk is full (${this.dir}); give it room or a smaller STOKER_CACHE_BYTES, or point STOKER_CACHE_DIR at a larger disk`, { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /** Evict published files until `size` more bytes fit the budget (Belady by `nextUse`, else LRU). */
+  async #makeRoom(size: number, forPath: string): Promise<void> {
+    const budget = this.budget();
+    const files = publishedFiles(this.dir);
+    let used = files.reduce((s, f) => s + f.size, 0);
+    if (used + size <= budget) return;
+    const next = this.nextUse;
+    const candidates = files
+      .filter((f) => f.path !== forPath && !this.#pinned.has(f.path))
+      .map((f) => ({ ...f, next: next?.(f.path) ?? Infinity, last: this.#lastUse.get(f.path) ?? f.mtimeMs }))
+      .sort((a, b) => b.next - a.next || a.last - b.last);
+    for (const f of candidates) {
+      if (used + size <= budget) break;
+      try {
+        unlinkSync(f.sidecar);
+        unlinkSync(f.path);
+      } catch {
+        continue; // another process evicted it first
+      }
+      used -= f.size;
+      this.counters.evictions++;
+    }
+    if (used + size > budget) {
+      throw new LoaderError(
+        'ERR_REMOTE',
+        `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${used} bytes held by files in use (${this.dir}); raise STOKER_CACHE_BYTES`,
+      );
+    }
+  }
+
+  /** The byte budget: the option, STOKER_CACHE_BYTES, else half the free space of the cache's disk when first asked. */
+  budget(): number {
+    if (this.#budget !== undefined) return this.#budget;
+    const env = Number(process.env.STOKER_CACHE_BYTES);
+    if (this.#options.bytes !== undefined) this.#budget = this.#options.bytes;
+    else if (Number.isFinite(env) && env > 0) this.#budget = env;
+    else {
+      let d = this.dir;
+      while (!existsSync(d) && dirname(d) !== d) d = dirname(d);
+      const st = statfsSync(d);
+      this.#budget = Math.floor((st.bavail * st.bsize) / 2);
+    }
+    return this.#budget;
+  }
+
+  /** Many files at once, `concurrency` downloads in flight; local paths in the order given. */
+  async ensureAll(infos: readonly ObjectInfo[], signal?: AbortSignal): Promise<string[]> {
+    const out = new Array<string>(infos.length);
+    let next = 0;
+    const lanes = Math.max(1, Math.min(this.#options.concurrency ?? 8, infos.length));
+    await Promise.all(
+      Array.from({ length: lanes }, async () => {
+        while (next < infos.length) {
+          const i = next++;
+          out[i] = await this.ensure(infos[i]!.url, infos[i], signal);
+        }
+      }),
+    );
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.#s3?.close();
+  }
+}
+
+/** `host:port` of a URL as a folder name. */
+function hostTag(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}${u.port ? `_${u.port}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
+}
+
+async function isHit(path: string, sidecar: string, info: ObjectInfo): Promise<boolean> {
+  let meta: Sidecar;
+  try {
+    meta = JSON.parse(await readFile(sidecar, 'utf8')) as Sidecar;
+  } catch {
+    return false;
+  }
+  if (meta.size !== info.size || meta.etag !== info.etag) return false;
+  try {
+    return (await stat(path)).size === info.size;
+  } catch {
+    return false;
+  }
+}
+
+async function tryLock(lock: string): Promise<boolean> {
+  try {
+    const f = await open(lock, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644);
+    await f.writeFile(`${hostname()} ${process.pid}\n`);
+    await f.close();
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+/** A lock whose holder is gone: a pid no longer alive on this host, or untouched for STALE_LOCK_MS. */
+async function staleLock(lock: string): Promise<boolean> {
+  let text: string;
+  let mtime: number;
+  try {
+    [text, mtime] = await Promise.all([readFile(lock, 'utf8'), stat(lock).then((s) => s.mtimeMs)]);
+  } catch {
+    return false;
+  }
+  const [host, pidText] = text.trim().split(' ');
+  const pid = Number(pidText);
+  if (host === hostname() && Number.isInteger(pid) && pid > 0 && !alive(pid)) return true;
+  return Date.now() - mtime > STALE_LOCK_MS;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as { code?: string }).code === 'EPERM';
+  }
+}
+
+async function writeAtomic(path: string, text: string): Promise<void> {
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  await writeFile(tmp, text);
+  await rename(tmp, path);
+}
+
+interface Published {
+  readonly path: string;
+  readonly sidecar: string;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
+/** Every file the cache published (one with a sidecar), under `dir`. */
+function publishedFiles(dir: string): Published[] {
+  const out: Published[] = [];
+  const walk = (d: string) => {
+    let entries;
+    try {
+      entries = readdirSync(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else if (e.name.startsWith('.') && e.name.endsWith('.stoker.json')) {
+        const path = join(d, e.name.slice(1, -'.stoker.json'.length));
+        try {
+          const meta = JSON.parse(readFileSync(join(d, e.name), 'utf8')) as Sidecar;
+          const st = statSync(path);
+          out.push({ path, sidecar: join(d, e.name), size: meta.size, mtimeMs: st.mtimeMs });
+        } catch {
+          // a sidecar whose file went (evicted by another process): not held
+        }
+      }
+    }
+  };
+  walk(dir);
+  return out;
+}

@@ -1,0 +1,107 @@
+// Remote datasets: `s3://` and `http(s)://` paths made local through the node cache (node-cache.ts).
+// The rule: a remote path names the same files a local path would — one object, a brace pattern
+// (`train-{000..099}.tar`), a wildcard in the last segment (`train-*.tar`, by listing), or a folder
+// (`s3://bucket/train/`, by listing: an image folder, a folder of shards) — and each format's own
+// reader then reads the cached copy, so a remote dataset gives the bytes the local copy gives.
+
+import { invalidOption } from '../errors.js';
+import { braceExpand } from '../base/brace-expand.js';
+import { NodeCache, type NodeCacheOptions, type RemoteCounters } from './node-cache.js';
+import type { ObjectInfo } from './store.js';
+import { StoreError } from './store.js';
+import { isRemote, parseRemote, remoteDir } from './url.js';
+
+export { isRemote } from './url.js';
+export type { NodeCacheOptions as RemoteOptions, RemoteCounters } from './node-cache.js';
+
+const caches = new Map<string, NodeCache>();
+
+/** This thread's node cache for these options (one per cache folder and store configuration). */
+export function nodeCache(options: NodeCacheOptions = {}): NodeCache {
+  const key = JSON.stringify([options.dir ?? null, options.s3 ?? null, options.bytes ?? null, options.retry ?? null]);
+  let c = caches.get(key);
+  if (c === undefined) {
+    c = new NodeCache(options);
+    caches.set(key, c);
+  }
+  return c;
+}
+
+/** Counters of every node cache of this thread, summed: requests, bytes, retries, hits, downloads, waits, evictions. */
+export function remoteStats(): RemoteCounters {
+  const out: RemoteCounters = { requests: 0, bytes: 0, retries: 0, hits: 0, downloads: 0, waited: 0, evictions: 0 };
+  for (const c of caches.values()) for (const k of Object.keys(out) as (keyof RemoteCounters)[]) out[k] += c.counters[k];
+  return out;
+}
+
+export interface RemoteFiles {
+  /** Local paths of the files, in the order named (a listing's in key order). */
+  readonly files: readonly string[];
+  /** The local folder of a remote folder (`s3://bucket/train/` → its mirror in the cache); absent for files. */
+  readonly folder?: string;
+}
+
+/**
+ * Download what a remote path names into the node cache (once per node) and give the local paths:
+ * `await remoteFiles('s3://bucket/train-{000..009}.tar')`. Local paths pass through unchanged.
+ */
+export async function remoteFiles(spec: string | readonly string[], options: NodeCacheOptions = {}, signal?: AbortSignal): Promise<RemoteFiles> {
+  const cache = nodeCache(options);
+  const list = typeof spec === 'string' ? [spec] : spec;
+  if (list.length === 0 || !list.every((p) => typeof p === 'string' && p.length > 0)) throw invalidOption('path', 'a path, a pattern or a non-empty list of paths', spec);
+  const objects: (ObjectInfo | string)[] = [];
+  let folder: string | undefined;
+  for (const item of list) {
+    if (!isRemote(item)) {
+      objects.push(item);
+      continue;
+    }
+    for (const url of braceExpand(item)) {
+      const found = await expandOne(cache, url, signal);
+      if (found.folder !== undefined && typeof spec === 'string' && list.length === 1) folder = cache.localPath(found.folder);
+      objects.push(...found.objects);
+    }
+  }
+  const remote = objects.filter((o): o is ObjectInfo => typeof o !== 'string');
+  const local = await cache.ensureAll(remote, signal);
+  for (const p of local) cache.pin(p);
+  let r = 0;
+  const files = objects.map((o) => (typeof o === 'string' ? o : local[r++]!));
+  return folder === undefined ? { files } : { files, folder: folder.replace(/[/\\]$/, '') };
+}
+
+/** One expanded remote path: a wildcard's matches, a folder's objects, or the object itself. */
+async function expandOne(cache: NodeCache, url: string, signal?: AbortSignal): Promise<{ objects: ObjectInfo[]; folder?: string }> {
+  const u = parseRemote(url);
+  const name = url.slice(url.lastIndexOf('/') + 1);
+  if (/[*?]/.test(remoteDir(url))) throw invalidOption('path', 'a pattern with wildcards in the last segment only', url, 'List the files, or put them under one prefix');
+  if (/[*?]/.test(name)) {
+    const re = new RegExp(`^${name.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]')}$`);
+    const dir = remoteDir(url);
+    const objects = (await cache.list(dir, signal)).filter((o) => {
+      const rest = o.url.slice(dir.length);
+      return !rest.includes('/') && re.test(rest);
+    });
+    if (objects.length === 0) throw invalidOption('path', 'a pattern that matches at least one object', url);
+    return { objects };
+  }
+  if (name === '') return folderOf(cache, url, signal);
+  try {
+    return { objects: [await cache.stat(url, signal)] };
+  } catch (error) {
+    // No object by that name on S3: a folder (a common prefix) of that name, when it holds objects.
+    const cause = (error as { cause?: unknown }).cause;
+    const missing = cause instanceof StoreError && (cause.status === 404 || cause.code === 'NotFound' || cause.code === 'NoSuchKey');
+    if (u.kind === 's3' && missing) {
+      const found = await folderOf(cache, `${url}/`, signal).catch(() => undefined);
+      if (found !== undefined) return found;
+    }
+    throw error;
+  }
+}
+
+async function folderOf(cache: NodeCache, url: string, signal?: AbortSignal): Promise<{ objects: ObjectInfo[]; folder: string }> {
+  const objects = (await cache.list(url, signal)).filter((o) => !o.url.slice(url.length).split('/').some((s) => s.startsWith('.')));
+  if (objects.length === 0) throw invalidOption('path', 'a folder (prefix) that holds objects', url, 'Check the bucket and prefix');
+  return { objects, folder: url };
+}
