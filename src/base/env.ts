@@ -59,6 +59,40 @@ export const SWITCHES = {
       return !(v === 'off' || v === '0');
     },
   }),
+  cacheDir: knob({
+    name: 'STOKER_CACHE_DIR',
+    kind: 'user',
+    default: '$XDG_CACHE_HOME/stoker, else ~/.cache/stoker',
+    option: '`remoteFiles(…, { dir })` (the option wins)',
+    doc: 'The node cache of remote datasets (s3://, http(s)://; docs/remote.md): one folder shared by every process of the machine. Read when a node cache is made.',
+    parse: (raw): string | undefined => raw || undefined,
+  }),
+  cacheBytes: knob({
+    name: 'STOKER_CACHE_BYTES',
+    kind: 'user',
+    default: 'half the free space of the cache\'s disk, when first needed',
+    option: '`remoteFiles(…, { bytes })` (the option wins)',
+    doc: 'Most bytes of remote files the node cache keeps; past it, files whose next use is furthest away are evicted first. Read when a node cache first needs its budget.',
+    parse: (raw): number | undefined => {
+      if (raw === undefined || raw === '') return undefined;
+      const n = Number(raw);
+      if (!Number.isSafeInteger(n) || n < 1) throw invalidOption('STOKER_CACHE_BYTES', 'a whole number of bytes ≥ 1', raw);
+      return n;
+    },
+  }),
+  remoteDeadline: knob({
+    name: 'STOKER_REMOTE_DEADLINE_MS',
+    kind: 'user',
+    default: '120000',
+    option: '`remoteFiles(…, { retry: { deadlineMs } })` (the option wins)',
+    doc: 'How long a remote request that keeps failing for a reason retrying can fix (503 SlowDown, 5xx, a reset, a cut body) is retried before ERR_REMOTE. Read when a node cache is made.',
+    parse: (raw): number | undefined => {
+      if (raw === undefined || raw === '') return undefined;
+      const n = Number(raw);
+      if (!Number.isFinite(n) || n < 0) throw invalidOption('STOKER_REMOTE_DEADLINE_MS', 'a number of milliseconds ≥ 0', raw);
+      return n;
+    },
+  }),
   nvjpeg: knob({
     name: 'STOKER_NVJPEG',
     kind: 'user',

@@ -20,15 +20,16 @@ import { mkdir, open, readFile, rename, stat, unlink, utimes, writeFile } from '
 import { homedir, hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { readSwitch, switchName } from '../base/env.js';
 import { LoaderError } from '../errors.js';
 import { DEFAULT_RETRY, type RetryPolicy, withRetries } from './retry.js';
 import { HttpStore, type ObjectInfo, type ObjectStore, S3Store, type S3Options, StoreError } from './store.js';
 import { parseRemote, type RemoteUrl } from './url.js';
 
 export interface NodeCacheOptions {
-  /** The cache folder, shared by every process of the node. Default: STOKER_CACHE_DIR, else `$XDG_CACHE_HOME/stoker` or `~/.cache/stoker`. */
+  /** The cache folder, shared by every process of the node. Default: the `cacheDir` switch (docs/env.md), else `$XDG_CACHE_HOME/stoker` or `~/.cache/stoker`. */
   readonly dir?: string;
-  /** Most bytes of files kept. Default: STOKER_CACHE_BYTES, else half the free space of the cache's disk when first used. */
+  /** Most bytes of files kept. Default: the `cacheBytes` switch, else half the free space of the cache's disk when first used. */
   readonly bytes?: number;
   readonly s3?: S3Options;
   readonly retry?: Partial<RetryPolicy>;
@@ -61,8 +62,8 @@ interface Sidecar {
 const STALE_LOCK_MS = 30_000;
 
 export function defaultCacheDir(): string {
-  const env = process.env.STOKER_CACHE_DIR;
-  if (env) return env;
+  const env = readSwitch('cacheDir');
+  if (env !== undefined) return env;
   return join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'stoker');
 }
 
@@ -83,8 +84,8 @@ export class NodeCache {
   constructor(options: NodeCacheOptions = {}) {
     this.#options = options;
     this.dir = options.dir ?? defaultCacheDir();
-    const deadline = Number(process.env.STOKER_REMOTE_DEADLINE_MS);
-    this.#retry = { ...DEFAULT_RETRY, ...(Number.isFinite(deadline) && deadline > 0 ? { deadlineMs: deadline } : {}), ...options.retry };
+    const deadline = readSwitch('remoteDeadline');
+    this.#retry = { ...DEFAULT_RETRY, ...(deadline !== undefined ? { deadlineMs: deadline } : {}), ...options.retry };
   }
 
   #store(u: RemoteUrl): ObjectStore {
@@ -213,7 +214,7 @@ export class NodeCache {
       await file.close().catch(() => {});
       await unlink(part).catch(() => {});
       if ((error as { code?: string }).code === 'ENOSPC') {
-        throw new LoaderError('ERR_REMOTE', `${u.url}: the cache's disk is full (${this.dir}); give it room or a smaller STOKER_CACHE_BYTES, or point STOKER_CACHE_DIR at a larger disk`, { cause: error });
+        throw new LoaderError('ERR_REMOTE', `${u.url}: the cache's disk is full (${this.dir}); give it room or a smaller ${switchName('cacheBytes')}, or point ${switchName('cacheDir')} at a larger disk`, { cause: error });
       }
       throw error;
     }
@@ -244,17 +245,17 @@ export class NodeCache {
     if (used + size > budget) {
       throw new LoaderError(
         'ERR_REMOTE',
-        `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${used} bytes held by files in use (${this.dir}); raise STOKER_CACHE_BYTES`,
+        `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${used} bytes held by files in use (${this.dir}); raise ${switchName('cacheBytes')}`,
       );
     }
   }
 
-  /** The byte budget: the option, STOKER_CACHE_BYTES, else half the free space of the cache's disk when first asked. */
+  /** The byte budget: the option, the `cacheBytes` switch, else half the free space of the cache's disk when first asked. */
   budget(): number {
     if (this.#budget !== undefined) return this.#budget;
-    const env = Number(process.env.STOKER_CACHE_BYTES);
+    const env = readSwitch('cacheBytes');
     if (this.#options.bytes !== undefined) this.#budget = this.#options.bytes;
-    else if (Number.isFinite(env) && env > 0) this.#budget = env;
+    else if (env !== undefined) this.#budget = env;
     else {
       let d = this.dir;
       while (!existsSync(d) && dirname(d) !== d) d = dirname(d);

@@ -8,6 +8,7 @@
 // so the sample order is the plan's whatever the network does.
 
 import { setTimeout as sleep } from 'node:timers/promises';
+import { switchName } from '../base/env.js';
 import { LoaderError } from '../errors.js';
 import { StoreError } from './store.js';
 
@@ -70,7 +71,7 @@ function remoteError(doing: string, error: unknown, attempts: number, timedOut: 
   const status = error instanceof StoreError ? error.status : undefined;
   const code = error instanceof StoreError ? error.code : undefined;
   const fix = timedOut
-    ? `still failing after ${attempts} attempts over ${Math.round((deadlineMs ?? 0) / 1000)} s; check the network and the store, or raise STOKER_REMOTE_DEADLINE_MS`
+    ? `still failing after ${attempts} attempts over ${Math.round((deadlineMs ?? 0) / 1000)} s; check the network and the store, or raise ${switchName('remoteDeadline')}`
     : status === 403 || code === 'AccessDenied' || code === 'SignatureDoesNotMatch' || code === 'InvalidAccessKeyId'
       ? 'the store refused the credentials: check AWS_PROFILE / AWS_ACCESS_KEY_ID (the AWS SDK credential chain), and the endpoint and region'
       : status === 404 || code === 'NoSuchKey' || code === 'NotFound' || code === 'NoSuchBucket'
