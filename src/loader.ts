@@ -2,6 +2,7 @@
 // first, then the loader, so that device memory probes see what the model really uses; and take one
 // epoch at a time — a loader runs one epoch iterator at once.
 
+import { type RemoteCounters, remoteStats } from './remote/remote.js';
 import { openDevice } from './device/open-device.js';
 import { makeUserKernel } from './device/user-kernel.js';
 import type { UserKernel } from './device/user-kernel.js';
@@ -50,6 +51,8 @@ export interface LoaderStats {
   readonly memory: { readonly device: number; readonly pinned: number };
   /** One entry per epoch run so far, oldest first (the last 1000). */
   readonly epochs: readonly EpochStats[];
+  /** Remote files (s3://, http(s)://) this thread's node caches fetched or found: requests, bytes, retries, hits, downloads, waits, evictions (docs/remote.md). */
+  readonly remote: RemoteCounters;
 }
 
 const STATS_HISTORY = 1000;
@@ -281,6 +284,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       world: this.#opts.world,
       memory: this.#device.live(),
       epochs: this.#history.map((s) => ({ ...s, skipped: s.skipped.slice() })),
+      remote: remoteStats(),
     };
   }
 

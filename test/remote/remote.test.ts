@@ -123,6 +123,10 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
       assert.equal(await epochDigest(jsonl((await remoteFiles(`s3://${BUCKET}/rows.jsonl`)).files[0]!)), await epochDigest(jsonl(join(data, 'rows.jsonl'))));
       const images = (p: string) => sources.imageFolderAsync(p, { size: 8, decode: 'threads' });
       assert.equal(await epochDigest(await images(`s3://${BUCKET}/images`)), await epochDigest(await images(join(data, 'images'))), 'an image folder under a prefix');
+      const loader = await DataLoader.create(await sources.tarShards(`s3://${BUCKET}/shards/train-{0..2}.tar`, TAR), { batchSize: 5 });
+      const { remote } = loader.stats();
+      assert.ok(remote.downloads >= SHARDS + 3 && remote.hits >= 2 * SHARDS && remote.bytes > 0 && remote.requests > remote.downloads, JSON.stringify(remote));
+      await loader.close();
     } finally {
       for (const k of ['STOKER_CACHE_DIR', 'AWS_ENDPOINT_URL_S3', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION']) delete process.env[k];
     }
