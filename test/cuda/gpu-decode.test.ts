@@ -12,10 +12,11 @@ import { type AnyTensor, type Batch, DataLoader, DeviceTensor, sources } from '.
 import { decodeImage } from '../../src/image/image-decode.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { nvjpegAvailable } from '../../src/device/cuda/nvjpeg-lib.js';
-import { type CropBox, type JpegBatchOutput, checkOutput } from '../../src/image/jpeg-plan.js';
+import { type JpegBatchOutput, type JpegBox, checkOutput } from '../../src/image/jpeg-plan.js';
 import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../../src/image/crop-box.js';
+import { centerCropResize } from '../../src/image/view-resample.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from '../fixtures/jpegs.js';
 
 const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;
@@ -49,11 +50,11 @@ async function epochRows(loader: DataLoader<AnyTensor>, e: number): Promise<{ la
   return { labels, rows };
 }
 
-async function referenceRow(bytes: Uint8Array, box: CropBox, out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'>): Promise<Uint8Array> {
+async function referenceRow(bytes: Uint8Array, box: JpegBox, out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'>): Promise<Uint8Array> {
   const info = await sharp(bytes).metadata();
   const full = await decodeImage(bytes, { size: [info.height!, info.width!], fit: 'resize', layout: 'hwc', source: 'reference' });
   const o = { ...out, ptr: 0n, rowBytes: 1 << 30 };
-  return encodeRow(cropResize(full.data, info.width! * 3, box, out.size[0], out.size[1]), o, checkOutput(o));
+  return encodeRow(cropResize(full.data, info.width! * 3, box, out.size[0], out.size[1], { width: info.width!, height: info.height! }), o, checkOutput(o));
 }
 
 function maxDiff(a: Uint8Array, b: Uint8Array): number {
@@ -111,10 +112,11 @@ describe("decode: 'gpu' on CUDA (nvJPEG into the batch)", { skip, timeout: SUITE
       const s = loader.stats().epochs[0]!;
       assert.equal(s.skippedBatches, 1);
       assert.match(s.skipped[0]!.reason, /c06/);
-      const view = viewFrom('eval');
+      const view = viewFrom('eval') as Extract<ReturnType<typeof viewFrom>, { kind: 'center-crop' }>;
       for (let r = 0; r < labels.length; r++) {
         const id = labels[r]!;
-        const box = boxFor(view, new PickKey(id, 0, 0, 0), 200, 150);
+        // The eval view's box with the Pillow resize the route computes (NOTE [eval on the GPU]).
+        const box = { ...boxFor(view, new PickKey(id, 0, 0, 0), 200, 150), pil: centerCropResize(view, 200, 150, SIZE[1], SIZE[0]) };
         const want = await referenceRow(files[id]!.bytes, box, { layout: 'chw', dtype: 'bfloat16', size: SIZE, ...normalize });
         const got = new Uint16Array(rows[r]!.buffer);
         const exp = new Uint16Array(want.buffer);
