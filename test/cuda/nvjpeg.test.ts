@@ -20,7 +20,7 @@ import { boxFor, viewFrom } from '../../src/image/crop-box.js';
 import { centerCropResize } from '../../src/image/view-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
 import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
-import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase } from '../fixtures/jpegs.js';
+import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase, oneComponentJpeg } from '../fixtures/jpegs.js';
 import { liveJpegThreads } from '../../src/device/jpeg/jpeg-slots.js';
 
 const POISON = 0xab;
@@ -176,17 +176,17 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
     }
   });
 
-  it('a PNG, a CMYK JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
+  it('a PNG, a CMYK JPEG, a one-component (grey) JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
     const a = await awkwardFiles();
     const good = await baselineJpeg(120, 90, 7);
-    const list = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, good];
+    const list = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, good, await oneComponentJpeg(64, 48)];
     const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
     const decoder = GpuJpegDecoder.open(backend);
     const { buffer, out, payload } = batchOut(list.length, { dtype: 'uint8' });
     try {
       const { fallback } = await decoder.decodeInto(list.map((c) => c.bytes), boxes, out);
       console.log(`# ${decoder.kind}: fallback ${JSON.stringify(fallback)}`);
-      for (const k of [0, 2, 5]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
+      for (const k of [0, 2, 5, 7]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
       if (decoder.kind === 'nvjpeg-hardware') assert.ok(fallback.includes(3), 'progressive falls back on the hardware engine');
       assert.ok(!fallback.includes(1) && !fallback.includes(6), 'baseline JPEGs decode on the GPU');
       let host = readBack(buffer);
@@ -195,9 +195,9 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
       assert.ok(!host.subarray(out.rowBytes, out.rowBytes + payload).every((b) => b === POISON), 'row 1 written');
 
       const { failed } = await decoder.decodeOnCpu(list.map((c) => c.bytes), fallback, boxes, out);
-      assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2), `failed ${failed}`);
+      assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2) && !failed.includes(7), `failed ${failed}`);
       host = readBack(buffer);
-      for (const k of [0, 2]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
+      for (const k of [0, 2, 7]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
     } finally {
       decoder.close();
       backend.free(buffer);

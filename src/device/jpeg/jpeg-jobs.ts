@@ -17,8 +17,19 @@ import { CHANNELS, type JpegBatchOutput, type JpegBox, checkOutput } from '../..
 import { cropResize, encodeRow } from '../../image/jpeg-resample.js';
 import { decodeImage, loadImageDecoder } from '../../image/image-decode.js';
 
-/** Which files a CPU decode takes: every decodable one, or only those the GPU decoder would (baseline JPEG, 1 or 3 components). */
+/** Which files a CPU decode takes: every decodable one, or only those the GPU decoder would (baseline JPEG, 3 components). */
 export type CpuRowFilter = 'any' | 'gpu-jpeg';
+
+/**
+ * NOTE [grey JPEGs on the CPU] A JPEG of one component (grey: what PIL writes for an 'L' image;
+ * sharp's greyscale() JPEGs have three) goes to the CPU decoder. On the H200 (hardware engine,
+ * nvJPEG 13) a PIL-written 224×224 one-component JPEG, decoded in a batch with four colour JPEGs of
+ * other sizes (test/cuda/gpu-decode.test.ts's eval check), came out mean 44, max 202 levels off
+ * torchvision's pixels (the colour JPEGs before it within 1; with it on the CPU, all 36 rows of the
+ * check within 1); a one-component JPEG decoded alone, or beside colour JPEGs of its own size, was
+ * exact. Not pinned down further: one
+ * component means the CPU, whose pixels are PIL's. Grey images are rare in photo datasets.
+ */
 
 /** Images over this many pixels go to the CPU, which refuses them by its own limit (sharp's default, 0x3FFF²). */
 const MAX_PIXELS = 0x3fff * 0x3fff;
@@ -123,7 +134,7 @@ function bytesOf(dtype: JpegBatchOutput['dtype']): number {
 export async function cpuDecode(bytes: Uint8Array, k: number, filter: CpuRowFilter): Promise<{ rgb: Uint8Array; width: number; height: number } | undefined> {
   try {
     const meta = await loadImageDecoder()(bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes).metadata();
-    if (filter === 'gpu-jpeg' && (meta.format !== 'jpeg' || meta.space === 'cmyk' || meta.isProgressive === true || (meta.channels !== 1 && meta.channels !== 3))) return undefined;
+    if (filter === 'gpu-jpeg' && (meta.format !== 'jpeg' || meta.space === 'cmyk' || meta.isProgressive === true || meta.channels !== 3)) return undefined;
     const height = meta.pageHeight ?? meta.height;
     const width = meta.width;
     const t = await decodeImage(bytes, { size: [height, width], fit: 'resize', layout: 'hwc', source: `file ${k}` });
@@ -216,8 +227,8 @@ class NvjpegSlot {
     const components = this.#components[0]!;
     const width = this.#widths[0]!;
     const height = this.#heights[0]!;
-    // CMYK/YCCK (4 components) and odd subsamplings go to the CPU, as do images too large for it.
-    if ((components !== 1 && components !== 3) || this.#subsampling[0] === NVJPEG_CSS_UNKNOWN) return undefined;
+    // Grey (1 component: NOTE [grey JPEGs on the CPU]), CMYK/YCCK (4) and odd subsamplings go to the CPU, as do images too large for it.
+    if (components !== 3 || this.#subsampling[0] === NVJPEG_CSS_UNKNOWN) return undefined;
     if (!(width >= 1 && height >= 1) || width * height > MAX_PIXELS) return undefined;
     if (this.#hardware) {
       // Progressive, arithmetic-coded or 4:1:1 streams are refused by the engine: CPU.

@@ -14,7 +14,7 @@ import { resampleBilinearJs } from '../../image/image-resample.js';
 import { boxFor, viewFrom } from '../../image/crop-box.js';
 import { centerCropResize } from '../../image/view-resample.js';
 import { PickKey } from '../../sampler/pick-key.js';
-import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';
+import { awkwardFiles, baselineJpeg, greyJpeg, oneComponentJpeg } from '../../../test/fixtures/jpegs.js';
 import { liveJpegThreads, slotThreads } from './jpeg-slots.js';
 
 const POISON = 0xab;
@@ -163,17 +163,17 @@ describe('GpuJpegDecoder on sim', () => {
     assert.deepEqual(backend.live(), { device: 0, pinned: 0 });
   });
 
-  it('hands back a PNG, a CMYK, a progressive, a truncated and a garbage file as fallback, untouched; decodeOnCpu fills all it can read', async () => {
+  it('hands back a PNG, a CMYK, a progressive, a truncated, a garbage and a one-component (grey) file as fallback, untouched; decodeOnCpu fills all it can read', async () => {
     const backend = new SimBackend();
     const a = await awkwardFiles();
     const good = await baselineJpeg(50, 40, 4);
-    const cases = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage];
+    const cases = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, await oneComponentJpeg(36, 28)];
     const files = cases.map((c) => c.bytes);
     const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
     const { buffer, out } = batchOut(backend, cases.length);
     const decoder = GpuJpegDecoder.open(backend);
     const { fallback } = await decoder.decodeInto(files, boxes, out);
-    assert.deepEqual(fallback, [0, 2, 3, 4, 5]);
+    assert.deepEqual(fallback, [0, 2, 3, 4, 5, 6]);
     const payload = 3 * out.size[0] * out.size[1];
     let host = readBack(backend, buffer, buffer.bytes);
     for (const k of fallback) assert.ok(host.subarray(k * out.rowBytes, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k} untouched`);
@@ -182,7 +182,7 @@ describe('GpuJpegDecoder on sim', () => {
     const { failed } = await decoder.decodeOnCpu(files, fallback, boxes, out);
     assert.deepEqual(failed, [4, 5]);
     host = readBack(backend, buffer, buffer.bytes);
-    for (const k of [0, 2, 3]) {
+    for (const k of [0, 2, 3, 6]) {
       const c = cases[k]!;
       assert.deepEqual(host.subarray(k * out.rowBytes, k * out.rowBytes + payload), await expectedRow(c.bytes, c.width, c.height, boxes(k, c.width, c.height), out), c.name);
     }
