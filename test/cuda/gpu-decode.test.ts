@@ -162,7 +162,7 @@ describe("decode: 'gpu' on CUDA, a center-crop view: torchvision's pixels", { sk
     let sum = 0;
     let count = 0;
     let exact = 0;
-    let worst = 0;
+    let worst = { max: 0, what: '' };
     for (const [c, { job, view }] of EVAL_JOBS.entries()) {
       const loader = await DataLoader.create(sources.imageFolder(root, { size: job.size, view, layout: 'hwc', decode: 'gpu' }), { device: 'cuda', batchSize: 5, seed, shuffle: false, dropLast: false });
       try {
@@ -176,18 +176,18 @@ describe("decode: 'gpu' on CUDA, a center-crop view: torchvision's pixels", { sk
           const what = `${w}×${h} ${kind}, Resize(${job.resize}) + CenterCrop(${job.crop}) to ${job.size}${flip ? ', flipped' : ''}`;
           const d = levelDiff(rows[r]!, flip ? mirrorHwc(ref, job.size, job.size) : ref, what);
           t.diagnostic(`${what}: max |Δ| ${d.max}, mean ${(d.sum / ref.length).toFixed(5)}, ${d.differ} bytes differ`);
-          // nvJPEG's pixels are libjpeg-turbo's within 1 (docs/gpu-decode.md), and each of Pillow's passes is a weighted mean.
-          assert.ok(d.max <= 1, `${what}: max |Δ| ${d.max} against torchvision`);
           sum += d.sum;
           count += ref.length;
-          worst = Math.max(worst, d.max);
+          if (d.max > worst.max) worst = { max: d.max, what };
           if (d.differ === 0) exact++;
         }
       } finally {
         await loader.close();
       }
     }
-    t.diagnostic(`against torchvision: mean |Δ| ${(sum / count).toFixed(5)}, max ${worst}, ${exact} of ${EVAL_IMAGES.length * EVAL_JOBS.length} rows byte-exact`);
-    assert.ok(sum / count <= 0.05, `mean |Δ| ${(sum / count).toFixed(4)} against torchvision`);
+    t.diagnostic(`against torchvision: mean |Δ| ${(sum / count).toFixed(5)}, max ${worst.max}, ${exact} of ${EVAL_IMAGES.length * EVAL_JOBS.length} rows byte-exact`);
+    // nvJPEG's pixels are libjpeg-turbo's within 1 (docs/gpu-decode.md), and each of Pillow's passes is a weighted mean.
+    assert.ok(worst.max <= 1, `max |Δ| ${worst.max} against torchvision (${worst.what})`);
+    assert.ok(sum / count <= 0.01, `mean |Δ| ${(sum / count).toFixed(4)} against torchvision`);
   });
 });
