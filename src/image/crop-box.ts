@@ -23,7 +23,7 @@ export interface CropBox {
 export type ViewOption =
   /** RandomResizedCrop with torchvision's defaults (scale [0.08, 1], ratio [3/4, 4/3]) and a random flip: the ImageNet training recipe. */
   | 'train'
-  /** Resize(256) + CenterCrop(224), no flip: the ImageNet evaluation recipe (on the CPU, torchvision's bytes: NOTE [eval as torchvision computes it]). */
+  /** Resize(256) + CenterCrop(224), no flip: the ImageNet evaluation recipe (torchvision's bytes on the CPU, within 1 level on the GPU decode route: NOTE [eval as torchvision computes it]). */
   | 'eval'
   | {
       /** torchvision's RandomResizedCrop box; `true` for its defaults. */
@@ -180,9 +180,9 @@ export function centerCropGeometry(resize: number, crop: number, width: number, 
 /**
  * Resize(resize) then CenterCrop(crop) as one box in source pixels: torchvision's resized size and
  * crop offsets (centerCropGeometry) mapped back to the source and rounded to whole pixels. This is
- * the box that decides what to decode and the GPU route's box; the CPU decoder resizes the exact
+ * the box that decides what to decode; the CPU decoder and the GPU route resize the exact
  * (fractional) rectangle instead, with torchvision's taps (NOTE [eval as torchvision computes it] in
- * view-resample.ts).
+ * view-resample.ts, NOTE [eval on the GPU] in jpeg-resample.ts).
  */
 function centerCropBox(resize: number, crop: number, width: number, height: number): Omit<CropBox, 'flip'> {
   const { rw, rh, left, top } = centerCropGeometry(resize, crop, width, height);

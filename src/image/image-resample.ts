@@ -36,7 +36,7 @@ export interface Coeffs {
  * the bytes of the same part of the whole one (NOTE [eval as torchvision computes it] in view-resample.ts).
  */
 export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize: number, first = 0, count = outSize - first, at = 0): Coeffs {
-  const scale = (in1 - in0) / outSize;
+  const [b0, scale] = pillowBox(in0, in1, outSize);
   const filterscale = Math.max(scale, 1);
   const support = filterscale;
   const ksize = Math.ceil(support) * 2 + 1;
@@ -47,7 +47,7 @@ export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize
   const ss = 1 / filterscale;
   for (let i = 0; i < count; i++) {
     const xx = first + i;
-    const center = in0 + (xx + 0.5) * scale;
+    const center = b0 + (xx + 0.5) * scale;
     // Pillow truncates toward zero (a C cast); center − support + 0.5 can be negative only near 0, where max() wins.
     let xmin = Math.trunc(center - support + 0.5);
     if (xmin < 0) xmin = 0;
@@ -79,11 +79,22 @@ export function resampleCoeffs(inSize: number, in0: number, in1: number, outSize
 
 /** The taps Pillow's filter may read for outputs [first, first + count) of that resize (before zero weights are dropped): [lo, hi). */
 export function tapSpan(inSize: number, in0: number, in1: number, outSize: number, first: number, count: number): [number, number] {
-  const scale = (in1 - in0) / outSize;
+  const [b0, scale] = pillowBox(in0, in1, outSize);
   const support = Math.max(scale, 1);
-  const lo = Math.max(0, Math.trunc(in0 + (first + 0.5) * scale - support + 0.5));
-  const hi = Math.min(inSize, Math.trunc(in0 + (first + count - 1 + 0.5) * scale + support + 0.5));
+  const lo = Math.max(0, Math.trunc(b0 + (first + 0.5) * scale - support + 0.5));
+  const hi = Math.min(inSize, Math.trunc(b0 + (first + count - 1 + 0.5) * scale + support + 0.5));
   return [lo, hi];
+}
+
+/**
+ * An axis's box as Pillow holds it: C floats (`_resize` parses the box with "(ffff)", and
+ * `precompute_coeffs` takes float in0, in1), subtracted in float, the scale then in double. So a
+ * box edge that float32 does not hold (a center crop scaled to another size: (left · W) / rw) is
+ * rounded as Pillow rounds it. Returns [in0, scale].
+ */
+function pillowBox(in0: number, in1: number, outSize: number): [number, number] {
+  const f0 = Math.fround(in0);
+  return [f0, Math.fround(Math.fround(in1) - f0) / outSize];
 }
 
 /**

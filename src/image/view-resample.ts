@@ -22,13 +22,17 @@
 //   0.0005, 33 of 75 byte-exact): Pillow's weights then come from another origin and round
 //   differently now and then. Computed as here: byte for byte on all 63.
 // - No shrink-on-load for this view: a JPEG decoded at ½–⅛ scale is not the image PIL resizes.
+// - The GPU decode route computes the same resize (`centerCropResize`, carried by the box as `pil`)
+//   in its kernel, on the whole decoded image (NOTE [eval on the GPU] in jpeg-resample.ts).
 // - When `size` is not the crop (torchvision would resize a third time), the crop's fractional
-//   rectangle is resized to `size` in one pass, as PIL's `resize(size, box=…)` of the whole image.
+//   rectangle is resized to `size` in one pass, as PIL's `resize(size, box=…)` of the whole image
+//   (whose box edges Pillow holds as C floats: image-resample.ts rounds them so too).
 // - Other views cut first: RandomResizedCrop is `resized_crop` (PIL's crop, then resize), so its
 //   taps stay inside the box, and the box is the region.
 
 import { type CropBox, type View, centerCropGeometry } from './crop-box.js';
 import { lumaPil, premultiplyPil, unpremultiplyPil } from './image-reference.js';
+import type { PilAxis } from './jpeg-plan.js';
 import { type ResampleBox, resampleBilinear, tapSpan } from './image-resample.js';
 
 /** A rectangle of whole source pixels inside the image. */
@@ -50,27 +54,33 @@ export function viewResample(view: View, box: CropBox, srcW: number, srcH: numbe
   if (view.kind !== 'center-crop') {
     return { region: { left: box.left, top: box.top, width: box.width, height: box.height }, box: { x0: 0, y0: 0, x1: box.width, y1: box.height } };
   }
-  const g = centerCropGeometry(view.resize, view.crop, srcW, srcH);
-  const exact = outW === view.crop && outH === view.crop;
-  const x = axis(srcW, g.rw, g.left, view.crop, outW, exact);
-  const y = axis(srcH, g.rh, g.top, view.crop, outH, exact);
+  const p = centerCropResize(view, srcW, srcH, outW, outH);
+  const [xlo, xhi] = tapSpan(srcW, p.x.in0, p.x.in1, p.x.out, p.x.first, outW);
+  const [ylo, yhi] = tapSpan(srcH, p.y.in0, p.y.in1, p.y.out, p.y.first, outH);
   return {
-    region: { left: x.lo, top: y.lo, width: x.hi - x.lo, height: y.hi - y.lo },
+    region: { left: xlo, top: ylo, width: xhi - xlo, height: yhi - ylo },
     box: {
-      x0: x.in0, y0: y.in0, x1: x.in1, y1: y.in1,
-      frame: { left: -x.lo, top: -y.lo, width: srcW, height: srcH, outWidth: x.outSize, outHeight: y.outSize, outLeft: x.first, outTop: y.first },
+      x0: p.x.in0, y0: p.y.in0, x1: p.x.in1, y1: p.y.in1,
+      frame: { left: -xlo, top: -ylo, width: srcW, height: srcH, outWidth: p.x.out, outHeight: p.y.out, outLeft: p.x.first, outTop: p.y.first },
     },
   };
 }
 
-/** One axis: the whole resize to `resized` keeping [offset, offset + crop) when exact, else the crop's fractional rectangle resized to `out`; and the taps' span. */
-function axis(size: number, resized: number, offset: number, crop: number, out: number, exact: boolean) {
-  const in0 = exact ? 0 : (offset * size) / resized;
-  const in1 = exact ? size : ((offset + crop) * size) / resized;
-  const outSize = exact ? resized : out;
-  const first = exact ? offset : 0;
-  const [lo, hi] = tapSpan(size, in0, in1, outSize, first, out);
-  return { in0, in1, outSize, first, lo, hi };
+/**
+ * The Pillow resize a center-crop view is, per axis, on a srcW × srcH image for an outW × outH
+ * output: the whole image resized to torchvision's rw × rh, the crop's outputs kept, when the
+ * output is the crop; else the crop's fractional rectangle resized to the output. The CPU decoder
+ * (`viewResample`) and the GPU decoder (kernels/crop-resize.cu's `pil` jobs) compute the same one.
+ */
+export function centerCropResize(view: Extract<View, { kind: 'center-crop' }>, srcW: number, srcH: number, outW: number, outH: number): { x: PilAxis; y: PilAxis } {
+  const g = centerCropGeometry(view.resize, view.crop, srcW, srcH);
+  const exact = outW === view.crop && outH === view.crop;
+  return { x: axis(srcW, g.rw, g.left, view.crop, outW, exact), y: axis(srcH, g.rh, g.top, view.crop, outH, exact) };
+}
+
+/** One axis: the whole resize to `resized` keeping [offset, offset + crop) when exact, else the crop's fractional rectangle resized to `out`. */
+function axis(size: number, resized: number, offset: number, crop: number, out: number, exact: boolean): PilAxis {
+  return exact ? { in0: 0, in1: size, out: resized, first: offset } : { in0: (offset * size) / resized, in1: ((offset + crop) * size) / resized, out, first: 0 };
 }
 
 /**

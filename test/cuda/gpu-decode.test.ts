@@ -2,21 +2,27 @@
 // nvJPEG into the batch's device memory — every pick exactly once, each row within ±1 level of the
 // CPU decoder cut by the pick's own box and the same resampler (docs/gpu-decode.md's tolerance),
 // PNG / CMYK / progressive files decoded on the CPU into their rows, a corrupt file failing only its
-// batch, and 'auto' taking the route on CUDA. Skipped, with the reason, without a GPU or libnvjpeg.
+// batch, 'auto' taking the route on CUDA, and a center-crop view ('eval') within one level of
+// torchvision's own pixels (where a Python with torchvision is found: the GPU machine's python3).
+// Skipped, with the reason, without a GPU or libnvjpeg.
 
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { extname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type AnyTensor, type Batch, DataLoader, DeviceTensor, sources } from '../../src/index.js';
 import { decodeImage } from '../../src/image/image-decode.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { nvjpegAvailable } from '../../src/device/cuda/nvjpeg-lib.js';
-import { type CropBox, type JpegBatchOutput, checkOutput } from '../../src/image/jpeg-plan.js';
+import { type JpegBatchOutput, type JpegBox, checkOutput } from '../../src/image/jpeg-plan.js';
 import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
 import { PickKey } from '../../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../../src/image/crop-box.js';
+import { centerCropResize } from '../../src/image/view-resample.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from '../fixtures/jpegs.js';
+import { EVAL_IMAGES, EVAL_JOBS, centerCropReferences, levelDiff, mirrorHwc, torchvisionSkip } from '../fixtures/torchvision.js';
 
 const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;
 const SUITE_MS = 180_000;
@@ -49,11 +55,11 @@ async function epochRows(loader: DataLoader<AnyTensor>, e: number): Promise<{ la
   return { labels, rows };
 }
 
-async function referenceRow(bytes: Uint8Array, box: CropBox, out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'>): Promise<Uint8Array> {
+async function referenceRow(bytes: Uint8Array, box: JpegBox, out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'>): Promise<Uint8Array> {
   const info = await sharp(bytes).metadata();
   const full = await decodeImage(bytes, { size: [info.height!, info.width!], fit: 'resize', layout: 'hwc', source: 'reference' });
   const o = { ...out, ptr: 0n, rowBytes: 1 << 30 };
-  return encodeRow(cropResize(full.data, info.width! * 3, box, out.size[0], out.size[1]), o, checkOutput(o));
+  return encodeRow(cropResize(full.data, info.width! * 3, box, out.size[0], out.size[1], { width: info.width!, height: info.height! }), o, checkOutput(o));
 }
 
 function maxDiff(a: Uint8Array, b: Uint8Array): number {
@@ -111,10 +117,11 @@ describe("decode: 'gpu' on CUDA (nvJPEG into the batch)", { skip, timeout: SUITE
       const s = loader.stats().epochs[0]!;
       assert.equal(s.skippedBatches, 1);
       assert.match(s.skipped[0]!.reason, /c06/);
-      const view = viewFrom('eval');
+      const view = viewFrom('eval') as Extract<ReturnType<typeof viewFrom>, { kind: 'center-crop' }>;
       for (let r = 0; r < labels.length; r++) {
         const id = labels[r]!;
-        const box = boxFor(view, new PickKey(id, 0, 0, 0), 200, 150);
+        // The eval view's box with the Pillow resize the route computes (NOTE [eval on the GPU]).
+        const box = { ...boxFor(view, new PickKey(id, 0, 0, 0), 200, 150), pil: centerCropResize(view, 200, 150, SIZE[1], SIZE[0]) };
         const want = await referenceRow(files[id]!.bytes, box, { layout: 'chw', dtype: 'bfloat16', size: SIZE, ...normalize });
         const got = new Uint16Array(rows[r]!.buffer);
         const exp = new Uint16Array(want.buffer);
@@ -142,5 +149,45 @@ describe("decode: 'gpu' on CUDA (nvJPEG into the batch)", { skip, timeout: SUITE
         await loader.close();
       }
     }
+  });
+});
+
+describe("decode: 'gpu' on CUDA, a center-crop view: torchvision's pixels", { skip: skip || torchvisionSkip, timeout: SUITE_MS }, () => {
+  it("view 'eval' rows are within one level of torchvision's Resize(256) + CenterCrop(224) (and a flipped center crop scaled to 96, of PIL's resize of its box), enlarged images among them", async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'stoker-cuda-eval-'));
+    dirs.push(dir);
+    const { paths, reference } = centerCropReferences(dir, EVAL_IMAGES, EVAL_JOBS.map((j) => j.job));
+    const root = folder(paths.map((p) => ({ bytes: readFileSync(p), ext: extname(p) })));
+    const seed = 11;
+    let sum = 0;
+    let count = 0;
+    let exact = 0;
+    let worst = { max: 0, what: '' };
+    for (const [c, { job, view }] of EVAL_JOBS.entries()) {
+      const loader = await DataLoader.create(sources.imageFolder(root, { size: job.size, view, layout: 'hwc', decode: 'gpu' }), { device: 'cuda', batchSize: 5, seed, shuffle: false, dropLast: false });
+      try {
+        const { labels, rows } = await epochRows(loader, 0);
+        assert.deepEqual(labels, EVAL_IMAGES.map((_, i) => i));
+        assert.equal(loader.stats().epochs[0]!.route, 'decode');
+        for (const [r, id] of labels.entries()) {
+          const [w, h, kind] = EVAL_IMAGES[id]!;
+          const flip = boxFor(viewFrom(view), new PickKey(id, 0, 0, seed), w, h).flip;
+          const ref = reference(c, id);
+          const what = `${w}×${h} ${kind}, Resize(${job.resize}) + CenterCrop(${job.crop}) to ${job.size}${flip ? ', flipped' : ''}`;
+          const d = levelDiff(rows[r]!, flip ? mirrorHwc(ref, job.size, job.size) : ref, what);
+          t.diagnostic(`${what}: max |Δ| ${d.max}, mean ${(d.sum / ref.length).toFixed(5)}, ${d.differ} bytes differ`);
+          sum += d.sum;
+          count += ref.length;
+          if (d.max > worst.max) worst = { max: d.max, what };
+          if (d.differ === 0) exact++;
+        }
+      } finally {
+        await loader.close();
+      }
+    }
+    t.diagnostic(`against torchvision: mean |Δ| ${(sum / count).toFixed(5)}, max ${worst.max}, ${exact} of ${EVAL_IMAGES.length * EVAL_JOBS.length} rows byte-exact`);
+    // nvJPEG's pixels are libjpeg-turbo's within 1 (docs/gpu-decode.md), and each of Pillow's passes is a weighted mean.
+    assert.ok(worst.max <= 1, `max |Δ| ${worst.max} against torchvision (${worst.what})`);
+    assert.ok(sum / count <= 0.01, `mean |Δ| ${(sum / count).toFixed(4)} against torchvision`);
   });
 });

@@ -1,5 +1,6 @@
 // The GPU JPEG decoder on a real GPU with nvJPEG: the kernel against the reference resampler on
-// nvJPEG's own pixels (bit for bit), nvJPEG against the CPU decoder (within a tolerance), per-file
+// nvJPEG's own pixels (bit for bit; center-crop boxes in Pillow's arithmetic among them), nvJPEG
+// against the CPU decoder (within a tolerance), per-file
 // fallback, and no device memory left behind. Skipped, with the reason, without a GPU or libnvjpeg;
 // the library lookup and its error run everywhere.
 
@@ -14,9 +15,12 @@ import { CudaBackend } from '../../src/device/cuda/cuda-backend.js';
 import { cudaAvailable } from '../../src/device/cuda/driver.js';
 import { GpuJpegDecoder } from '../../src/device/cuda/nvjpeg.js';
 import { nvjpegAvailable, nvjpegCandidates, openNvJpeg } from '../../src/device/cuda/nvjpeg-lib.js';
-import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../src/image/jpeg-plan.js';
+import { type CropBox, type JpegBatchOutput, type JpegBox, checkOutput, dtypeBytes, pixelLayout } from '../../src/image/jpeg-plan.js';
+import { boxFor, viewFrom } from '../../src/image/crop-box.js';
+import { centerCropResize } from '../../src/image/view-resample.js';
+import { PickKey } from '../../src/sampler/pick-key.js';
 import { cropResize, encodeRow } from '../../src/image/jpeg-resample.js';
-import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase } from '../fixtures/jpegs.js';
+import { awkwardFiles, baselineJpeg, greyJpeg, type JpegCase, oneComponentJpeg } from '../fixtures/jpegs.js';
 import { liveJpegThreads } from '../../src/device/jpeg/jpeg-slots.js';
 
 const POISON = 0xab;
@@ -73,14 +77,22 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
     backend.synchronize(backend.record('copy'));
     return host;
   }
-  async function cases(): Promise<{ files: JpegCase[]; boxes: CropBox[] }> {
+  /** A center-crop view's box on a w × h image for the 48 × 56 output, with its Pillow resize (the rectangle of the crop scaled to the output). */
+  function centerCrop(w: number, h: number, resize: number, crop: number, flip: boolean): JpegBox {
+    const view = viewFrom({ centerCrop: { resize, crop } }) as Extract<ReturnType<typeof viewFrom>, { kind: 'center-crop' }>;
+    return { ...boxFor(view, new PickKey(0, 0, 0, 0), w, h), flip, pil: centerCropResize(view, w, h, 48, 56) };
+  }
+  async function cases(): Promise<{ files: JpegCase[]; boxes: JpegBox[] }> {
     const files = [await baselineJpeg(500, 375, 1), await baselineJpeg(97, 61, 2), await greyJpeg(64, 80), await baselineJpeg(333, 500, 3, 75)];
-    const boxes = [
+    const boxes: JpegBox[] = [
       { left: 37, top: 20, width: 400, height: 300, flip: true }, // downscale > 2
       { left: 3, top: 2, width: 80, height: 57, flip: false }, // between 1 and 2
       { left: 10, top: 11, width: 20, height: 30, flip: true }, // upscale
       { left: 0, top: 0, width: 333, height: 500, flip: false }, // the whole image
     ];
+    // The same files through center-crop views (Pillow's resize of the whole image, taps past the box): reduced, enlarged, flipped.
+    files.push(files[0]!, files[1]!, files[2]!, files[3]!);
+    boxes.push(centerCrop(500, 375, 256, 224, false), centerCrop(97, 61, 160, 128, true), centerCrop(64, 80, 72, 64, false), { ...centerCrop(333, 500, 48, 48, true), pil: { x: { in0: 0, in1: 333, out: 48, first: 0 }, y: { in0: 0, in1: 500, out: 72, first: 8 } } });
     return { files, boxes };
   }
 
@@ -114,7 +126,7 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
           const { width, height } = files[k]!;
           const pixels = readBack(scratch, offset, width * height * 3);
           offset += Math.ceil((width * height * 3) / 256) * 256;
-          const want = encodeRow(cropResize(pixels, pixelLayout(width, height, planar), boxes[k]!, out.size[0], out.size[1]), out, checkOutput(out));
+          const want = encodeRow(cropResize(pixels, pixelLayout(width, height, planar), boxes[k]!, out.size[0], out.size[1], { width, height }), out, checkOutput(out));
           const got = host.subarray(k * out.rowBytes, k * out.rowBytes + payload);
           let diffs = 0;
           for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diffs++;
@@ -130,7 +142,7 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
 
   it('nvJPEG’s rows are within the documented tolerance of the CPU decoder’s (sharp), through the same resampler', async () => {
     const { files, boxes } = await cases();
-    const cpu = await Promise.all(files.map(async (f, k) => cropResize((await decodeImage(f.bytes, { size: [f.height, f.width], fit: 'resize', layout: 'hwc', source: 'test' })).data, f.width * 3, boxes[k]!, 56, 48)));
+    const cpu = await Promise.all(files.map(async (f, k) => cropResize((await decodeImage(f.bytes, { size: [f.height, f.width], fit: 'resize', layout: 'hwc', source: 'test' })).data, f.width * 3, boxes[k]!, 56, 48, f)));
     for (const chroma of ['interpolate', 'replicate'] as const) {
       const decoder = GpuJpegDecoder.open(backend, { chroma });
       const { buffer, out, payload } = batchOut(files.length, { dtype: 'uint8', layout: 'hwc' });
@@ -164,17 +176,17 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
     }
   });
 
-  it('a PNG, a CMYK JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
+  it('a PNG, a CMYK JPEG, a one-component (grey) JPEG and garbage come back as fallback with their rows untouched; the rest of the batch is decoded; decodeOnCpu fills what it can read', async () => {
     const a = await awkwardFiles();
     const good = await baselineJpeg(120, 90, 7);
-    const list = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, good];
+    const list = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, good, await oneComponentJpeg(64, 48)];
     const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
     const decoder = GpuJpegDecoder.open(backend);
     const { buffer, out, payload } = batchOut(list.length, { dtype: 'uint8' });
     try {
       const { fallback } = await decoder.decodeInto(list.map((c) => c.bytes), boxes, out);
       console.log(`# ${decoder.kind}: fallback ${JSON.stringify(fallback)}`);
-      for (const k of [0, 2, 5]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
+      for (const k of [0, 2, 5, 7]) assert.ok(fallback.includes(k), `${list[k]!.name} falls back`);
       if (decoder.kind === 'nvjpeg-hardware') assert.ok(fallback.includes(3), 'progressive falls back on the hardware engine');
       assert.ok(!fallback.includes(1) && !fallback.includes(6), 'baseline JPEGs decode on the GPU');
       let host = readBack(buffer);
@@ -183,9 +195,9 @@ describe('GpuJpegDecoder on CUDA', { skip }, () => {
       assert.ok(!host.subarray(out.rowBytes, out.rowBytes + payload).every((b) => b === POISON), 'row 1 written');
 
       const { failed } = await decoder.decodeOnCpu(list.map((c) => c.bytes), fallback, boxes, out);
-      assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2), `failed ${failed}`);
+      assert.ok(failed.includes(5) && !failed.includes(0) && !failed.includes(2) && !failed.includes(7), `failed ${failed}`);
       host = readBack(buffer);
-      for (const k of [0, 2]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
+      for (const k of [0, 2, 7]) assert.ok(!host.subarray(k * out.rowBytes, k * out.rowBytes + payload).every((b) => b === POISON), `row ${k} filled on the CPU`);
     } finally {
       decoder.close();
       backend.free(buffer);

@@ -7,10 +7,10 @@
 // noise and flat rectangles with hard edges) encoded by PIL: JPEG 4:2:0, 4:4:4, progressive, grey
 // and CMYK, PNG RGB, RGBA, grey and palette, sized below and above 256, odd, and as extreme as
 // 3000×40. A 1-value `normalize` broadcasts over the channels as torchvision's Normalize does.
-// Skipped, with the reason, where /usr/bin/python3 has no torchvision (CI installs it: .ci/run).
+// Skipped, with the reason, where no Python has torchvision (CI installs it: .ci/run; the Python and
+// the image drawn are test/fixtures/torchvision.ts's).
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -24,11 +24,7 @@ import { setVipsDirect } from '../../src/image/vips-direct.js';
 import { setTurboJpeg } from '../../src/image/turbo-jpeg.js';
 import { setWasmResample } from '../../src/image/resample-wasm.js';
 import { HANG_MS, SUITE_MS, collect, within } from '../fixtures.js';
-
-const PYTHON = '/usr/bin/python3';
-// Found, not imported (importing torchvision costs seconds of CPU): the reference's own run says if it works.
-const probe = spawnSync(PYTHON, ['-c', "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('numpy', 'PIL', 'torch', 'torchvision')))"], { encoding: 'utf8', timeout: 60_000 });
-const skip = probe.status === 0 ? false : `${PYTHON} with numpy, PIL and torchvision is not installed here (apt-get install python3-torchvision python3-pil); the comparison with torchvision's pixels is not run`;
+import { runTorchvision, torchvisionSkip } from '../fixtures/torchvision.js';
 
 /** Width, height and how PIL writes each image. */
 const IMAGES: readonly [number, number, string][] = [
@@ -65,19 +61,9 @@ const JOBS: readonly Job[] = [
 
 /** Writes the images and, for each job, torchvision's uint8 HWC pixels (job k: `k.ref`); the normalize reference (`norm.ref`, float32 CHW). */
 const PY = String.raw`
-import json, sys, numpy as np
-from PIL import Image
+import json, sys
 import torch, torchvision.transforms as T
 out, spec = sys.argv[1], json.load(open(sys.argv[2]))
-def photo(w, h, seed):
-    r = np.random.default_rng(seed)
-    f = np.asarray(Image.fromarray(r.integers(0, 256, (10, 12, 3)).astype(np.uint8)).resize((w, h), Image.BICUBIC)).astype(np.float32)
-    y, x = np.mgrid[0:h, 0:w]
-    f += (30 * np.sin(x / 5) * np.cos(y / 7))[..., None] + r.uniform(-20, 20, (h, w, 3))
-    for _ in range(4):
-        x0, y0 = r.integers(0, w), r.integers(0, h)
-        f[y0:y0 + r.integers(1, max(2, h // 3)), x0:x0 + r.integers(1, max(2, w // 3))] = r.integers(0, 256, 3)
-    return np.clip(f, 0, 255).astype(np.uint8)
 paths = []
 for i, (w, h, kind) in enumerate(spec['images']):
     px = photo(w, h, i)
@@ -137,14 +123,13 @@ const ROUTES: readonly { name: string; direct: boolean; turbo: boolean; wasm: bo
   { name: 'sharp path (STOKER_VIPS_DIRECT=off, STOKER_TURBOJPEG=off)', direct: false, turbo: false, wasm: true },
 ];
 
-describe("a center-crop view gives torchvision's pixels", { skip, timeout: SUITE_MS }, () => {
+describe("a center-crop view gives torchvision's pixels", { skip: torchvisionSkip, timeout: SUITE_MS }, () => {
   before(() => {
     loadImageDecoder();
     dir = mkdtempSync(join(tmpdir(), 'stoker-torchvision-'));
     const spec = join(dir, 'spec.json');
     writeFileSync(spec, JSON.stringify({ images: IMAGES, jobs: JOBS, normalize: NORMALIZE }));
-    const r = spawnSync(PYTHON, ['-c', PY, dir, spec], { encoding: 'utf8', timeout: 300_000 });
-    assert.equal(r.status, 0, `the torchvision reference failed: ${r.stderr}`);
+    runTorchvision(PY, [dir, spec]);
     paths = JSON.parse(readFileSync(join(dir, 'paths.json'), 'utf8')) as string[];
     // An image folder of the first eight eval jobs' images, one class each, in job order.
     for (const [k, j] of FOLDER_JOBS) {

@@ -181,7 +181,7 @@ export class NvJpegDecoder extends GpuJpegDecoder {
         const k = candidates[i]!;
         const width = r.widths[i]!;
         const height = r.heights[i]!;
-        writeJob(table, j, scratch.ptr + BigInt(r.offsets[i]!), width, height, pixelLayout(width, height, this.#planar), boxFor(boxes, k, width, height), k);
+        writeJob(table, j, scratch.ptr + BigInt(r.offsets[i]!), width, height, pixelLayout(width, height, this.#planar), boxFor(boxes, k, width, height, out.size), k);
       });
       const jobs = (this.#jobs[slot.index] = this.#order.grow(this.#jobs[slot.index], table.byteLength, stream));
       // SAFETY: pageable source: the driver has staged it when the call returns.

@@ -13,12 +13,23 @@
 
 import { NVJPEG_CSS_UNKNOWN, NVJPEG_OUTPUT_RGB, NVJPEG_OUTPUT_RGBI, nvjpeg, nvjpegFailed } from '../cuda/nvjpeg-lib.js';
 import { driver } from '../cuda/driver.js';
-import { CHANNELS, type CropBox, type JpegBatchOutput, checkOutput } from '../../image/jpeg-plan.js';
+import { CHANNELS, type JpegBatchOutput, type JpegBox, checkOutput } from '../../image/jpeg-plan.js';
 import { cropResize, encodeRow } from '../../image/jpeg-resample.js';
 import { decodeImage, loadImageDecoder } from '../../image/image-decode.js';
 
-/** Which files a CPU decode takes: every decodable one, or only those the GPU decoder would (baseline JPEG, 1 or 3 components). */
+/** Which files a CPU decode takes: every decodable one, or only those the GPU decoder would (baseline JPEG, 3 components). */
 export type CpuRowFilter = 'any' | 'gpu-jpeg';
+
+/**
+ * NOTE [grey JPEGs on the CPU] A JPEG of one component (grey: what PIL writes for an 'L' image;
+ * sharp's greyscale() JPEGs have three) goes to the CPU decoder. On the H200 (hardware engine,
+ * nvJPEG 13) a PIL-written 224×224 one-component JPEG, decoded in a batch with four colour JPEGs of
+ * other sizes (test/cuda/gpu-decode.test.ts's eval check), came out mean 44, max 202 levels off
+ * torchvision's pixels (the colour JPEGs before it within 1; with it on the CPU, all 36 rows of the
+ * check within 1); a one-component JPEG decoded alone, or beside colour JPEGs of its own size, was
+ * exact. Not pinned down further: one
+ * component means the CPU, whose pixels are PIL's. Grey images are rare in photo datasets.
+ */
 
 /** Images over this many pixels go to the CPU, which refuses them by its own limit (sharp's default, 0x3FFF²). */
 const MAX_PIXELS = 0x3fff * 0x3fff;
@@ -34,8 +45,12 @@ export type JpegJob =
   | { readonly op: 'nvjpeg-decode'; readonly data: BigUint64Array; readonly lengths: BigUint64Array; readonly scratch: bigint; readonly scratchBytes: number; readonly stream: bigint; readonly planar: boolean }
   /** Decode files[k] = memory[offsets[k], offsets[k] + lengths[k]) on the CPU and keep the pixels for `sim-rows`. */
   | { readonly op: 'sim-decode'; readonly memory: SharedArrayBuffer; readonly offsets: Float64Array; readonly lengths: Float64Array; readonly filter: CpuRowFilter }
-  /** The rows of the last `sim-decode`'s images that have a box (5 numbers per file: left, top, width, height, flip; width 0 = none), concatenated. */
-  | { readonly op: 'sim-rows'; readonly boxes: Int32Array; readonly out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'> };
+  /**
+   * The rows of the last `sim-decode`'s images that have a box (5 numbers per file: left, top, width,
+   * height, flip; width 0 = none), concatenated; `pil`: 8 per file (x in0, in1, out, first, then y's;
+   * NaN first: none), the box's Pillow resize.
+   */
+  | { readonly op: 'sim-rows'; readonly boxes: Int32Array; readonly pil: Float64Array; readonly out: Omit<JpegBatchOutput, 'ptr' | 'rowBytes'> };
 
 export interface NvjpegDecoded {
   /** Per file: decoded size (0 × 0: refused, to the CPU), place in the scratch, whether the batch call wrote it. */
@@ -87,8 +102,8 @@ export function jpegJobs(): (job: JpegJob) => Promise<{ reply: JpegReply; transf
           const b = job.boxes.subarray(5 * k, 5 * k + 5);
           const image = images[k];
           if (image === undefined || b[2] === 0) continue;
-          const box: CropBox = { left: b[0]!, top: b[1]!, width: b[2]!, height: b[3]!, flip: b[4] !== 0 };
-          parts.push(encodeRow(cropResize(image.rgb, image.width * 3, box, job.out.size[0], job.out.size[1]), outSpec, scaleBias));
+          const box: JpegBox = { left: b[0]!, top: b[1]!, width: b[2]!, height: b[3]!, flip: b[4] !== 0, ...pilAt(job.pil, k) };
+          parts.push(encodeRow(cropResize(image.rgb, image.width * 3, box, job.out.size[0], job.out.size[1], image), outSpec, scaleBias));
         }
         images = [];
         const rows = new Uint8Array(parts.length * payload);
@@ -99,6 +114,18 @@ export function jpegJobs(): (job: JpegJob) => Promise<{ reply: JpegReply; transf
   };
 }
 
+/** Packs box k's Pillow resize into `table` (8 numbers a box; NaN: none), as `sim-rows` takes it. */
+export function packPil(table: Float64Array, k: number, box: JpegBox): void {
+  const p = box.pil;
+  table.set(p !== undefined ? [p.x.in0, p.x.in1, p.x.out, p.x.first, p.y.in0, p.y.in1, p.y.out, p.y.first] : [NaN, NaN, NaN, NaN, NaN, NaN, NaN, NaN], 8 * k);
+}
+
+function pilAt(table: Float64Array, k: number): Pick<JpegBox, 'pil'> {
+  const t = table.subarray(8 * k, 8 * k + 8);
+  if (Number.isNaN(t[0])) return {};
+  return { pil: { x: { in0: t[0]!, in1: t[1]!, out: t[2]!, first: t[3]! }, y: { in0: t[4]!, in1: t[5]!, out: t[6]!, first: t[7]! } } };
+}
+
 function bytesOf(dtype: JpegBatchOutput['dtype']): number {
   return dtype === 'uint8' ? 1 : dtype === 'float32' ? 4 : 2;
 }
@@ -107,7 +134,7 @@ function bytesOf(dtype: JpegBatchOutput['dtype']): number {
 export async function cpuDecode(bytes: Uint8Array, k: number, filter: CpuRowFilter): Promise<{ rgb: Uint8Array; width: number; height: number } | undefined> {
   try {
     const meta = await loadImageDecoder()(bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes).metadata();
-    if (filter === 'gpu-jpeg' && (meta.format !== 'jpeg' || meta.space === 'cmyk' || meta.isProgressive === true || (meta.channels !== 1 && meta.channels !== 3))) return undefined;
+    if (filter === 'gpu-jpeg' && (meta.format !== 'jpeg' || meta.space === 'cmyk' || meta.isProgressive === true || meta.channels !== 3)) return undefined;
     const height = meta.pageHeight ?? meta.height;
     const width = meta.width;
     const t = await decodeImage(bytes, { size: [height, width], fit: 'resize', layout: 'hwc', source: `file ${k}` });
@@ -200,8 +227,8 @@ class NvjpegSlot {
     const components = this.#components[0]!;
     const width = this.#widths[0]!;
     const height = this.#heights[0]!;
-    // CMYK/YCCK (4 components) and odd subsamplings go to the CPU, as do images too large for it.
-    if ((components !== 1 && components !== 3) || this.#subsampling[0] === NVJPEG_CSS_UNKNOWN) return undefined;
+    // Grey (1 component: NOTE [grey JPEGs on the CPU]), CMYK/YCCK (4) and odd subsamplings go to the CPU, as do images too large for it.
+    if (components !== 3 || this.#subsampling[0] === NVJPEG_CSS_UNKNOWN) return undefined;
     if (!(width >= 1 && height >= 1) || width * height > MAX_PIXELS) return undefined;
     if (this.#hardware) {
       // Progressive, arithmetic-coded or 4:1:1 streams are refused by the engine: CPU.

@@ -1,15 +1,20 @@
 // The GPU JPEG decoder's plumbing on the sim device (CPU decode, same rows as the CUDA kernel would
-// write), the reference resampler against torchvision's antialias filter, and the per-file
-// fallback: CI covers everything but nvJPEG itself here.
+// write), the reference resampler against torchvision's antialias filter (and, for a `pil` box, against
+// image-resample.ts's Pillow resize of the whole image), and the per-file fallback: CI covers
+// everything but nvJPEG itself here.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeImage } from '../../image/image-decode.js';
 import { SimBackend } from '../sim/sim-backend.js';
 import { GpuJpegDecoder } from './gpu-jpeg-decoder.js';
-import { type CropBox, type JpegBatchOutput, checkOutput, dtypeBytes, pixelLayout } from '../../image/jpeg-plan.js';
+import { type CropBox, type JpegBatchOutput, type JpegBox, checkOutput, dtypeBytes, pixelLayout } from '../../image/jpeg-plan.js';
 import { cropResize, encodeRow } from '../../image/jpeg-resample.js';
-import { awkwardFiles, baselineJpeg, greyJpeg } from '../../../test/fixtures/jpegs.js';
+import { resampleBilinearJs } from '../../image/image-resample.js';
+import { boxFor, viewFrom } from '../../image/crop-box.js';
+import { centerCropResize } from '../../image/view-resample.js';
+import { PickKey } from '../../sampler/pick-key.js';
+import { awkwardFiles, baselineJpeg, greyJpeg, oneComponentJpeg } from '../../../test/fixtures/jpegs.js';
 import { liveJpegThreads, slotThreads } from './jpeg-slots.js';
 
 const POISON = 0xab;
@@ -31,9 +36,15 @@ function readBack(backend: SimBackend, buffer: { ptr: bigint; bytes: number }, b
   return host;
 }
 
-async function expectedRow(bytes: Uint8Array, w: number, h: number, box: CropBox, out: JpegBatchOutput): Promise<Uint8Array> {
+async function expectedRow(bytes: Uint8Array, w: number, h: number, box: JpegBox, out: JpegBatchOutput): Promise<Uint8Array> {
   const full = await decodeImage(bytes, { size: [h, w], fit: 'resize', layout: 'hwc', source: 'test' });
-  return encodeRow(cropResize(full.data, w * 3, box, out.size[0], out.size[1]), out, checkOutput(out));
+  return encodeRow(cropResize(full.data, w * 3, box, out.size[0], out.size[1], { width: w, height: h }), out, checkOutput(out));
+}
+
+/** A center-crop view's box on a w × h image for an outW × outH output, with the Pillow resize it stands for. */
+function centerCropBox(w: number, h: number, outW: number, outH: number, resize: number, crop: number, flip = false): JpegBox {
+  const view = viewFrom({ centerCrop: { resize, crop } }) as Extract<ReturnType<typeof viewFrom>, { kind: 'center-crop' }>;
+  return { ...boxFor(view, new PickKey(0, 0, 0, 0), w, h), flip, pil: centerCropResize(view, w, h, outW, outH) };
 }
 
 describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
@@ -83,6 +94,35 @@ describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
     }
   });
 
+  it('a pil box is Pillow’s resize of the whole image (image-resample.ts, the CPU decoder’s): its taps reach past the box, to the image’s edges; flipped, planar, enlarged and reduced', () => {
+    let seed = 7;
+    const rand = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+    for (const [w, h] of [[60, 45], [45, 60], [7, 5], [150, 4], [97, 61], [300, 200], [31, 33], [1, 1]] as const) {
+      // The output the crop (the whole resize's outputs kept), or another size (the crop's fractional rectangle resized to it).
+      for (const [resize, crop, outW, outH] of [[32, 28, 28, 28], [24, 24, 24, 24], [40, 17, 17, 17], [32, 28, 20, 16]] as const) {
+        const px = new Uint8Array(w * h * 3).map(() => (rand() * 256) | 0);
+        for (const flip of [false, true]) {
+          const box = centerCropBox(w, h, outW, outH, resize, crop, flip);
+          const { x, y } = box.pil!;
+          const whole = resampleBilinearJs(px, w, h, 3, { x0: x.in0, y0: y.in0, x1: x.in1, y1: y.in1 }, x.out, y.out, false);
+          const want = new Uint8Array(outW * outH * 3);
+          for (let oy = 0; oy < outH; oy++) {
+            for (let ox = 0; ox < outW; ox++) {
+              const at = ((y.first + oy) * x.out + x.first + (flip ? outW - 1 - ox : ox)) * 3;
+              want.set(whole.subarray(at, at + 3), (oy * outW + ox) * 3);
+            }
+          }
+          const what = `${w}×${h}, Resize(${resize}) + CenterCrop(${crop}) to ${outW}×${outH}${flip ? ', flipped' : ''}`;
+          assert.deepEqual(cropResize(px, w * 3, box, outH, outW, { width: w, height: h }), want, what);
+          const planes = new Uint8Array(w * h * 3);
+          for (let p = 0; p < w * h; p++) for (let c = 0; c < 3; c++) planes[c * w * h + p] = px[p * 3 + c]!;
+          assert.deepEqual(cropResize(planes, pixelLayout(w, h, true), box, outH, outW, { width: w, height: h }), want, `${what}, planar`);
+        }
+      }
+    }
+    assert.throws(() => cropResize(new Uint8Array(12), 6, centerCropBox(2, 2, 4, 4, 8, 4), 4, 4), /size is missing/);
+  });
+
   it('normalizes as transforms.image does: (x / 255 − mean) / std, in CHW or HWC', () => {
     const q = Uint8Array.from([0, 128, 255, 10, 20, 30]);
     const out = { layout: 'chw' as const, dtype: 'float32' as const, size: [1, 2] as [number, number], mean: [0.5, 0.25, 0], std: [0.5, 0.25, 1] };
@@ -96,11 +136,13 @@ describe('reference resampler (kernels/crop-resize.cu on the CPU)', () => {
 describe('GpuJpegDecoder on sim', () => {
   it('writes each JPEG’s crop, resized and flipped, into its row, as the CPU decoder and the resampler give it', async () => {
     const backend = new SimBackend();
-    const files = [await baselineJpeg(97, 61, 1), await greyJpeg(40, 50), await baselineJpeg(64, 64, 2)];
-    const boxes: CropBox[] = [
+    const files = [await baselineJpeg(97, 61, 1), await greyJpeg(40, 50), await baselineJpeg(64, 64, 2), await baselineJpeg(97, 61, 1), await greyJpeg(40, 50)];
+    const boxes: JpegBox[] = [
       { left: 10, top: 5, width: 70, height: 50, flip: true },
       { left: 0, top: 0, width: 40, height: 50, flip: false },
       { left: 20, top: 30, width: 8, height: 6, flip: false }, // upscaled
+      centerCropBox(97, 61, 32, 24, 40, 32), // a center crop's Pillow resize, its rectangle scaled to 32×24
+      centerCropBox(40, 50, 32, 24, 64, 56, true), // enlarged
     ];
     for (const spec of [{ dtype: 'uint8', layout: 'chw' }, { dtype: 'bfloat16', layout: 'hwc', mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] }] as const) {
       const { buffer, out } = batchOut(backend, files.length, spec);
@@ -121,17 +163,17 @@ describe('GpuJpegDecoder on sim', () => {
     assert.deepEqual(backend.live(), { device: 0, pinned: 0 });
   });
 
-  it('hands back a PNG, a CMYK, a progressive, a truncated and a garbage file as fallback, untouched; decodeOnCpu fills all it can read', async () => {
+  it('hands back a PNG, a CMYK, a progressive, a truncated, a garbage and a one-component (grey) file as fallback, untouched; decodeOnCpu fills all it can read', async () => {
     const backend = new SimBackend();
     const a = await awkwardFiles();
     const good = await baselineJpeg(50, 40, 4);
-    const cases = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage];
+    const cases = [a.png, good, a.cmyk, a.progressive, a.truncated, a.garbage, await oneComponentJpeg(36, 28)];
     const files = cases.map((c) => c.bytes);
     const boxes = (_k: number, width: number, height: number): CropBox => ({ left: 0, top: 0, width, height, flip: false });
     const { buffer, out } = batchOut(backend, cases.length);
     const decoder = GpuJpegDecoder.open(backend);
     const { fallback } = await decoder.decodeInto(files, boxes, out);
-    assert.deepEqual(fallback, [0, 2, 3, 4, 5]);
+    assert.deepEqual(fallback, [0, 2, 3, 4, 5, 6]);
     const payload = 3 * out.size[0] * out.size[1];
     let host = readBack(backend, buffer, buffer.bytes);
     for (const k of fallback) assert.ok(host.subarray(k * out.rowBytes, (k + 1) * out.rowBytes).every((b) => b === POISON), `row ${k} untouched`);
@@ -140,7 +182,7 @@ describe('GpuJpegDecoder on sim', () => {
     const { failed } = await decoder.decodeOnCpu(files, fallback, boxes, out);
     assert.deepEqual(failed, [4, 5]);
     host = readBack(backend, buffer, buffer.bytes);
-    for (const k of [0, 2, 3]) {
+    for (const k of [0, 2, 3, 6]) {
       const c = cases[k]!;
       assert.deepEqual(host.subarray(k * out.rowBytes, k * out.rowBytes + payload), await expectedRow(c.bytes, c.width, c.height, boxes(k, c.width, c.height), out), c.name);
     }
@@ -156,6 +198,10 @@ describe('GpuJpegDecoder on sim', () => {
     const decoder = GpuJpegDecoder.open(backend);
     await assert.rejects(decoder.decodeInto([file.bytes], [{ left: 5, top: 0, width: 30, height: 20, flip: false }], out), { code: 'ERR_INVALID_OPTION', message: /`boxes\[0\]` must be a crop box inside the 30×20 image/ });
     await assert.rejects(decoder.decodeInto([file.bytes], [], out), { code: 'ERR_INVALID_OPTION', message: /`boxes` must be one crop box per file \(1\)/ });
+    const pil = centerCropBox(30, 20, 32, 24, 40, 32);
+    for (const bad of [{ ...pil.pil!, x: { ...pil.pil!.x, in1: 31 } }, { ...pil.pil!, y: { ...pil.pil!.y, first: 1 } }, { x: pil.pil!.x }]) {
+      await assert.rejects(decoder.decodeInto([file.bytes], [{ ...pil, pil: bad as JpegBox['pil'] }], out), { code: 'ERR_INVALID_OPTION', message: /`boxes\[0\]\.pil` must be per axis/ });
+    }
     await assert.rejects(decoder.decodeInto([file.bytes], () => ({ left: 0, top: 0, width: 30, height: 20, flip: false }), { ...out, rowBytes: 10 }), { code: 'ERR_INVALID_OPTION', message: /`out.rowBytes` must be an integer ≥ 2304/ });
     await assert.rejects(decoder.decodeInto([file.bytes], () => ({ left: 0, top: 0, width: 30, height: 20, flip: false }), { ...out, mean: [0.5] }), { code: 'ERR_INVALID_OPTION', message: /uint8 output/ });
     decoder.close();

@@ -9,7 +9,7 @@
 import type { Backend, DeviceBuffer, StreamName } from '../backend.js';
 import { addressAlign } from '../backend.js';
 import { StreamScratch } from '../accelerator/stream-scratch.js';
-import { type CpuRowFilter, type SimDecoded, cpuDecode } from './jpeg-jobs.js';
+import { type CpuRowFilter, type SimDecoded, cpuDecode, packPil } from './jpeg-jobs.js';
 import type { DecodeCall, DecodeResult } from '../device.js';
 import { GpuJpegDecoder } from './gpu-jpeg-decoder.js';
 import { type JpegSlot, JpegSlots, type SlotTicket, slotThreads } from './jpeg-slots.js';
@@ -52,8 +52,8 @@ export class CpuJpegRows {
         continue;
       }
       // A bad box is the caller's bug, not the file's: it throws.
-      const box = boxFor(boxes, k, image.width, image.height);
-      rows.push({ k, bytes: encodeRow(cropResize(image.rgb, image.width * 3, box, out.size[0], out.size[1]), out, scaleBias) });
+      const box = boxFor(boxes, k, image.width, image.height, out.size);
+      rows.push({ k, bytes: encodeRow(cropResize(image.rgb, image.width * 3, box, out.size[0], out.size[1], image), out, scaleBias) });
     }
     if (rows.length > 0) this.upload(rows, payload, out, stream);
     return { skipped };
@@ -161,6 +161,7 @@ export class SimJpegDecoder extends GpuJpegDecoder {
       if (timing !== undefined) timing.decodeMs += t1 - t0;
       const fallback: number[] = [];
       const table = new Int32Array(5 * files.length);
+      const pil = new Float64Array(8 * files.length);
       const written: number[] = [];
       for (let k = 0; k < files.length; k++) {
         if (widths[k] === 0) {
@@ -168,12 +169,13 @@ export class SimJpegDecoder extends GpuJpegDecoder {
           continue;
         }
         // A bad box is the caller's bug, not the file's: it throws.
-        const box = boxFor(boxes, k, widths[k]!, heights[k]!);
+        const box = boxFor(boxes, k, widths[k]!, heights[k]!, out.size);
         table.set([box.left, box.top, box.width, box.height, box.flip ? 1 : 0], 5 * k);
+        packPil(pil, k, box);
         written.push(k);
       }
       const spec = { size: out.size, layout: out.layout, dtype: out.dtype, ...(out.mean !== undefined ? { mean: out.mean } : {}), ...(out.std !== undefined ? { std: out.std } : {}) };
-      const { rows } = await slot.run<{ rows: Uint8Array }>({ op: 'sim-rows', boxes: table, out: spec });
+      const { rows } = await slot.run<{ rows: Uint8Array }>({ op: 'sim-rows', boxes: table, pil, out: spec });
       const payload = CHANNELS * out.size[0] * out.size[1] * dtypeBytes(out.dtype);
       if (written.length > 0) this.#rows.upload(written.map((k, r) => ({ k, bytes: rows.subarray(r * payload, (r + 1) * payload) })), payload, out, stream);
       this.stats.launchMs += performance.now() - t1;

@@ -6,7 +6,9 @@
 // normalized rows straight into the batch's device memory, and the files it refuses (PNG, WebP,
 // CMYK, progressive, corrupt) are decoded on the CPU into the same rows. The rules:
 // - The crop box of a row is the source's own (the same `boxFor` of crop-box.ts on the same pick
-//   key, or the `fit` box), so a pick's GPU and CPU crops are the same box.
+//   key, or the `fit` box), so a pick's GPU and CPU crops are the same box; a center-crop view's
+//   box carries the Pillow resize of the whole image the CPU decoder computes (`centerCropResize`
+//   of view-resample.ts), so its GPU rows are torchvision's pixels too (NOTE [eval on the GPU]).
 // - A file neither decoder can read fails its batch (the loader's `errors` decides; the loader
 //   stays usable), its typed error naming the file, with the batch's memory handed back.
 // - Reading batches i + 1 … overlaps decoding batch i (the run's read-ahead window launches them);
@@ -22,7 +24,7 @@ import { badFile, fileAccess } from '../../../errors.js';
 import type { DeviceBatch, ResidentStore } from '../../../device/device.js';
 import { FilesGivenBack, type JpegDevice, type JpegImageSpec } from '../../../device/jpeg/jpeg-batch.js';
 import type { JpegDecoder, SlotTicket } from '../../../device/device.js';
-import type { CropBox } from '../../../image/jpeg-plan.js';
+import type { CropBox, JpegBox } from '../../../image/jpeg-plan.js';
 import type { EncodedImages } from '../../../dataset/formats/images/encoded-images.js';
 import { decodeImage } from '../../../image/image-decode.js';
 import { coverPlan } from '../../../image/image-reference.js';
@@ -31,6 +33,7 @@ import { PickKey, type PickKeys, pickKeyAt } from '../../../sampler/pick-key.js'
 import { allocStorage } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { boxFor } from '../../../image/crop-box.js';
+import { centerCropResize } from '../../../image/view-resample.js';
 import type { EpochStats } from '../../stats.js';
 import type { AssembleContext, BatchAssembler } from '../assembler.js';
 import { FileReaders } from './decode-reads.js';
@@ -262,14 +265,16 @@ export class DecodeAssembler implements BatchAssembler {
     }
   }
 
-  /** The box of row k (sample `id`): the pick's view, or the `fit` box, checked against maxInputPixels. */
-  #box(id: number, k: number, keys: PickKeys | undefined, width: number, height: number): CropBox {
+  /** The box of row k (sample `id`): the pick's view (a center-crop view's with its Pillow resize), or the `fit` box, checked against maxInputPixels. */
+  #box(id: number, k: number, keys: PickKeys | undefined, width: number, height: number): JpegBox {
     const src = this.#source;
     if (width * height > src.maxInputPixels) {
       throw badFile(src.where(id), 0, `cannot decode the image: it has more than ${src.maxInputPixels} pixels (${width}×${height})`, 'Raise maxInputPixels if the image is trusted');
     }
-    if (src.view !== undefined) return boxFor(src.view, keys !== undefined ? pickKeyAt(keys, k) : new PickKey(id, 0, 0, ZERO_SEED), width, height);
-    return fitBox(src.fit, src.size, width, height);
+    const view = src.view;
+    if (view === undefined) return fitBox(src.fit, src.size, width, height);
+    const box = boxFor(view, keys !== undefined ? pickKeyAt(keys, k) : new PickKey(id, 0, 0, ZERO_SEED), width, height);
+    return view.kind === 'center-crop' ? { ...box, pil: centerCropResize(view, width, height, src.size[1], src.size[0]) } : box;
   }
 
   /** The other fields of the batch's samples as host tensors [rows, …], in schema order. */
