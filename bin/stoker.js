@@ -1,15 +1,32 @@
 #!/usr/bin/env node
-// The `stoker` command's launcher. The rule: run the TypeScript sources through tsx when they are
-// here (a clone: no build step needed, and never a stale dist/), else the compiled dist/ (an
-// installed package ships dist/ only).
+// The `stoker` command's launcher. The rule: the compiled dist/ when it is current (an installed
+// package ships dist/ only; in a clone, dist/ built after the last change of any source, which
+// `npm ci` / `npm install` make), else the TypeScript sources through tsx (a clone being edited:
+// never a stale dist/). dist/ starts in a fraction of the time tsx takes to compile the sources.
 
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 
 const source = new URL('../src/cli/main.ts', import.meta.url);
 const built = new URL('../dist/cli/main.js', import.meta.url);
 
+/** True when dist/ was built (dist/.built, written by scripts/build.js) after every file of src/ last changed. */
+function distCurrent() {
+  let stamp;
+  try {
+    stamp = statSync(new URL('../dist/.built', import.meta.url)).mtimeMs;
+  } catch {
+    return false;
+  }
+  const newer = (dir) =>
+    readdirSync(dir, { withFileTypes: true }).some((e) => {
+      const path = `${dir}/${e.name}`;
+      return e.isDirectory() ? newer(path) : statSync(path).mtimeMs > stamp;
+    });
+  return !newer(new URL('../src', import.meta.url).pathname);
+}
+
 let entry = built;
-if (existsSync(source)) {
+if (existsSync(source) && !distCurrent()) {
   let register;
   try {
     ({ register } = await import('tsx/esm/api'));

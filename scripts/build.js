@@ -5,7 +5,7 @@
 // dependency; `prepack` is what builds `npm pack`, `npm publish` and Yarn's git dependencies.
 
 import { spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const root = new URL('..', import.meta.url);
@@ -15,4 +15,6 @@ if (process.argv.includes('--prepare') && ['pack', 'publish'].includes(process.e
 rmSync(new URL('dist', root), { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 const run = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+// dist/.built marks a whole build: bin/stoker.js runs dist/ in a clone while no source is newer.
+if (run.status === 0) writeFileSync(new URL('dist/.built', root), `${new Date().toISOString()}\n`);
 process.exit(run.status ?? 1);

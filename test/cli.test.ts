@@ -370,7 +370,7 @@ describe('stoker: failures', () => {
     assertOneLine(plain.stderr, /^stoker inspect: ERR_BAD_FILE: .*bad\.npy: at byte 0: .*NPY header/);
     assert.equal(verbose.code, 1);
     assert.match(verbose.stderr, /^stoker inspect: ERR_BAD_FILE: /);
-    assert.match(verbose.stderr, /^\s+at .*npy\.ts/m, '--verbose prints the stack');
+    assert.match(verbose.stderr, /^\s+at .*npy\.[jt]s/m, '--verbose prints the stack (dist/ or the sources)');
     assert.equal(json.code, 1);
     const doc = JSON.parse(json.stdout) as { ok: boolean; error: { code: string; message: string; exitCode: number } };
     assert.deepEqual([doc.ok, doc.error.code, doc.error.exitCode], [false, 'ERR_BAD_FILE', 1]);

@@ -170,6 +170,7 @@ export class NodeCache {
     const beat = setInterval(() => void utimes(lock, new Date(), new Date()).catch(() => {}), 1000);
     beat.unref();
     try {
+      await removeDeadParts(dir, name);
       if (await isHit(path, sidecar, info)) {
         this.counters.hits++;
         return path; // published by the holder we waited for, between its unlock and our lock
@@ -332,6 +333,16 @@ async function staleLock(lock: string): Promise<boolean> {
   const pid = Number(pidText);
   if (host === hostname() && Number.isInteger(pid) && pid > 0 && !alive(pid)) return true;
   return Date.now() - mtime > STALE_LOCK_MS;
+}
+
+/** Part files of `name` left by downloaders of this host that died (their pid is gone). */
+async function removeDeadParts(dir: string, name: string): Promise<void> {
+  const prefix = `.${name}.stoker.part.`;
+  for (const f of readdirSync(dir)) {
+    if (!f.startsWith(prefix)) continue;
+    const pid = Number(f.slice(prefix.length).split('.')[0]);
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)) await unlink(join(dir, f)).catch(() => {});
+  }
 }
 
 function alive(pid: number): boolean {

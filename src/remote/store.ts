@@ -6,7 +6,7 @@
 // tokens, container and instance metadata — and AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL); retries are
 // ours (retry.ts), so the SDK makes one attempt per call.
 
-import { GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { Readable } from 'node:stream';
 import { LoaderError } from '../errors.js';
 import type { RemoteUrl } from './url.js';
@@ -50,15 +50,19 @@ export class StoreError extends Error {
 
 const unquote = (etag: string | undefined | null) => (etag == null ? undefined : etag.replace(/^W\//, '').replace(/^"|"$/g, ''));
 
+/** The SDK, loaded at the first S3 request (a third of a second a process start would pay for nothing). */
+type Sdk = typeof import('@aws-sdk/client-s3');
+
 export class S3Store implements ObjectStore {
   readonly #client: Promise<S3Client>;
+  #sdk: Sdk | undefined;
   readonly #endpoint: string | undefined;
 
   constructor(options: S3Options = {}) {
     const endpoint = options.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
     this.#endpoint = endpoint;
     const config: S3ClientConfig = {
-      ...(options.endpoint !== undefined ? { endpoint: options.endpoint } : {}),
+      ...(endpoint !== undefined ? { endpoint } : {}),
       forcePathStyle: (options.addressing ?? (endpoint !== undefined ? 'path' : 'virtual')) === 'path',
       followRegionRedirects: true,
       maxAttempts: 1,
@@ -69,6 +73,7 @@ export class S3Store implements ObjectStore {
       ...(options.credentials !== undefined ? { credentials: options.credentials } : {}),
     };
     this.#client = (async () => {
+      const { S3Client } = (this.#sdk = await import('@aws-sdk/client-s3'));
       const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION;
       if (region !== undefined) return new S3Client({ ...config, region });
       // The profile's region when it has one; else us-east-1, from which a bucket elsewhere redirects.
@@ -92,7 +97,7 @@ export class S3Store implements ObjectStore {
     const u = s3(url);
     const client = await this.#client;
     try {
-      const r = await client.send(new HeadObjectCommand({ Bucket: u.bucket, Key: u.key }), { abortSignal: signal });
+      const r = await client.send(new this.#sdk!.HeadObjectCommand({ Bucket: u.bucket, Key: u.key }), { abortSignal: signal });
       return { url: u.url, size: Number(r.ContentLength ?? 0), ...(r.ETag ? { etag: unquote(r.ETag)! } : {}) };
     } catch (error) {
       throw fromSdk(error, `HEAD ${u.url}`);
@@ -104,7 +109,7 @@ export class S3Store implements ObjectStore {
     const client = await this.#client;
     try {
       const r = await client.send(
-        new GetObjectCommand({ Bucket: u.bucket, Key: u.key, ...(offset > 0 ? { Range: `bytes=${offset}-` } : {}), ...(etag !== undefined ? { IfMatch: `"${etag}"` } : {}) }),
+        new this.#sdk!.GetObjectCommand({ Bucket: u.bucket, Key: u.key, ...(offset > 0 ? { Range: `bytes=${offset}-` } : {}), ...(etag !== undefined ? { IfMatch: `"${etag}"` } : {}) }),
         { abortSignal: signal },
       );
       if (r.Body === undefined) throw new StoreError(`GET ${u.url}: no body`, undefined, 'NoBody');
@@ -122,7 +127,7 @@ export class S3Store implements ObjectStore {
     do {
       let r;
       try {
-        r = await client.send(new ListObjectsV2Command({ Bucket: u.bucket, Prefix: u.key, ...(token ? { ContinuationToken: token } : {}) }), { abortSignal: signal });
+        r = await client.send(new this.#sdk!.ListObjectsV2Command({ Bucket: u.bucket, Prefix: u.key, ...(token ? { ContinuationToken: token } : {}) }), { abortSignal: signal });
       } catch (error) {
         throw fromSdk(error, `LIST ${u.url}`);
       }
