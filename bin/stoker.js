@@ -4,26 +4,11 @@
 // `npm ci` / `npm install` make), else the TypeScript sources through tsx (a clone being edited:
 // never a stale dist/). dist/ starts in a fraction of the time tsx takes to compile the sources.
 
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { distCurrent } from './dist-current.js';
 
 const source = new URL('../src/cli/main.ts', import.meta.url);
 const built = new URL('../dist/cli/main.js', import.meta.url);
-
-/** True when dist/ was built (dist/.built, written by scripts/build.js) after every file of src/ last changed. */
-function distCurrent() {
-  let stamp;
-  try {
-    stamp = statSync(new URL('../dist/.built', import.meta.url)).mtimeMs;
-  } catch {
-    return false;
-  }
-  const newer = (dir) =>
-    readdirSync(dir, { withFileTypes: true }).some((e) => {
-      const path = `${dir}/${e.name}`;
-      return e.isDirectory() ? newer(path) : statSync(path).mtimeMs > stamp;
-    });
-  return !newer(new URL('../src', import.meta.url).pathname);
-}
 
 let entry = built;
 if (existsSync(source) && !distCurrent()) {

@@ -11,6 +11,8 @@
 //   <!-- doc-test: file my-data.ts -->               written as that file beside the page's later blocks
 // docs/results/ and docs/benchmarks/ are logs, not documentation pages: not read here.
 
+// @ts-expect-error: a JavaScript module of the launcher, without types
+import { distCurrent } from '../bin/dist-current.js';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -107,7 +109,9 @@ function makeProject(dir: string): void {
   writeFileSync(join(shim, 'package.json'), JSON.stringify({
     name: 'stoker-ml', type: 'module', exports: { '.': { types: './index.d.ts', default: './index.js' } },
   }));
-  writeFileSync(join(shim, 'index.js'), `export * from ${JSON.stringify(pathToFileURL(join(ROOT, 'src', 'index.ts')).href)};\n`);
+  // The compiled dist/ when it is current (as bin/stoker.js runs it: a fraction of tsx's start), else the sources.
+  const entry = distCurrent() ? join(ROOT, 'dist', 'index.js') : join(ROOT, 'src', 'index.ts');
+  writeFileSync(join(shim, 'index.js'), `export * from ${JSON.stringify(pathToFileURL(entry).href)};\n`);
   writeFileSync(join(shim, 'index.d.ts'), `export * from ${JSON.stringify(join(ROOT, 'src', 'index.js'))};\n`);
   // Links to single packages, never to a scope folder: a package manager run in the project removes
   // a link it does not know, whereas through a linked scope folder it would delete the packages themselves.
