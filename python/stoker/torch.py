@@ -156,6 +156,16 @@ def synthetic(n=50_000, shape=(3, 32, 32), classes=10, fail_at=None):
     return {"builtin": "synthetic", "options": options}
 
 
+def _unlink(path):
+    """A shared-memory file the loader made for this client, unlinked once mapped (the mapping stays):
+    the loader unlinks it too when told it is mapped, but a loader killed before that cannot, and the
+    file would stay in /dev/shm."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _source_json(source):
     """`source` as the loader takes it: paths (str or os.PathLike) made absolute here, relative to this
     process's working directory, as torch's datasets read them (a server reached by `connect=` has its
@@ -606,6 +616,7 @@ class DataLoader:
                     mapped = mmap.mmap(fd, m["bytes"])
                 finally:
                     os.close(fd)
+                _unlink(m["path"])
                 # The old slab's layouts went with it; batches still kept there hold its mapping (their anchors).
                 self._slabs = {m["slab"]: mapped}
                 self._layouts.clear()
@@ -711,6 +722,7 @@ class DataLoader:
                 self._store_map = mmap.mmap(fd, g["fileBytes"], prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
+            _unlink(g["path"])
             self._send({"op": "store-open"})
         row_bytes = 0
         for f in g["fields"]:
