@@ -73,12 +73,7 @@ export const SWITCHES = {
     default: 'half the free space of the cache\'s disk, when first needed',
     option: '`remoteFiles(…, { bytes })` (the option wins)',
     doc: 'Most bytes of remote files the node cache keeps; past it, files whose next use is furthest away are evicted first. Read when a node cache first needs its budget.',
-    parse: (raw): number | undefined => {
-      if (raw === undefined || raw === '') return undefined;
-      const n = Number(raw);
-      if (!Number.isSafeInteger(n) || n < 1) throw invalidOption('STOKER_CACHE_BYTES', 'a whole number of bytes ≥ 1', raw);
-      return n;
-    },
+    parse: intIn(1, Number.MAX_SAFE_INTEGER, (raw) => invalidOption('STOKER_CACHE_BYTES', 'a whole number of bytes ≥ 1', raw)),
   }),
   remoteDeadline: knob({
     name: 'STOKER_REMOTE_DEADLINE_MS',
@@ -86,12 +81,7 @@ export const SWITCHES = {
     default: '120000',
     option: '`remoteFiles(…, { retry: { deadlineMs } })` (the option wins)',
     doc: 'How long a remote request that keeps failing for a reason retrying can fix (503 SlowDown, 5xx, a reset, a cut body) is retried before ERR_REMOTE. Read when a node cache is made.',
-    parse: (raw): number | undefined => {
-      if (raw === undefined || raw === '') return undefined;
-      const n = Number(raw);
-      if (!Number.isFinite(n) || n < 0) throw invalidOption('STOKER_REMOTE_DEADLINE_MS', 'a number of milliseconds ≥ 0', raw);
-      return n;
-    },
+    parse: intIn(0, Number.MAX_SAFE_INTEGER, (raw) => invalidOption('STOKER_REMOTE_DEADLINE_MS', 'a whole number of milliseconds ≥ 0', raw)),
   }),
   nvjpeg: knob({
     name: 'STOKER_NVJPEG',

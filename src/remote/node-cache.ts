@@ -80,6 +80,8 @@ export class NodeCache {
   readonly #pinned = new Map<string, number>();
   readonly #lastUse = new Map<string, number>();
   #budget: number | undefined;
+  /** Bytes of published files as last counted, plus this process's downloads since (undefined: not counted yet). */
+  #used: number | undefined;
 
   constructor(options: NodeCacheOptions = {}) {
     this.#options = options;
@@ -195,14 +197,30 @@ export class NodeCache {
     try {
       await withRetries(`GET ${u.url}`, async () => {
         this.counters.requests++;
-        const body = await this.#store(u).read(u, done, info.etag, signal);
-        for await (const chunk of body) {
-          const bytes = chunk instanceof Uint8Array ? chunk : Buffer.from(chunk as string);
-          if (done + bytes.length > info.size) throw new StoreError(`GET ${u.url}: more than the ${info.size} bytes the store announced`, undefined, 'SizeMismatch');
-          await file.write(bytes, 0, bytes.length, done);
-          md5.update(bytes);
-          done += bytes.length;
-          this.counters.bytes += bytes.length;
+        // NOTE [A stalled request]: a request that brings no byte for `stallMs` (no answer, or a body
+        // that stops with the connection open) is aborted and retried, so neither this download nor
+        // the processes waiting on its lock wait forever on a silent server.
+        const stall = new AbortController();
+        const stalled = () => stall.abort(new StoreError(`GET ${u.url}: no byte for ${this.#retry.stallMs} ms`, undefined, 'TimeoutError'));
+        let timer = setTimeout(stalled, this.#retry.stallMs);
+        const both = signal === undefined ? stall.signal : AbortSignal.any([signal, stall.signal]);
+        try {
+          const body = await this.#store(u).read(u, done, info.etag, both);
+          for await (const chunk of body) {
+            clearTimeout(timer);
+            timer = setTimeout(stalled, this.#retry.stallMs);
+            const bytes = chunk instanceof Uint8Array ? chunk : Buffer.from(chunk as string);
+            if (done + bytes.length > info.size) throw new StoreError(`GET ${u.url}: more than the ${info.size} bytes the store announced`, undefined, 'SizeMismatch');
+            await file.write(bytes, 0, bytes.length, done);
+            md5.update(bytes);
+            done += bytes.length;
+            this.counters.bytes += bytes.length;
+          }
+        } catch (error) {
+          if (stall.signal.aborted) throw stall.signal.reason; // the stall, whatever the stream made of the abort
+          throw error;
+        } finally {
+          clearTimeout(timer);
         }
         if (done < info.size) throw new StoreError(`GET ${u.url}: the body ended after ${done} of ${info.size} bytes`, undefined, 'TruncatedBody');
       }, this.#retry, this.counters, signal);
@@ -224,9 +242,18 @@ export class NodeCache {
   /** Evict published files until `size` more bytes fit the budget (Belady by `nextUse`, else LRU). */
   async #makeRoom(size: number, forPath: string): Promise<void> {
     const budget = this.budget();
+    // The bytes held, counted once by a walk of the cache and kept up to date with this process's
+    // downloads; other processes' files are seen when the count says the budget is reached (a walk).
+    if (this.#used !== undefined && this.#used + size <= budget) {
+      this.#used += size;
+      return;
+    }
     const files = publishedFiles(this.dir);
     let used = files.reduce((s, f) => s + f.size, 0);
-    if (used + size <= budget) return;
+    if (used + size <= budget) {
+      this.#used = used + size;
+      return;
+    }
     const next = this.nextUse;
     const candidates = files
       .filter((f) => f.path !== forPath && !this.#pinned.has(f.path))
@@ -243,7 +270,9 @@ export class NodeCache {
       used -= f.size;
       this.counters.evictions++;
     }
+    this.#used = used + size;
     if (used + size > budget) {
+      this.#used = used;
       throw new LoaderError(
         'ERR_REMOTE',
         `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${used} bytes held by files in use (${this.dir}); raise ${switchName('cacheBytes')}`,

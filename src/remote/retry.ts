@@ -18,9 +18,11 @@ export interface RetryPolicy {
   /** First backoff ceiling (default 200 ms), doubled per attempt up to `maxDelayMs` (default 10 000). */
   readonly baseDelayMs: number;
   readonly maxDelayMs: number;
+  /** A request that brings no byte (no answer, or a body that stops) for this long is abandoned and retried (default 60 000). */
+  readonly stallMs: number;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 120_000, baseDelayMs: 200, maxDelayMs: 10_000 };
+export const DEFAULT_RETRY: RetryPolicy = { deadlineMs: 120_000, baseDelayMs: 200, maxDelayMs: 10_000, stallMs: 60_000 };
 
 const RETRY_STATUS = new Set([408, 429, 500, 502, 503, 504]);
 const RETRY_CODES = new Set([

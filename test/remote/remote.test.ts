@@ -226,9 +226,16 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
     proxy.inject('slow-down', { times: 1000, match: (r) => pathOf(r).endsWith('/rows.jsonl') });
     await assert.rejects(impatient.ensure(`s3://${BUCKET}/rows.jsonl`), { code: 'ERR_REMOTE', message: /still failing after \d+ attempts/ });
     proxy.reset();
+    // A server that goes silent (here: no answer for 5 s) is abandoned after stallMs and asked again.
+    const stalling = new NodeCache(cacheOptions('stall', { retry: { stallMs: 1500, baseDelayMs: 10 } }));
+    proxy.inject({ delayMs: 5000 }, { times: 1, match: (r) => r.method === 'GET' && pathOf(r).endsWith('/shards/train-2.tar') });
+    assert.deepEqual(readFileSync(await stalling.ensure(`s3://${BUCKET}/shards/train-2.tar`)), Buffer.from(files['shards/train-2.tar']!));
+    assert.ok(stalling.counters.retries >= 1, 'the stalled GET was abandoned and asked again');
+    proxy.reset();
     await cache.close();
     await wrong.close();
     await impatient.close();
+    await stalling.close();
   });
 
   it('a changed object is fetched again; a cached one costs a HEAD and no GET', async () => {
