@@ -10,6 +10,7 @@ import type { AnyTensor, DeviceTensor } from './device/device-tensor.js';
 import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
+import type { PlannedReads } from './dataset/capabilities.js';
 import type { SourceSpec } from './dataset/source-spec.js';
 import type { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
@@ -83,6 +84,8 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
   readonly #order: OrderShape;
   /** The dataset this loader opened from a source spec (and so closes). */
   readonly #owned: AnyDataset | undefined;
+  /** The main thread's dataset when it follows each epoch's plan (`PlannedReads`). */
+  readonly #follower: PlannedReads | undefined;
   /** A `resume` state whose epoch has not started yet. */
   #resume: LoaderState | undefined;
   /** The epoch the next `for await` over the loader runs. */
@@ -110,6 +113,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     this.#resume = built.resume;
     this.#nextLoopEpoch = built.resume?.epoch ?? 0;
     this.#owned = built.owned;
+    this.#follower = built.follower;
   }
 
   /**
@@ -206,6 +210,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     return {
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
       order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
+      ...(o.content !== undefined ? { content: o.content } : {}),
       ...(this.#sampler instanceof MixSampler ? { mix: this.#sampler.stateFor(epoch) } : {}),
       ...this.#planner.state,
     };
@@ -403,6 +408,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     parts.beginEpoch(this.#opts, plan.batches);
     const run = new StreamingRun(plan, 'streaming', this.#delivery, this.#opts.errors, onEnd).bind(parts.assembler, parts.governor, parts.maxInFlight);
     parts.trackEpoch(run.stats);
+    this.#follower?.followPlan(run.readPlan());
     return run;
   }
 

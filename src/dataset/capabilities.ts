@@ -82,6 +82,48 @@ export function isKeyed(ds: unknown): ds is KeyedReads {
 }
 
 /**
+ * Planned reads: a dataset whose reads cost less when it knows them in advance (a remote dataset
+ * that downloads its files ahead of the reads and evicts by next use, remote/file-set.ts). At each
+ * streaming epoch's start the loader hands the main thread's copy this rank's reads, in order, and
+ * two live cursors; the dataset must not hold the loader up (it works in the background) and stops
+ * when `signal` aborts (the epoch ended). Reads still arrive through `get` / `getBatch` as always:
+ * the plan is a hint, and a dataset that ignores it must give the same samples.
+ */
+export interface PlannedReads {
+  followPlan(plan: ReadPlan): void;
+}
+
+export interface ReadPlan {
+  /** Sample ids this rank reads this epoch, in read order (a resumed epoch: from the resume point). */
+  readonly samples: Uint32Array;
+  /** How many of `samples` the consumer has taken (their batches delivered). */
+  consumed(): number;
+  /** How many of `samples` have been asked of the dataset so far (read-ahead included). */
+  launched(): number;
+  /** Aborted when the epoch ends. */
+  readonly signal: AbortSignal;
+}
+
+export function followsPlan(ds: unknown): ds is PlannedReads {
+  return typeof member(ds, 'followPlan') === 'function';
+}
+
+/**
+ * A content identity: a hash of what the dataset's files hold (a remote dataset's manifest name,
+ * remote/manifest.ts). A resume state names it, so resuming onto changed data is refused, while the
+ * same data at another place (a moved bucket) resumes.
+ */
+export interface ContentIdentity {
+  readonly contentId: string;
+}
+
+/** `{ content }` when the dataset declares its content identity, else `{}`. */
+export function contentOf(ds: unknown): { content?: string } {
+  const id = member(ds, 'contentId');
+  return typeof id === 'string' ? { content: id } : {};
+}
+
+/**
  * `close()`: release files, handles and child processes. Called once per copy by whoever opened
  * it: by each reader worker on its own copy when the loader closes (reader-worker.ts), by the
  * loader on the main thread for a dataset it opened from a source spec (loader.ts), by the lengths

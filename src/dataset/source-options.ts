@@ -31,7 +31,7 @@ export const SOURCE_OPTION_KEYS = {
   imageFolder: keysOf<ImageFolderOptions>({
     size: true, channels: true, layout: true, fit: true, extensions: true, index: true, maxInputPixels: true, decode: true, decodeProcesses: true, view: true, normalize: true, output: true,
   }),
-  tarShards: keysOf<TarShardsOptions>({ fields: true, decoders: true, image: true, index: true, decode: true, decodeProcesses: true }),
+  tarShards: keysOf<TarShardsOptions>({ fields: true, decoders: true, image: true, index: true, decode: true, decodeProcesses: true, remote: true }),
   tokens: keysOf<TokensOptions>({ dtype: true, contextLength: true, stride: true, index: true }),
   jsonl: keysOf<JsonlOptions>({ fields: true, text: true, tokenizer: true, index: true }),
   parquet: keysOf<ParquetOptions>({ columns: true, tokenizer: true }),

@@ -11,7 +11,7 @@ import type { FileColumnsSource } from './formats/columns/columns-file.js';
 import { type ImageFolder, type ImageFolderOptions, imageFolderSource, imageFolderSourceAsync } from './formats/images/image-folder.js';
 import { type NpyOptions, npySource } from './formats/columns/npy.js';
 import { type SafetensorsOptions, safetensorsSource } from './formats/columns/safetensors.js';
-import { type TarShardsOptions, type TarShardsSource, tarShardsSource } from './formats/tar/tar-shards.js';
+import { type TarShardsOptions, type TarShardsSource, remoteTarShardsSource, tarShardsSource } from './formats/tar/tar-shards.js';
 import { type MixOptions, type MixPart, type MixSource, mixSource } from './mix-source.js';
 import { type JsonlOptions, type JsonlSource, jsonlSource } from './formats/text/jsonl.js';
 import { type ParquetOptions, type ParquetSource, parquetSource } from './formats/text/parquet.js';
@@ -19,7 +19,8 @@ import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSourc
 import { moduleSource } from './source-spec.js';
 import { checkSourceOptions } from './source-options.js';
 import { LoaderError } from '../errors.js';
-import { isRemote, remoteFiles } from '../remote/remote.js';
+import { isRemote, remoteFiles, remoteObjects } from '../remote/remote.js';
+import type { ObjectInfo } from '../remote/store.js';
 
 /**
  * A synchronous source given a remote path: refused, naming the fix (its files must be downloaded
@@ -163,9 +164,13 @@ export const sources = {
     checkSourceOptions('tarShards', options);
     const list = typeof shards === 'string' ? [shards] : shards;
     if (!Array.isArray(list) || !list.some(isRemote)) return tarShardsSource(shards, options);
-    // A remote folder's shards are its .tar objects; a pattern's, what it names.
-    const { files, folder } = await remoteFiles(shards);
-    return tarShardsSource(folder === undefined ? files : files.filter((f) => f.toLowerCase().endsWith('.tar')), options);
+    // A remote folder's shards are its .tar objects; a pattern's, what it names. Remote shards are
+    // fetched as the plan reaches them (remoteTarShardsSource); a list mixing local and remote paths
+    // is fetched whole now.
+    const { entries, folder } = await remoteObjects(shards, options?.remote);
+    const objects = entries.filter((e): e is ObjectInfo => typeof e !== 'string');
+    if (objects.length === entries.length) return remoteTarShardsSource(folder === undefined ? objects : objects.filter((o) => o.url.toLowerCase().endsWith('.tar')), options);
+    return tarShardsSource((await remoteFiles(shards, options?.remote)).files, options);
   },
   /**
    * Flat token files. nanoGPT's `.bin` (raw little-endian uint16/uint32 ids) as fixed windows:

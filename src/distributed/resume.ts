@@ -29,6 +29,8 @@ export interface LoaderState {
   /** The world and batch size that wrote the state; a resume may use others. */
   readonly worldSize: number;
   readonly batchSize: number;
+  /** The dataset's content identity when it declares one (a remote dataset's manifest hash): a resume onto other content is refused. */
+  readonly content?: string;
   /** A mixture's place (sources.mix): each part's epoch and offset at the start of `epoch`, and its weights there. */
   readonly mix?: MixState;
   /** Token budgets (batchTokens): the knobs that cut the batches, which a resume mid-epoch must keep. */
@@ -46,6 +48,7 @@ export interface OrderShape {
   readonly augment: number;
   readonly picks: number;
   readonly order: LoaderState['order'];
+  readonly content?: string;
 }
 
 export function seedString(seed: U64): string {
@@ -72,6 +75,12 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
           `create the loader with the same ${what}, or start without \`resume\``,
       );
     }
+  }
+  if (s.content !== undefined && shape.content !== undefined && s.content !== shape.content) {
+    throw resumeMismatchError(
+      `\`resume\`: the state was saved over a dataset whose content hash was ${show(s.content)}, but this dataset's is ${show(shape.content)}: its files changed (added, removed or rewritten), so the saved position would read other samples. ` +
+        'Resume over the same files (they may have moved), or start without `resume`',
+    );
   }
   for (const key of ['epoch', 'position', 'worldSize', 'batchSize'] as const) {
     const v = s[key];

@@ -11,7 +11,7 @@ import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore }
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
-import { hasRaggedFields } from '../dataset/capabilities.js';
+import { type PlannedReads, contentOf, followsPlan, hasRaggedFields } from '../dataset/capabilities.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
@@ -61,6 +61,8 @@ export interface Built {
   readonly residentFailed?: ReadonlyMap<number, unknown>;
   readonly streaming?: StreamingParts;
   readonly residentBuildMs: number;
+  /** The main thread's dataset when it follows each epoch's plan (`PlannedReads`). */
+  readonly follower?: PlannedReads;
 }
 
 /**
@@ -143,7 +145,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
   const kind = opts.sampler !== undefined ? 'custom' : mixture !== undefined ? 'mix' : opts.shuffle ? 'random' : 'sequential';
-  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: opts.sampler?.length ?? mixture?.options.length ?? picks, order: kind };
+  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: opts.sampler?.length ?? mixture?.options.length ?? picks, order: kind, ...contentOf(ds) };
   const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
   const sampler = opts.sampler ??
     (mixture !== undefined
@@ -155,7 +157,7 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     probeTransform: opts.transform !== undefined && process.env.NODE_ENV !== 'production' ? true : undefined,
     ragged: raggedDelivery(schema, names, ragged, planner instanceof PackPlanner ? planner : undefined, opts.pack),
   };
-  const base = { datasetLength: length, sampler, planner, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined };
+  const base = { datasetLength: length, sampler, planner, delivery, order, resume, owned: isSourceSpec(dataset) ? ds : undefined, ...(followsPlan(ds) ? { follower: ds } : {}) };
 
   if (resident) {
     const t0 = performance.now();

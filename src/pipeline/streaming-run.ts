@@ -10,6 +10,7 @@ import { oomPause, retriesOom } from './oom-retry.js';
 import type { EpochPlan } from './epoch-plan.js';
 import { EpochRun } from './epoch-run.js';
 import type { Governor } from './governor.js';
+import type { ReadPlan } from '../dataset/capabilities.js';
 
 /** Main-thread time one turn of read-ahead may take before yielding to the event loop. */
 const READ_AHEAD_SLICE_MS = 1;
@@ -42,6 +43,13 @@ export class StreamingRun extends EpochRun {
     };
     governor.beginEpoch();
     return this;
+  }
+
+  /** This run's reads for a dataset that follows the plan (`PlannedReads`, dataset/capabilities.ts). */
+  readPlan(): ReadPlan {
+    const plan = this.plan;
+    const at = (b: number) => (b >= plan.batches ? plan.samples.length : plan.start(b));
+    return { samples: plan.samples, consumed: () => at(this.#taken), launched: () => at(this.#launched), signal: this.signal };
   }
 
   /** Batches launched and not yet taken by the consumer. */

@@ -60,6 +60,8 @@ interface Sidecar {
 
 /** How long a lock may go untouched before its holder counts as dead (it touches it every second while bytes arrive). */
 const STALE_LOCK_MS = 30_000;
+/** Above this many files in the cache, the bytes held are counted by a walk only when the budget seems reached (NOTE [Counting the budget]). */
+const WALK_FILES = 4096;
 
 export function defaultCacheDir(): string {
   const env = readSwitch('cacheDir');
@@ -116,6 +118,12 @@ export class NodeCache {
     return withRetries(`LIST ${u.url}`, () => (this.counters.requests++, this.#store(u).list(u, signal)), this.#retry, this.counters, signal);
   }
 
+  /** Write a small object whole (with retries), e.g. a manifest beside the data. */
+  async put(url: string, body: Uint8Array, signal?: AbortSignal): Promise<void> {
+    const u = parseRemote(url);
+    await withRetries(`PUT ${u.url}`, () => (this.counters.requests++, this.#store(u).put(u, body, signal)), this.#retry, this.counters, signal);
+  }
+
   /** Keep `path` (a local path this cache gave) from eviction until as many `unpin`s. */
   pin(path: string): void {
     this.#pinned.set(path, (this.#pinned.get(path) ?? 0) + 1);
@@ -155,11 +163,11 @@ export class NodeCache {
     }
     await mkdir(dir, { recursive: true });
     // NOTE [Waiting for another downloader]: while another process (or thread) holds the lock, wait
-    // for its sidecar, polling (50 ms, growing to 500 ms). The wait ends when the file is published,
+    // for its sidecar, polling (20 ms, growing to 200 ms: a reader may be waiting on it). The wait ends when the file is published,
     // when the lock goes away (its holder failed: take it), or when the holder is dead (its pid is
     // gone from this host, or the lock went untouched for 30 s): then the lock is broken and taken.
     let waited = false;
-    for (let poll = 50; ; poll = Math.min(500, poll * 1.5)) {
+    for (let poll = 20; ; poll = Math.min(200, poll * 1.5)) {
       if (await tryLock(lock)) break;
       if (!waited) {
         waited = true;
@@ -178,6 +186,7 @@ export class NodeCache {
         return path; // published by the holder we waited for, between its unlock and our lock
       }
       await this.#makeRoom(info.size, path);
+      await writeFile(lock, `${hostname()} ${process.pid} ${info.size}\n`); // the room reserved (NOTE [Counting the budget])
       await this.#download(url, info, path, signal);
       await writeAtomic(sidecar, JSON.stringify({ url, size: info.size, ...(info.etag !== undefined ? { etag: info.etag } : {}) } satisfies Sidecar));
       this.counters.downloads++;
@@ -239,20 +248,46 @@ export class NodeCache {
     }
   }
 
-  /** Evict published files until `size` more bytes fit the budget (Belady by `nextUse`, else LRU). */
+  /**
+   * Evict published files until `size` more bytes fit the budget (Belady by `nextUse`, else LRU).
+   * NOTE [Counting the budget]: the bytes held are the published files plus the downloads in flight,
+   * each announced by its lock (which holds its size once its room is found), so downloaders in several
+   * threads and processes do not overshoot the budget together: whoever counts after another found
+   * room sees its lock (two counting in the same instant may overshoot by one file). A downloader
+   * waiting for room reserves none, so two waiters never wait on each other. The count is a walk of the cache; with more than WALK_FILES files a walk per
+   * download would cost more than it saves, so the count is kept and walked again only when the
+   * budget seems reached (downloads of other processes may then overshoot it by what they hold in flight).
+   */
   async #makeRoom(size: number, forPath: string): Promise<void> {
     const budget = this.budget();
-    // The bytes held, counted once by a walk of the cache and kept up to date with this process's
-    // downloads; other processes' files are seen when the count says the budget is reached (a walk).
     if (this.#used !== undefined && this.#used + size <= budget) {
       this.#used += size;
       return;
     }
-    const files = publishedFiles(this.dir);
-    let used = files.reduce((s, f) => s + f.size, 0);
+    // NOTE [Waiting for room]: when what is held beyond the evictable files is downloads in flight,
+    // wait for them (published, they can be evicted), polling, until the retry deadline.
+    const t0 = Date.now();
+    for (let poll = 20; ; poll = Math.min(500, poll * 1.5)) {
+      const room = this.#evictFor(size, forPath, budget);
+      if (room === 'fits') return;
+      if (room.reserved === 0 || Date.now() - t0 > this.#retry.deadlineMs) {
+        this.#used = undefined;
+        throw new LoaderError(
+          'ERR_REMOTE',
+          `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${room.used} bytes held by files in use or being downloaded (${this.dir}); raise ${switchName('cacheBytes')}`,
+        );
+      }
+      await sleep(poll);
+    }
+  }
+
+  /** One pass of #makeRoom: evict what may go; 'fits', or what is still held and how much of it is in flight. */
+  #evictFor(size: number, forPath: string, budget: number): 'fits' | { used: number; reserved: number } {
+    const { files, reserved } = heldFiles(this.dir, forPath);
+    let used = files.reduce((s, f) => s + f.size, 0) + reserved;
     if (used + size <= budget) {
-      this.#used = used + size;
-      return;
+      this.#used = files.length > WALK_FILES ? used + size : undefined;
+      return 'fits';
     }
     const next = this.nextUse;
     const candidates = files
@@ -270,14 +305,9 @@ export class NodeCache {
       used -= f.size;
       this.counters.evictions++;
     }
-    this.#used = used + size;
-    if (used + size > budget) {
-      this.#used = used;
-      throw new LoaderError(
-        'ERR_REMOTE',
-        `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${used} bytes held by files in use (${this.dir}); raise ${switchName('cacheBytes')}`,
-      );
-    }
+    if (used + size > budget) return { used, reserved };
+    this.#used = files.length > WALK_FILES ? used + size : undefined;
+    return 'fits';
   }
 
   /** The byte budget: the option, the `cacheBytes` switch, else half the free space of the cache's disk when first asked. */
@@ -396,9 +426,11 @@ interface Published {
   readonly mtimeMs: number;
 }
 
-/** Every file the cache published (one with a sidecar), under `dir`. */
-function publishedFiles(dir: string): Published[] {
-  const out: Published[] = [];
+/** Every file the cache published (one with a sidecar) under `dir`, and the bytes reserved by downloads in flight (their locks) but `forPath`'s. */
+function heldFiles(dir: string, forPath: string): { files: Published[]; reserved: number } {
+  const files: Published[] = [];
+  let reserved = 0;
+  const ownLock = join(dirname(forPath), `.${basename(forPath)}.stoker.lock`);
   const walk = (d: string) => {
     let entries;
     try {
@@ -413,13 +445,20 @@ function publishedFiles(dir: string): Published[] {
         try {
           const meta = JSON.parse(readFileSync(join(d, e.name), 'utf8')) as Sidecar;
           const st = statSync(path);
-          out.push({ path, sidecar: join(d, e.name), size: meta.size, mtimeMs: st.mtimeMs });
+          files.push({ path, sidecar: join(d, e.name), size: meta.size, mtimeMs: st.mtimeMs });
         } catch {
           // a sidecar whose file went (evicted by another process): not held
+        }
+      } else if (e.name.startsWith('.') && e.name.endsWith('.stoker.lock') && join(d, e.name) !== ownLock) {
+        try {
+          const size = Number(readFileSync(join(d, e.name), 'utf8').trim().split(' ')[2]);
+          if (Number.isSafeInteger(size) && size > 0) reserved += size;
+        } catch {
+          // released meanwhile
         }
       }
     }
   };
   walk(dir);
-  return out;
+  return { files, reserved };
 }

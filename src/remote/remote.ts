@@ -47,27 +47,38 @@ export interface RemoteFiles {
  */
 export async function remoteFiles(spec: string | readonly string[], options: NodeCacheOptions = {}, signal?: AbortSignal): Promise<RemoteFiles> {
   const cache = nodeCache(options);
+  const { entries, folder } = await remoteObjects(spec, options, signal);
+  const remote = entries.filter((o): o is ObjectInfo => typeof o !== 'string');
+  const local = await cache.ensureAll(remote, signal);
+  for (const p of local) cache.pin(p);
+  let r = 0;
+  const files = entries.map((o) => (typeof o === 'string' ? o : local[r++]!));
+  return folder === undefined ? { files } : { files, folder: cache.localPath(folder).replace(/[/\\]$/, '') };
+}
+
+/**
+ * What a remote path names, without downloading: each object's URL, size and ETag (local paths pass
+ * through as strings), by HEAD for a named object and by listing for a wildcard or a folder; `folder`
+ * is the remote folder's URL when the path was one folder.
+ */
+export async function remoteObjects(spec: string | readonly string[], options: NodeCacheOptions = {}, signal?: AbortSignal): Promise<{ entries: (ObjectInfo | string)[]; folder?: string }> {
+  const cache = nodeCache(options);
   const list = typeof spec === 'string' ? [spec] : spec;
   if (list.length === 0 || !list.every((p) => typeof p === 'string' && p.length > 0)) throw invalidOption('path', 'a path, a pattern or a non-empty list of paths', spec);
-  const objects: (ObjectInfo | string)[] = [];
+  const entries: (ObjectInfo | string)[] = [];
   let folder: string | undefined;
   for (const item of list) {
     if (!isRemote(item)) {
-      objects.push(item);
+      entries.push(item);
       continue;
     }
     for (const url of braceExpand(item)) {
       const found = await expandOne(cache, url, signal);
-      if (found.folder !== undefined && typeof spec === 'string' && list.length === 1) folder = cache.localPath(found.folder);
-      objects.push(...found.objects);
+      if (found.folder !== undefined && typeof spec === 'string' && list.length === 1) folder = found.folder;
+      entries.push(...found.objects);
     }
   }
-  const remote = objects.filter((o): o is ObjectInfo => typeof o !== 'string');
-  const local = await cache.ensureAll(remote, signal);
-  for (const p of local) cache.pin(p);
-  let r = 0;
-  const files = objects.map((o) => (typeof o === 'string' ? o : local[r++]!));
-  return folder === undefined ? { files } : { files, folder: folder.replace(/[/\\]$/, '') };
+  return folder === undefined ? { entries } : { entries, folder };
 }
 
 /** One expanded remote path: a wildcard's matches, a folder's objects, or the object itself. */

@@ -38,6 +38,8 @@ export interface ObjectStore {
   read(url: RemoteUrl, offset: number, etag: string | undefined, signal?: AbortSignal): Promise<AsyncIterable<Uint8Array>>;
   /** Every object whose key starts with the prefix, in key order. */
   list(prefix: RemoteUrl, signal?: AbortSignal): Promise<ObjectInfo[]>;
+  /** Write a small object whole (a dataset's manifest beside its data). */
+  put(url: RemoteUrl, body: Uint8Array, signal?: AbortSignal): Promise<void>;
 }
 
 /** An HTTP answer that was not what was asked for: `status` and the store's error code classify it (retry.ts). */
@@ -140,6 +142,16 @@ export class S3Store implements ObjectStore {
     return out.sort((a, b) => (a.url < b.url ? -1 : a.url > b.url ? 1 : 0));
   }
 
+  async put(url: RemoteUrl, body: Uint8Array, signal?: AbortSignal): Promise<void> {
+    const u = s3(url);
+    const client = await this.#client;
+    try {
+      await client.send(new this.#sdk!.PutObjectCommand({ Bucket: u.bucket, Key: u.key, Body: body, ContentLength: body.length }), { abortSignal: signal });
+    } catch (error) {
+      throw fromSdk(error, `PUT ${u.url}`);
+    }
+  }
+
   async close(): Promise<void> {
     (await this.#client).destroy();
   }
@@ -187,6 +199,10 @@ export class HttpStore implements ObjectStore {
       'ERR_INVALID_OPTION',
       `${prefix.url}: an HTTP server has no listing Stoker can rely on, so a folder or a wildcard cannot be expanded over http(s). Name the files, or a brace pattern that expands to their names ("shard-{000..099}.tar")`,
     );
+  }
+
+  async put(url: RemoteUrl): Promise<void> {
+    throw new LoaderError('ERR_INVALID_OPTION', `${url.url}: Stoker writes nothing to an http(s) server; keep the manifest in the node cache (the default) or put the data in object storage`);
   }
 
   async #fetch(url: string, init: RequestInit, doing: string): Promise<Response> {

@@ -183,7 +183,7 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
     proxy.inject({ delayMs: 60_000 }, { times: 1, match: (r) => r.method === 'GET' && pathOf(r).endsWith('/table.arrow') });
     const child = spawn(process.execPath, ['--import', 'tsx', script, `s3://${BUCKET}/table.arrow`, JSON.stringify({ dir: cache, s3: s3() })], { stdio: 'ignore' });
     const lockDir = join(cache, 's3');
-    // NOTE: waits (bounded by HANG_MS) for the child's lock file to appear.
+    // NOTE: waits (bounded by HANG_MS) for the child's lock file and its GET.
     const t0 = Date.now();
     const findLock = (): boolean => {
       const walk = (d: string): boolean => {
@@ -195,8 +195,10 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
       };
       return walk(lockDir);
     };
-    while (!findLock()) {
-      assert.ok(Date.now() - t0 < HANG_MS, 'the child never took the lock');
+    // The child holds the lock and its GET reached the proxy (else the 60 s stall would be ours).
+    const childGet = () => proxy.count((r) => r.method === 'GET' && pathOf(r).endsWith('/table.arrow')) >= 1;
+    while (!findLock() || !childGet()) {
+      assert.ok(Date.now() - t0 < HANG_MS, 'the child never took the lock and sent its GET');
       await new Promise((r) => setTimeout(r, 50));
     }
     child.kill('SIGKILL');
@@ -271,5 +273,107 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
     cache.unpin(p2);
     await cache.ensure(url(1));
     assert.equal(cache.counters.evictions, 2, 'unpinned, shard 2 makes room');
+  });
+
+  /** Sample ids of every batch of one epoch (a rejected batch: its error code), and the loader's state after `stopAfter` batches. */
+  async function epochIds(ds: AnyDataset, options: object, epoch = 0): Promise<(number[] | string)[]> {
+    const loader = await DataLoader.create(ds, { batchSize: PER_SHARD, mode: 'streaming', sampleCache: false, ...options });
+    const out: (number[] | string)[] = [];
+    const it = loader.epoch(epoch)[Symbol.asyncIterator]();
+    for (;;) {
+      try {
+        const r = await it.next();
+        if (r.done === true) break;
+        out.push([...r.value.sampleIds]);
+        r.value.release();
+      } catch (error) {
+        out.push((error as { code?: string }).code ?? String(error));
+        break;
+      }
+    }
+    await loader.close();
+    return out;
+  }
+
+  const shardGets = () => proxy.count((r) => r.method === 'GET' && /\/shards\/train-\d\.tar$/.test(pathOf(r)));
+
+  it('remote tar shards: the manifest is built once and published beside them; a fresh node opens with no shard download and fetches each shard as the plan reaches it, within its budget', async () => {
+    const local = await sources.tarShards(join(data, 'shards', 'train-{0..2}.tar'), TAR);
+    const url = `s3://${BUCKET}/shards/train-*.tar`;
+    const built = await sources.tarShards(url, { ...TAR, index: 'beside', remote: cacheOptions('lazy-a') });
+    assert.equal(await epochDigest(built), await epochDigest(local));
+    assert.ok(built.contentId !== undefined && /^[0-9a-f]{32}$/.test(built.contentId));
+    await built.close();
+    proxy.reset();
+    const shard = files['shards/train-0.tar']!.length;
+    const budget = Math.floor(2.5 * shard);
+    const o = cacheOptions('lazy-b', { bytes: budget });
+    const ds = await sources.tarShards(url, { ...TAR, remote: o });
+    assert.equal(shardGets(), 0, 'opening read the manifest published beside the shards, no shard');
+    assert.equal(proxy.count((r) => r.method === 'GET' && /\/shards\/\.stoker\/tar-[0-9a-f]{32}\.json$/.test(pathOf(r))), 1);
+    assert.equal(ds.contentId, built.contentId);
+    // In order, two shards of budget: each shard fetched once, the used one evicted for the next.
+    assert.deepEqual(await epochIds(ds, { shuffle: false, workers: 1 }), await epochIds(local, { shuffle: false, workers: 1 }));
+    assert.equal(shardGets(), SHARDS, 'each shard once');
+    // Shuffled, reader threads: the local copy's batches, epoch after epoch; the cache stays within its budget.
+    for (const epoch of [0, 1]) assert.deepEqual(await epochIds(ds, { seed: 7, workers: 2 }, epoch), await epochIds(local, { seed: 7, workers: 2 }, epoch));
+    let held = 0;
+    const walk = (d: string): void => {
+      for (const e of readdirSync(d, { withFileTypes: true })) {
+        if (e.isDirectory()) walk(join(d, e.name));
+        else if (e.name.endsWith('.tar')) held += readFileSync(join(d, e.name)).length;
+      }
+    };
+    walk(join(o.dir, 's3'));
+    assert.ok(held <= budget, `the cache holds ${held} bytes of shards, over its budget of ${budget}`);
+    await ds.close();
+  });
+
+  it('a shard that stays unreachable fails only its batches; the others arrive', async () => {
+    proxy.reset();
+    const o = cacheOptions('unreachable', { retry: { deadlineMs: 1500, baseDelayMs: 20 } });
+    const ds = await sources.tarShards(`s3://${BUCKET}/shards/train-*.tar`, { ...TAR, remote: o });
+    proxy.inject('internal-error', { times: 1e9, match: (r) => r.method === 'GET' && pathOf(r).endsWith('/shards/train-1.tar') });
+    try {
+      const loader = await DataLoader.create(ds, { batchSize: PER_SHARD, shuffle: false, mode: 'streaming', errors: 'skip', workers: 1 });
+      const got: number[][] = [];
+      for await (const b of loader.epoch(0)) {
+        got.push([...b.sampleIds]);
+        b.release();
+      }
+      assert.deepEqual(got, [[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]]);
+      assert.deepEqual(loader.stats().epochs[0]!.skipped.map((k) => [...k.sampleIds]), [[5, 6, 7, 8, 9]]);
+      assert.match(loader.stats().epochs[0]!.skipped[0]!.reason, /train-1\.tar.*500.*attempts/);
+      await loader.close();
+    } finally {
+      proxy.reset();
+      await ds.close();
+    }
+  });
+
+  it('a resume state names the shards\' content hash: the same shards in another bucket resume exactly; changed shards are refused', async () => {
+    const opts = { seed: 3, workers: 0, batchSize: 2 } as const;
+    const whole = await epochIds(await sources.tarShards(join(data, 'shards', 'train-{0..2}.tar'), TAR), opts);
+    const ds = await sources.tarShards(`s3://${BUCKET}/shards/train-*.tar`, { ...TAR, remote: cacheOptions('resume') });
+    const loader = await DataLoader.create(ds, { ...opts, mode: 'streaming' });
+    const it = loader.epoch(0)[Symbol.asyncIterator]();
+    for (let i = 0; i < 3; i++) (await it.next()).value!.release();
+    const state = loader.state();
+    await loader.close();
+    assert.equal(state.content, ds.contentId);
+    const copy = (bucket: string, change: boolean) => putObjects(swift, bucket, Object.fromEntries([0, 1, 2].map((s) => {
+      const bytes = Buffer.from(files[`shards/train-${s}.tar`]!);
+      if (change && s === 2) bytes[bytes.length - 1024 - 1]! ^= 1; // one byte of a field's padding: same samples, other content
+      return [`shards/train-${s}.tar`, bytes];
+    })));
+    await createBucket(swift, 'moved');
+    await copy('moved', false);
+    const moved = await sources.tarShards('s3://moved/shards/train-*.tar', { ...TAR, remote: cacheOptions('resume') });
+    assert.deepEqual(await epochIds(moved, { ...opts, resume: state }), whole.slice(3), 'the rest of the epoch, from the moved copy');
+    await createBucket(swift, 'changed');
+    await copy('changed', true);
+    const changed = await sources.tarShards('s3://changed/shards/train-*.tar', { ...TAR, remote: cacheOptions('resume') });
+    await assert.rejects(DataLoader.create(changed, { ...opts, resume: state }), { code: 'ERR_RESUME_MISMATCH', message: /content hash.*files changed/s });
+    await Promise.all([ds.close(), moved.close(), changed.close()]);
   });
 });

@@ -20,7 +20,12 @@ import { isMainThread } from 'node:worker_threads';
 import { basename, dirname, join, resolve, sep } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { braceExpand } from '../../../base/brace-expand.js';
-import { badFile, emptyDatasetError, fileAccess, indexOutOfRange, invalidOption, show } from '../../../errors.js';
+import { LoaderError, badFile, emptyDatasetError, fileAccess, indexOutOfRange, invalidOption, show } from '../../../errors.js';
+import type { ReadPlan } from '../../capabilities.js';
+import { RemoteFileSet, type RemoteSetSpec } from '../../../remote/file-set.js';
+import { type ManifestName, manifestName, readManifest, writeManifest } from '../../../remote/manifest.js';
+import type { RemoteOptions } from '../../../remote/remote.js';
+import type { ObjectInfo } from '../../../remote/store.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
@@ -28,7 +33,7 @@ import { PositionedFile, fsPath } from '../file.js';
 import { parseNpyBytes } from '../columns/npy.js';
 import { type DecodeImageOptions, checkDecodeOptions, loadImageDecoder } from '../../../image/image-decode.js';
 import { type ImageDecodeMode, type ImageDecodeShare, ImageDecoding, imageDecodeShare, largestSize, prefetchFor, readerThreadsFor } from '../../../image/processes/image-decoding.js';
-import { type ShardIndex, type TarIndexMode, shardIndex } from './tar-index.js';
+import { type ShardIndex, type TarIndexMode, buildIndex, shardIndex } from './tar-index.js';
 import { imageViewShare, keyedView } from '../../../image/image-view.js';
 import type { View, ViewOption } from '../../../image/crop-box.js';
 
@@ -94,6 +99,13 @@ export interface TarShardsOptions {
    * copies, rounded, at least 1.
    */
   readonly decodeProcesses?: number;
+  /**
+   * Remote shards (`s3://`, `http(s)://`): the node cache and the store — `dir`, `bytes`, `s3`
+   * (endpoint, region, credentials…), `retry` (see docs/remote.md). Default: the environment's
+   * (STOKER_CACHE_DIR, STOKER_CACHE_BYTES, AWS_*). With `index: 'beside'`, the manifest of the
+   * shards' indexes is also written beside them (an S3 PUT), where every node finds it.
+   */
+  readonly remote?: RemoteOptions;
 }
 
 type Decoder =
@@ -119,6 +131,10 @@ export interface TarShardsSpec {
   readonly keyEnds: Float64Array;
   /** Where image fields are decoded (shared by every copy). */
   readonly imageDecode: ImageDecodeShare;
+  /** Remote shards: where they are and the node cache (`shards` are their places in it); absent for local files. */
+  readonly remote?: RemoteSetSpec;
+  /** Remote shards: the manifest's content hash (`contentId`). */
+  readonly contentId?: string;
 }
 
 const DEFAULT_DECODERS: Readonly<Record<string, 'int' | 'image' | 'npy'>> = {
@@ -138,14 +154,7 @@ const GAP = 4 * 1024;
  * thread; samples are numbered across shards in shard order, then archive order.
  */
 export async function tarShardsSource(shards: string | readonly string[], options: TarShardsOptions = {}): Promise<TarShardsSource> {
-  if (options === null || typeof options !== 'object') throw invalidOption('options', 'an object', options);
-  const mode = options.index ?? 'auto';
-  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'cache', 'beside', 'temp' or 'off'", mode);
-  if (options.fields !== undefined) checkFieldList(options.fields);
-  if (options.image !== undefined) checkDecodeOptions(options.image, 'image.size');
-  if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
-    throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
-  }
+  const mode = checkTarOptions(options);
   const imageDecode = imageDecodeShare(options);
   const paths = expandShardPaths(shards);
   const indexes: ShardIndex[] = [];
@@ -156,6 +165,88 @@ export async function tarShardsSource(shards: string | readonly string[], option
   const spec = { ...buildSpec(indexes, options, imageDecode), rawShards: paths.map((p) => (p.raw === undefined ? null : Uint8Array.from(p.raw))) };
   if (spec.decoders.some((d) => d.kind === 'image')) loadImageDecoder();
   return new TarShardsSource(spec);
+}
+
+/**
+ * Tar shards in object storage or on an HTTP server (`objects`: their URLs, sizes and ETags): the
+ * shards' indexes come from the dataset's manifest (the node cache's, else one published beside the
+ * shards, else built now by downloading each shard once and kept; `index: 'beside'` publishes it),
+ * and a shard is downloaded into the node cache when the plan reaches it (remote/file-set.ts), so
+ * opening reads no shard once a manifest exists.
+ */
+export async function remoteTarShardsSource(objects: readonly ObjectInfo[], options: TarShardsOptions = {}): Promise<TarShardsSource> {
+  const mode = checkTarOptions(options);
+  const cacheOptions = options.remote ?? {};
+  const imageDecode = imageDecodeShare(options);
+  const files = new RemoteFileSet({ objects: [...objects], options: cacheOptions });
+  const name = manifestName('tar', objects);
+  const indexes = fromManifest(await readManifest(files.cache, name), files.paths) ?? (await indexRemote(files, name, mode));
+  const spec = { ...buildSpec(indexes, options, imageDecode), rawShards: objects.map(() => null), remote: files.spec, contentId: name.id };
+  if (spec.decoders.some((d) => d.kind === 'image')) loadImageDecoder();
+  return new TarShardsSource(spec);
+}
+
+/** Download and index every shard (four downloads ahead of the indexing), then keep the manifest. */
+async function indexRemote(files: RemoteFileSet, name: ManifestName, mode: TarIndexMode): Promise<ShardIndex[]> {
+  const ahead: Promise<string>[] = [];
+  const indexes: ShardIndex[] = [];
+  for (let i = 0; i < files.length; i++) {
+    for (let j = ahead.length; j < Math.min(files.length, i + 5); j++) ahead.push(files.ensure(j));
+    let path = await ahead[i]!;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        files.cache.pin(path);
+        try {
+          indexes.push(buildIndex(path));
+        } finally {
+          files.cache.unpin(path);
+        }
+        break;
+      } catch (error) {
+        // Evicted by another process between its download and its indexing: fetch it again.
+        if (attempt >= 2 || !(error instanceof LoaderError && error.code === 'ERR_FILE_ACCESS')) throw error;
+        path = await files.ensure(i);
+      }
+    }
+    await yieldToLoop();
+  }
+  await writeManifest(files.cache, name, toManifest(indexes, files.spec.objects), mode === 'beside');
+  return indexes;
+}
+
+interface ManifestShard {
+  readonly name: string;
+  readonly size: number;
+  readonly keys: readonly string[];
+  readonly fields: readonly string[];
+  readonly table: readonly number[];
+  readonly headers: readonly number[];
+}
+
+function toManifest(indexes: readonly ShardIndex[], objects: readonly ObjectInfo[]): { format: string; shards: ManifestShard[] } {
+  return {
+    format: 'stoker-tar-manifest',
+    shards: indexes.map((ix, i) => ({ name: objects[i]!.url, size: ix.size, keys: ix.keys, fields: ix.fields, table: Array.from(ix.table), headers: Array.from(ix.headers) })),
+  };
+}
+
+/** The shards' indexes from a manifest's body, or undefined when it is not one for these files. */
+function fromManifest(body: unknown, paths: readonly string[]): ShardIndex[] | undefined {
+  const m = body as { format?: unknown; shards?: ManifestShard[] } | undefined;
+  if (m?.format !== 'stoker-tar-manifest' || !Array.isArray(m.shards) || m.shards.length !== paths.length) return undefined;
+  return m.shards.map((s, i) => ({ path: paths[i]!, size: s.size, mtimeNs: '', keys: s.keys, fields: s.fields, table: Float64Array.from(s.table), headers: Float64Array.from(s.headers) }));
+}
+
+function checkTarOptions(options: TarShardsOptions): TarIndexMode {
+  if (options === null || typeof options !== 'object') throw invalidOption('options', 'an object', options);
+  const mode = options.index ?? 'auto';
+  if (!INDEX_MODES.includes(mode as string)) throw invalidOption('index', "'auto', 'cache', 'beside', 'temp' or 'off'", mode);
+  if (options.fields !== undefined) checkFieldList(options.fields);
+  if (options.image !== undefined) checkDecodeOptions(options.image, 'image.size');
+  if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
+    throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
+  }
+  return mode;
 }
 
 /** Worker-side factory of `sources.tarShards` (see TarShardsSource[kSourceSpec]). */
@@ -177,6 +268,10 @@ export class TarShardsSource implements Dataset, Reopenable {
   readonly #images: ImageDecoding | undefined;
   /** True when an image field has a `view`: reads take the pick's key (NOTE [keyed reads], dataset.ts). */
   readonly keyed: boolean;
+  /** Remote shards: fetched into the node cache as reads need them. */
+  readonly #remote: RemoteFileSet | undefined;
+  /** Remote shards being fetched and opened by this copy, by shard. */
+  readonly #opening = new Map<number, Promise<PositionedFile>>();
 
   /** Use `tarShardsSource` (this thread) or `openTarShards` (a reader worker). */
   constructor(spec: TarShardsSpec, inWorker = false) {
@@ -188,6 +283,17 @@ export class TarShardsSource implements Dataset, Reopenable {
     this.#async = sizes.length > 0;
     this.#images = this.#async ? new ImageDecoding(spec.imageDecode, largestSize(sizes), inWorker) : undefined;
     this.keyed = spec.decoders.some((d) => d.kind === 'image' && d.image.view !== undefined);
+    this.#remote = spec.remote === undefined ? undefined : new RemoteFileSet(spec.remote);
+  }
+
+  /** Remote shards: the manifest's content hash, which a resume state names (a changed dataset is refused). */
+  get contentId(): string | undefined {
+    return this.#spec.contentId;
+  }
+
+  /** Remote shards: download each shard ahead of the reads of this epoch's plan (`PlannedReads`). */
+  followPlan(plan: ReadPlan): void {
+    this.#remote?.follow(plan, (id) => this.#shardIndex(id));
   }
 
   /** Where this copy decodes image fields ('auto' resolved); undefined without image fields. */
@@ -229,9 +335,14 @@ export class TarShardsSource implements Dataset, Reopenable {
 
   get(index: number, context?: ReadContext): Record<string, Tensor> | Promise<Record<string, Tensor>> {
     this.#check(index);
-    const spec = this.#spec;
     const s = this.#shardIndex(index);
-    const file = this.#file(s);
+    const open = this.#open.get(s);
+    if (this.#remote !== undefined && open === undefined) return this.#openRemote(s, context?.signal).then((file) => this.#read(index, file, context));
+    return this.#read(index, open ?? this.#file(s), context);
+  }
+
+  #read(index: number, file: PositionedFile, context: ReadContext | undefined): Record<string, Tensor> | Promise<Record<string, Tensor>> {
+    const spec = this.#spec;
     const key = this.key(index);
     const nf = spec.fields.length;
     const base = index * nf * 2;
@@ -277,6 +388,7 @@ export class TarShardsSource implements Dataset, Reopenable {
    * when the loader closes; call it on a source you made once you are done with it.
    */
   close(): Promise<void> {
+    this.#remote?.stop();
     for (const file of this.#open.values()) file.close();
     this.#open.clear();
     return this.#images?.close() ?? Promise.resolve();
@@ -293,14 +405,38 @@ export class TarShardsSource implements Dataset, Reopenable {
     return partAt(starts, index, starts.length - 2);
   }
 
+  /**
+   * A remote shard, fetched into the node cache when it is not there (once per node) and opened. An
+   * open file stays readable when the cache evicts it (its bytes go when it is closed); one that went
+   * between its fetch and its open is fetched again.
+   */
+  #openRemote(s: number, signal: AbortSignal | undefined): Promise<PositionedFile> {
+    let p = this.#opening.get(s);
+    if (p === undefined) {
+      p = (async () => {
+        for (let attempt = 0; ; attempt++) {
+          const path = await this.#remote!.ensure(s, signal);
+          try {
+            return this.#file(s, path);
+          } catch (error) {
+            if (attempt >= 2 || !(error instanceof LoaderError && error.code === 'ERR_FILE_ACCESS')) throw error;
+          }
+        }
+      })().finally(() => this.#opening.delete(s));
+      this.#opening.set(s, p);
+    }
+    return p;
+  }
+
   /** An open shard, checked against the size and mtime it was indexed at; at most MAX_OPEN stay open. */
-  #file(s: number): PositionedFile {
+  #file(s: number, remotePath?: string): PositionedFile {
     const hit = this.#open.get(s);
     if (hit !== undefined) {
       this.#open.delete(s);
       this.#open.set(s, hit);
       return hit;
     }
+    if (remotePath !== undefined) return this.#keep(s, PositionedFile.openSized(remotePath, this.#spec.sizes[s]!));
     const path = this.#spec.shards[s]!;
     const openAs = this.#spec.rawShards[s] ?? path;
     const file = new PositionedFile(path, openAs);
@@ -315,6 +451,10 @@ export class TarShardsSource implements Dataset, Reopenable {
       file.close();
       throw badFile(path, 0, `the shard changed since it was indexed (${this.#spec.sizes[s]} bytes then, ${file.size} now)`, 'Create the source again: tarShardsSource re-indexes changed shards');
     }
+    return this.#keep(s, file);
+  }
+
+  #keep(s: number, file: PositionedFile): PositionedFile {
     if (this.#open.size >= MAX_OPEN) {
       const [oldest, f] = this.#open.entries().next().value as [number, PositionedFile];
       f.close();
