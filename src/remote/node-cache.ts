@@ -19,6 +19,7 @@ import { constants as fsc, existsSync, readdirSync, readFileSync, statSync, stat
 import { mkdir, open, readFile, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { BroadcastChannel } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readSwitch, switchName } from '../base/env.js';
 import { LoaderError } from '../errors.js';
@@ -173,7 +174,7 @@ export class NodeCache {
         waited = true;
         this.counters.waited++;
       }
-      await sleep(poll, undefined, signal ? { signal } : undefined);
+      await publishedOrAfter(path, poll, signal);
       if (await isHit(path, sidecar, info)) return path;
       if (await staleLock(lock)) await unlink(lock).catch(() => {});
     }
@@ -189,6 +190,7 @@ export class NodeCache {
       await writeFile(lock, `${hostname()} ${process.pid} ${info.size}\n`); // the room reserved (NOTE [Counting the budget])
       await this.#download(url, info, path, signal);
       await writeAtomic(sidecar, JSON.stringify({ url, size: info.size, ...(info.etag !== undefined ? { etag: info.etag } : {}) } satisfies Sidecar));
+      announce(path);
       this.counters.downloads++;
       return path;
     } finally {
@@ -343,6 +345,48 @@ export class NodeCache {
 
   async close(): Promise<void> {
     await this.#s3?.close();
+  }
+}
+
+/**
+ * Waiters in this process's other threads (reader workers) hear of a publish at once, on a broadcast
+ * channel; other processes find it by polling (NOTE [Waiting for another downloader]).
+ */
+let channel: BroadcastChannel | undefined;
+const listeners = new Map<string, Set<() => void>>();
+
+function published(): BroadcastChannel {
+  if (channel === undefined) {
+    channel = new BroadcastChannel('stoker-node-cache');
+    channel.unref();
+    channel.onmessage = (event) => {
+      for (const wake of listeners.get((event as { data: string }).data) ?? []) wake();
+    };
+  }
+  return channel;
+}
+
+function announce(path: string): void {
+  published().postMessage(path);
+}
+
+/** Resolve after `ms`, or sooner when another thread of this process publishes `path`; rejects when `signal` aborts. */
+async function publishedOrAfter(path: string, ms: number, signal?: AbortSignal): Promise<void> {
+  published();
+  let wake!: () => void;
+  const woken = new Promise<void>((resolve) => (wake = resolve));
+  const set = listeners.get(path) ?? new Set();
+  listeners.set(path, set);
+  set.add(wake);
+  const stop = new AbortController();
+  try {
+    await Promise.race([woken, sleep(ms, undefined, { signal: signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]) })]);
+  } catch (error) {
+    if (signal?.aborted) throw error;
+  } finally {
+    stop.abort();
+    set.delete(wake);
+    if (set.size === 0) listeners.delete(path);
   }
 }
 
