@@ -2,7 +2,7 @@
 
 export { DataLoader } from './loader.js';
 export type { Epoch, LoaderStats } from './loader.js';
-export type { LoaderOptions, Transform } from './options.js';
+export type { BlockShuffle, LoaderOptions, Transform } from './options.js';
 export { Batch } from './batch.js';
 export { Tensor, tensor } from './tensor/tensor.js';
 export { DeviceTensor } from './device/device-tensor.js';
@@ -11,7 +11,7 @@ export type { UserKernel, LaunchOptions, KernelArgument } from './device/user-ke
 export { DTYPES, elementSize } from './tensor/dtype.js';
 export type { DType, StorageOf, TypedArray } from './tensor/dtype.js';
 export type { Dataset, BatchDataset, AnyDataset, Sample, SampleValue, BatchColumns, BatchValue, ReadContext, SampleRows } from './dataset/dataset.js';
-export type { ReaderHints, KeyedReads, Closeable, DeclaresLengths, LoadsLengths, RaggedFields, RaggedBounds, LabelClasses } from './dataset/capabilities.js';
+export type { ReaderHints, KeyedReads, Closeable, DeclaresLengths, LoadsLengths, RaggedFields, RaggedBounds, LabelClasses, HasParts } from './dataset/capabilities.js';
 export { sources } from './dataset/sources.js';
 export { remoteFiles, remoteStats } from './remote/remote.js';
 export type { RemoteFiles, RemoteOptions, RemoteCounters } from './remote/remote.js';

@@ -211,6 +211,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
       order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
       ...(o.content !== undefined ? { content: o.content } : {}),
+      ...(o.block !== undefined ? { block: o.block } : {}),
       ...(this.#sampler instanceof MixSampler ? { mix: this.#sampler.stateFor(epoch) } : {}),
       ...this.#planner.state,
     };

@@ -19,6 +19,35 @@ import type { Transform } from './transforms/transform.js';
 
 export type { Transform };
 
+/**
+ * The block shuffle (`shuffle: 'block'` is `shuffle: {}`): NOTE [Block order], sampler/block-sampler.ts.
+ * A node reads at most `window` blocks at a time instead of any sample at any moment, so a node cache
+ * of `window` blocks reads each block once an epoch; the price is mixing: a batch draws from
+ * `window` blocks, not from the whole dataset (bench/shuffle.ts measures both, BENCHMARKS.md).
+ */
+export interface BlockShuffle {
+  /**
+   * What a block is: 'parts' — the dataset's parts (tar shards, Arrow record batches, Parquet row
+   * groups, a concat's members) — or a number of consecutive samples. Default: 'parts' when the
+   * dataset has parts, else 65 536 samples (the order of a shard's samples: 64 MiB shards of 1 KiB
+   * samples).
+   */
+  block?: 'parts' | number;
+  /**
+   * Blocks whose samples are shuffled together. Default 32: on shards written class by class (10
+   * classes), a window of 32 shards trains a model to within a few percent of the global shuffle's
+   * held-out loss where 8 stays 1.7× above it (bench/shuffle.ts, BENCHMARKS.md), and its working set
+   * (2 GiB of 64 MiB shards) still fits a node cache on local disk. A node cache of `window` blocks
+   * reads each block once an epoch; a wider window mixes better and needs a larger cache.
+   */
+  window?: number;
+  /**
+   * Shuffle the samples within each window (default true). false: each block's samples in their own
+   * order, blocks one after another ("shard-only": the cheapest reads, the weakest mixing).
+   */
+  within?: boolean;
+}
+
 export interface LoaderOptions<T extends AnyTensor = Tensor> {
   /** Rows per batch. Required. */
   batchSize: number;
@@ -30,8 +59,16 @@ export interface LoaderOptions<T extends AnyTensor = Tensor> {
   device?: string;
   /** The simulated GPU of `device: 'sim'`: its memory, memory already in use, and allocation faults. */
   sim?: SimOptions;
-  /** Reshuffle every epoch. Default true. Ignored when `sampler` is given. */
-  shuffle?: boolean;
+  /**
+   * Each epoch's order, a pure function of (seed, epoch). Default true: a uniform permutation of
+   * every pick — the best mixing, and the right order wherever a read of one sample is cheap (memory,
+   * local disk). false: in order, the same every epoch. 'block' or `{ block, window, within }`: a
+   * block shuffle for data read a block at a time (remote tar shards, Parquet row groups): blocks
+   * permuted, then the samples of each window of `window` blocks shuffled together (see
+   * `BlockShuffle`, docs/options.md#block-shuffle). `true` / `false` are ignored when `sampler` is
+   * given; a block shuffle with a `sampler` is refused.
+   */
+  shuffle?: boolean | 'block' | BlockShuffle;
   /** Seed of the shuffle and of the transform keys. Default 42 (flodl's). */
   seed?: number | bigint;
   /** A custom pick stream; overrides `shuffle`; cannot be combined with `augment > 1`. */
@@ -173,7 +210,10 @@ export interface ResolvedOptions {
   readonly batchSize: number;
   readonly device: string;
   readonly sim: SimOptions | undefined;
+  /** Whether the order is shuffled at all (a block shuffle too); `block` says how when by blocks. */
   readonly shuffle: boolean;
+  /** The block shuffle; undefined for `shuffle: true / false`. Its blocks are resolved against the dataset when the loader is built. */
+  readonly block: ResolvedBlockShuffle | undefined;
   readonly seed: U64;
   readonly sampler: Sampler | undefined;
   readonly dropLast: boolean;
@@ -216,6 +256,18 @@ const KNOWN: readonly string[] = [
   'collate', 'pack',
 ];
 const DISK_STAGE_KEYS: readonly string[] = ['gigabytes', 'dir'];
+const BLOCK_SHUFFLE_KEYS: readonly string[] = ['block', 'window', 'within'];
+/** Samples per block of a block shuffle over a dataset without parts (see `BlockShuffle.block`). */
+export const DEFAULT_BLOCK_SAMPLES = 65536;
+/** Blocks per window of a block shuffle (see `BlockShuffle.window`). */
+export const DEFAULT_BLOCK_WINDOW = 32;
+
+/** A block shuffle after validation: `block` undefined = the dataset's parts when it has them, else DEFAULT_BLOCK_SAMPLES. */
+export interface ResolvedBlockShuffle {
+  readonly block: 'parts' | number | undefined;
+  readonly window: number;
+  readonly within: boolean;
+}
 /** Reader workers per core beyond which more only cost memory and start-up (see `LoaderOptions.workers`). */
 const WORKERS_PER_CORE = 4;
 const U64_LIMIT = 2n ** 64n;
@@ -241,7 +293,8 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     sim = checkSimOptions(o.sim);
   }
 
-  const shuffle = bool(o, 'shuffle', true);
+  const block = blockShuffle(o.shuffle);
+  const shuffle = block !== undefined || bool(o, 'shuffle', true);
   const seed = checkSeed(o.seed === undefined ? 42 : o.seed);
 
   const sampler = o.sampler;
@@ -252,6 +305,10 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
     if (!isInt(sampler.length) || sampler.length < 1) {
       throw invalidOption('sampler.length', 'an integer ≥ 1', sampler.length, 'A sampler with no picks gives epochs of no batches: give it at least one pick, or drop `sampler`');
     }
+  }
+
+  if (block !== undefined && sampler !== undefined) {
+    throw invalidOption('shuffle', 'true or false with a custom sampler', o.shuffle, 'A custom sampler orders its own picks: drop `sampler` to use the block shuffle, or drop the block shuffle');
   }
 
   const dropLast = bool(o, 'dropLast', true);
@@ -368,10 +425,30 @@ export function resolveOptions(options: LoaderOptions<any>): ResolvedOptions {
 
   return {
     tokens, collate, pack, lengths: o.lengths,
-    batchSize, device: rankDevice(device, world), sim, shuffle, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
+    batchSize, device: rankDevice(device, world), sim, shuffle, block, seed, sampler, dropLast, names, augment, transform, mode, prefetch,
     vramMaxUsage, ramMaxUsage, activationReserve, sampleCache, vramPool, pinSource, diskStage, workers, errors,
     world, shards, resume, ramShare: ramMaxUsage / (world.localWorldSize ?? 1),
   };
+}
+
+/** `shuffle: 'block'` or `{ block, window, within }` checked; undefined for anything else (true / false are checked as booleans). */
+function blockShuffle(v: unknown): ResolvedBlockShuffle | undefined {
+  const expected = "true, false, 'block' or { block?: 'parts' | samples, window?: blocks, within?: boolean }";
+  if (v === undefined || typeof v === 'boolean') return undefined;
+  if (v === 'block') return { block: undefined, window: DEFAULT_BLOCK_WINDOW, within: true };
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalidOption('shuffle', expected, v);
+  const o = v as Record<string, unknown>;
+  for (const key of Object.keys(o)) if (!BLOCK_SHUFFLE_KEYS.includes(key)) throw unknownOption('shuffle', key, BLOCK_SHUFFLE_KEYS);
+  const { block, window, within } = o;
+  if (block !== undefined && block !== 'parts' && (!isInt(block) || block < 1)) {
+    throw invalidOption('shuffle.block', "'parts' (the dataset's shards, record batches or row groups) or an integer ≥ 1 (samples per block)", block);
+  }
+  if (window !== undefined && (!isInt(window) || window < 1)) throw invalidOption('shuffle.window', 'an integer ≥ 1 (blocks whose samples are shuffled together)', window);
+  if (within !== undefined && typeof within !== 'boolean') throw invalidOption('shuffle.within', 'true or false', within);
+  if (within === false && window !== undefined) {
+    throw invalidOption('shuffle.window', 'left out with within: false', window, 'Without a shuffle within windows each block is read in its own order and windows change nothing: drop `window`, or drop `within: false`');
+  }
+  return { block: block as 'parts' | number | undefined, window: (window as number | undefined) ?? DEFAULT_BLOCK_WINDOW, within: within !== false };
 }
 
 /** A seed fits u64: a bigint in [0, 2^64), or a safe integer number ≥ 0 — never masked or rounded into range. */

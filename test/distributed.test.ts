@@ -176,6 +176,67 @@ describe('resume', () => {
     });
   }
 
+  describe('with a block shuffle', () => {
+    /** A concat of in-memory parts of these sizes: its members are the block shuffle's blocks. */
+    const parted = (sizes: readonly number[]) => {
+      const starts = sizes.map((_, k) => sizes.slice(0, k).reduce((a, b) => a + b, 0));
+      return sources.concat(sizes.map((n, k) => sources.arrays({ label: Int32Array.from(range(n), (i) => starts[k]! + i) })));
+    };
+    const sizes = [9, 14, 5, 12, 10, 8, 13, 7, 10, 8];
+
+    for (const shuffle of [{ block: 10, window: 3 }, { within: false }, 'block'] as const) {
+      it(`stop mid-epoch at 2 ranks, resume at 3: every sample exactly once (shuffle ${JSON.stringify(shuffle)}, augment 2)`, async () => {
+        // 96 samples × augment 2 = 192 picks, batch 4: 3 steps of 2 ranks leave 168 = 14 steps of 3 ranks, so 'drop' loses nothing.
+        const opts = { batchSize: 4, seed: 21, shards: 'drop', dropLast: false, shuffle, augment: 2 } as const;
+        const ids = async (world: number, o: Partial<LoaderOptions>, stopAfter?: number) => {
+          const out: number[][] = [];
+          const states = [];
+          for (let rank = 0; rank < world; rank++) {
+            const loader = await DataLoader.create(parted(sizes), { mode: 'streaming', ...opts, ...o, rank, worldSize: world });
+            const got: number[] = [];
+            let k = 0;
+            for await (const b of loader.epoch(1)) {
+              got.push(...((b.get('label') as Tensor).data as Int32Array));
+              if (++k === stopAfter) break;
+            }
+            out.push(got);
+            states.push(loader.state());
+            await loader.close();
+          }
+          return { ids: out, states };
+        };
+        const whole = await ids(1, {});
+        const before = await ids(2, {}, 3);
+        const state = JSON.parse(JSON.stringify(before.states[0]));
+        assert.deepEqual(before.states[1], before.states[0]);
+        assert.equal(state.order, 'block');
+        assert.equal(state.position, 3 * 4 * 2);
+        const after = await ids(3, { resume: state });
+        const all = [...before.ids.flat(), ...after.ids.flat()];
+        assert.deepEqual(sorted(all), sorted([...range(96), ...range(96)]), 'each sample twice (augment 2), each pick once');
+        assert.deepEqual(sorted(all), sorted(whole.ids[0]!), 'the same picks as the uninterrupted epoch');
+      });
+    }
+
+    it('refuses a resume with another shuffle, naming the block shape', async () => {
+      const loader = await DataLoader.create(parted(sizes), { batchSize: 4, seed: 3, mode: 'streaming', shuffle: { window: 4 } });
+      let k = 0;
+      for await (const _ of loader.epoch(0)) if (++k === 2) break;
+      const state = loader.state();
+      await loader.close();
+      assert.deepEqual({ ...state.block, bounds: undefined }, { blocks: 10, bounds: undefined, window: 4, within: true });
+      const rejects = (o: Partial<LoaderOptions>, re: RegExp, ds = parted(sizes)) =>
+        assert.rejects(DataLoader.create(ds, { batchSize: 4, seed: 3, mode: 'streaming', resume: state, ...o }), (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && re.test(e.message));
+      await rejects({ shuffle: true }, /order .*"block", but this loader has "random"/);
+      await rejects({ shuffle: { window: 5 } }, /block shuffle of 10 blocks .*window 4, within true, but this loader's is 10 blocks .*window 5/);
+      await rejects({ shuffle: { within: false } }, /within true, but this loader's is .*within false/);
+      await rejects({ shuffle: { block: 10, window: 4 } }, /block shuffle of 10 blocks \(bounds ([0-9a-f]{8})\), window 4, within true, but this loader's is 10 blocks \(bounds (?!\1)/);
+      await rejects({ shuffle: { window: 4 } }, /block shuffle of 10 blocks/, parted([14, 9, 5, 12, 10, 8, 13, 7, 10, 8]));
+      const ok = await DataLoader.create(parted(sizes), { batchSize: 4, seed: 3, mode: 'streaming', shuffle: { window: 4, block: 'parts' }, resume: state });
+      await ok.close();
+    });
+  });
+
   it('consumedPicks: k steps of B·W picks, then the tail step', () => {
     const spec = { rank: 0, worldSize: 3, batchSize: 4, position: 5, shards: 'pad' } as const;
     assert.equal(consumedPicks(50, spec, 2), 24);

@@ -28,6 +28,7 @@ interface PublicTypes {
   BatchDataset: types.BatchDataset;
   BatchStage: types.BatchStage;
   BatchValue: types.BatchValue;
+  BlockShuffle: types.BlockShuffle;
   Closeable: types.Closeable;
   ConcatBatchSource: types.ConcatBatchSource;
   ConcatSampleSource: types.ConcatSampleSource;
@@ -40,6 +41,7 @@ interface PublicTypes {
   EpochFigures: types.EpochFigures;
   EpochStats: types.EpochStats;
   FileColumnsSource: types.FileColumnsSource;
+  HasParts: types.HasParts;
   ImageDecodeMode: types.ImageDecodeMode;
   ImageFolder: types.ImageFolder;
   ImageFolderOptions: types.ImageFolderOptions;
@@ -113,9 +115,9 @@ interface PublicTypes {
 const TYPE_EXPORTS = [
   'AnyDataset', 'AnyTensor', 'ArrayColumns', 'ArraySource', 'ArrowDecoder', 'ArrowImageDecoder',
   'ArrowModuleDecoder', 'ArrowOptions', 'ArrowRaggedField', 'ArrowRaggedOptions', 'ArrowRaggedSource',
-  'ArrowSource', 'BatchColumns', 'BatchDataset', 'BatchStage', 'BatchValue', 'Closeable',
+  'ArrowSource', 'BatchColumns', 'BatchDataset', 'BatchStage', 'BatchValue', 'BlockShuffle', 'Closeable',
   'ConcatBatchSource', 'ConcatSampleSource', 'ConcatSource', 'CropBox', 'DType', 'Dataset',
-  'DeclaresLengths', 'Epoch', 'EpochFigures', 'EpochStats', 'FileColumnsSource', 'ImageDecodeMode',
+  'DeclaresLengths', 'Epoch', 'EpochFigures', 'EpochStats', 'FileColumnsSource', 'HasParts', 'ImageDecodeMode',
   'ImageFolder', 'ImageFolderOptions', 'ImageOutput', 'ImageTransformOptions', 'JsonlIndexMode',
   'JsonlOptions', 'JsonlSource', 'KernelArgument', 'KeyedReads', 'LabelClasses', 'LaunchOptions', 'Launcher',
   'LoadMode', 'LoadOptions', 'LoaderErrorCode', 'LoaderOptions', 'LoaderState', 'LoaderStats',

@@ -39,8 +39,35 @@ describe('option validation', () => {
   });
 
   it('checks each boolean knob', async () => {
-    for (const knob of ['shuffle', 'dropLast', 'sampleCache', 'vramPool']) {
+    for (const knob of ['dropLast', 'sampleCache', 'vramPool']) {
       await rejectsWith({ batchSize: 4, [knob]: 'yes' }, 'ERR_INVALID_OPTION', new RegExp(`\`${knob}\` must be true or false, got "yes"`));
+    }
+  });
+
+  it("checks shuffle: true, false, 'block' or a block shuffle's { block, window, within }", async () => {
+    await rejectsWith({ batchSize: 4, shuffle: 'yes' }, 'ERR_INVALID_OPTION', /`shuffle` must be true, false, 'block' or \{ block\?: 'parts' \| samples, window\?: blocks, within\?: boolean \}, got "yes"/);
+    await rejectsWith({ batchSize: 4, shuffle: null }, 'ERR_INVALID_OPTION', /`shuffle` must be true, false, 'block'/);
+    await rejectsWith({ batchSize: 4, shuffle: { windows: 4 } }, 'ERR_INVALID_OPTION', /unknown `shuffle` option "windows"; did you mean `window`\?/);
+    await rejectsWith({ batchSize: 4, shuffle: { block: 0 } }, 'ERR_INVALID_OPTION', /`shuffle.block` must be 'parts' \(the dataset's shards, record batches or row groups\) or an integer ≥ 1 \(samples per block\), got 0/);
+    await rejectsWith({ batchSize: 4, shuffle: { block: 'shards' } }, 'ERR_INVALID_OPTION', /`shuffle.block` must be 'parts'/);
+    await rejectsWith({ batchSize: 4, shuffle: { window: 1.5 } }, 'ERR_INVALID_OPTION', /`shuffle.window` must be an integer ≥ 1 \(blocks whose samples are shuffled together\), got 1.5/);
+    await rejectsWith({ batchSize: 4, shuffle: { within: 'no' } }, 'ERR_INVALID_OPTION', /`shuffle.within` must be true or false, got "no"/);
+    await rejectsWith({ batchSize: 4, shuffle: { within: false, window: 4 } }, 'ERR_INVALID_OPTION', /`shuffle.window` must be left out with within: false, got 4. Without a shuffle within windows/);
+    await rejectsWith({ batchSize: 4, shuffle: 'block', sampler: { length: 10, indices: () => range(10) } }, 'ERR_INVALID_OPTION', /`shuffle` must be true or false with a custom sampler, got "block". A custom sampler orders its own picks/);
+    // The dataset decides the rest: parts exist or not, a mixture orders itself.
+    await rejectsWith({ batchSize: 4, shuffle: { block: 'parts' } }, 'ERR_INVALID_OPTION', /`shuffle.block` must be a number of samples per block for a dataset without parts, got "parts". Tar shards, Arrow record batches/);
+    const badParts = { length: 10, get: (i: number) => ({ y: tensor(Int32Array.of(i), [1]) }), partStarts: () => [0, 6, 4] };
+    await assert.rejects(DataLoader.create(badParts, { batchSize: 4, shuffle: 'block' }), { code: 'ERR_INVALID_DATASET', message: /partStarts\(\) gives 4 for part 2 \(after 6, dataset length 10\)/ });
+    const mix = sources.mix([{ dataset: arraysDataset(10), weight: 1 }, { dataset: arraysDataset(6), weight: 1 }]);
+    await assert.rejects(DataLoader.create(mix, { batchSize: 4, shuffle: 'block' }), { code: 'ERR_INVALID_OPTION', message: /`shuffle` must be true or false for sources.mix, got "a block shuffle"/ });
+    // Accepted: defaults (no parts: blocks of 65 536 samples, one block here, a window of 8).
+    for (const shuffle of ['block', {}, { block: 3, window: 2 }, { within: false }, { block: 4, within: true }] as const) {
+      const loader = await DataLoader.create(ds, { batchSize: 1, dropLast: false, shuffle });
+      const got: number[] = [];
+      for await (const b of loader.epoch(0)) got.push(...(b.get('y').data as Int32Array));
+      assert.deepEqual([...got].sort((a, b) => a - b), range(10), JSON.stringify(shuffle));
+      assert.equal(loader.state().order, 'block');
+      await loader.close();
     }
   });
 

@@ -366,7 +366,8 @@ class DataLoader:
         over them in order) —, a module spec {"module", "export", "options"}, or
         `stoker.torch.synthetic(...)`. Paths are relative to this process's working directory. May be
         omitted with `connect=` a server started with --source.
-    batch_size (default 1), device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default False), drop_last
+    batch_size (default 1), device ('cpu' default, 'cuda', 'cuda:N'), shuffle (default False; "block" or a
+        dict such as {"window": 32} for the block shuffle, docs/options.md#block-shuffle), drop_last
         (default False), seed (default: drawn from `generator`, else torch's default generator, as torch's
         DataLoader draws its own: `torch.manual_seed(s)` makes it reproducible), and any DataLoader option
         of Stoker in snake_case (workers, mode, augment, prefetch, errors, ...). Unset, they are torch's

@@ -1,7 +1,7 @@
 // A dataset's optional abilities, each a typed interface with one type guard (as Google grain's
 // `base.py` protocols): whatever a source can do beyond the `Dataset` / `BatchDataset` contract of
 // dataset.ts — reopening in reader workers, hints for the loader's defaults, keyed reads, close(),
-// sample lengths for packing and token budgets, ragged fields, label classes, in-memory columns,
+// sample lengths for packing and token budgets, ragged fields, label classes, parts, in-memory columns,
 // encoded images for the device's decoder, a mixture's order. The rules: the pipeline finds an
 // ability only through its guard here (never by a source's class, never by casting the dataset),
 // and a guard only says the ability is declared: a value that comes from a user's object (a hint,
@@ -233,6 +233,21 @@ export interface LabelClasses {
 export function hasClasses(ds: unknown): ds is LabelClasses {
   const c = member(ds, 'classes');
   return Array.isArray(c) && c.every((x) => typeof x === 'string');
+}
+
+/**
+ * Parts: the dataset is stored in parts read as wholes (tar shards, Arrow record batches, Parquet
+ * row groups, a concat's members), and `partStarts()` gives each part's first sample id, ascending
+ * from 0 (one entry per part, no total at the end). The block shuffle's blocks default to them
+ * (`shuffle: 'block'`, sampler/block-sampler.ts). Read once, on the main thread, by
+ * `DataLoader.create` (build.ts) and by `sources.concat`; its value is checked where it is used.
+ */
+export interface HasParts {
+  partStarts(): ArrayLike<number>;
+}
+
+export function hasParts(ds: unknown): ds is HasParts {
+  return typeof member(ds, 'partStarts') === 'function';
 }
 
 /** Internal: lets the loader read the columns directly (resident mode, gathers into its own memory). */

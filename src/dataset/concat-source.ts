@@ -11,7 +11,7 @@ import { describeCause, indexOutOfRange, invalidDatasetError, sampleMismatchErro
 import { type Storage, type TypedArray, allocStorage } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { hasColumns } from './arrays-source.js';
-import { canLoadLengths, hasClasses, hasLengths, hasRaggedFields, hasRaggedMax } from './capabilities.js';
+import { canLoadLengths, hasClasses, hasLengths, hasParts, hasRaggedFields, hasRaggedMax } from './capabilities.js';
 import { type AnyDataset, type BatchColumns, type BatchDataset, type Dataset, type ReadContext, type Sample, closeDataset, hintOf, isBatchDataset, isKeyed } from './dataset.js';
 import { type Schema, batchColumns, schemaOfColumns } from './schema.js';
 import { type SourceSpec, isReopenable, isSourceSpec, kSourceSpec, openSource, specOf } from './source-spec.js';
@@ -96,6 +96,20 @@ abstract class ConcatBase {
       if (asked !== undefined) best = Math.max(best ?? 0, asked);
     }
     return best;
+  }
+
+  /**
+   * Each part's parts (HasParts, capabilities.ts) at its offset; a member without parts of its own
+   * is one part (a concat is usually one dataset's files: a member is read as a whole).
+   */
+  partStarts(): Float64Array {
+    const out: number[] = [];
+    this.parts.forEach((p, k) => {
+      const offset = this.#offsets[k]!;
+      if (hasParts(p)) for (const s of Array.from(p.partStarts())) out.push(offset + s);
+      else out.push(offset);
+    });
+    return Float64Array.from(out);
   }
 
   /** Close every part (a part whose close fails is skipped; closing must not fail). */

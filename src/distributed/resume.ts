@@ -25,12 +25,14 @@ export interface LoaderState {
   readonly augment: number;
   /** Picks per epoch (datasetLength × augment, or a custom sampler's length). */
   readonly picks: number;
-  readonly order: 'random' | 'sequential' | 'custom' | 'mix';
+  readonly order: 'random' | 'sequential' | 'custom' | 'mix' | 'block';
   /** The world and batch size that wrote the state; a resume may use others. */
   readonly worldSize: number;
   readonly batchSize: number;
   /** The dataset's content identity when it declares one (a remote dataset's manifest hash): a resume onto other content is refused. */
   readonly content?: string;
+  /** A block shuffle's shape (order 'block'), which a resume must match: NOTE [Block order], sampler/block-sampler.ts. */
+  readonly block?: BlockShape;
   /** A mixture's place (sources.mix): each part's epoch and offset at the start of `epoch`, and its weights there. */
   readonly mix?: MixState;
   /** Token budgets (batchTokens): the knobs that cut the batches, which a resume mid-epoch must keep. */
@@ -42,6 +44,15 @@ export interface LoaderState {
   readonly pack?: { readonly contextLength: number; readonly mode: 'concat' | 'best-fit'; readonly window: number; readonly truncate: boolean };
 }
 
+/** What makes a block shuffle's order besides the seed: its blocks (count and a fingerprint of their bounds), window and `within`. */
+export interface BlockShape {
+  readonly blocks: number;
+  /** FNV-1a of the block bounds in the pick space, 8 hex digits. */
+  readonly bounds: string;
+  readonly window: number;
+  readonly within: boolean;
+}
+
 export interface OrderShape {
   readonly seed: U64;
   readonly datasetLength: number;
@@ -49,6 +60,7 @@ export interface OrderShape {
   readonly picks: number;
   readonly order: LoaderState['order'];
   readonly content?: string;
+  readonly block?: BlockShape;
 }
 
 export function seedString(seed: U64): string {
@@ -82,6 +94,7 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
         'Resume over the same files (they may have moved), or start without `resume`',
     );
   }
+  if (shape.block !== undefined) checkBlock(s.block, shape.block);
   for (const key of ['epoch', 'position', 'worldSize', 'batchSize'] as const) {
     const v = s[key];
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (key === 'worldSize' || key === 'batchSize' ? 1 : 0)) {
@@ -93,4 +106,17 @@ export function checkResume(state: unknown, shape: OrderShape): LoaderState {
     throw resumeMismatchError(`\`resume.position\` ${s.position} is not below the ${shape.picks} picks of an epoch; the state is corrupt`);
   }
   return s as LoaderState;
+}
+
+/** A block shuffle continues only the same block order: same blocks, window and `within`. */
+function checkBlock(saved: unknown, now: BlockShape): void {
+  const b = saved as Partial<BlockShape> | null | undefined;
+  const same = b !== null && typeof b === 'object' && b.blocks === now.blocks && b.bounds === now.bounds && b.window === now.window && b.within === now.within;
+  if (same) return;
+  const describe = (x: Partial<BlockShape> | null | undefined) =>
+    x === null || typeof x !== 'object' ? String(x) : `${x.blocks} blocks (bounds ${x.bounds}), window ${x.window}, within ${x.within}`;
+  throw resumeMismatchError(
+    `\`resume\`: the state was saved with a block shuffle of ${describe(b)}, but this loader's is ${describe(now)}. A different order cannot continue the saved one: ` +
+      'create the loader with the same `shuffle` over the same dataset parts, or start without `resume`',
+  );
 }

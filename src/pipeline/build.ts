@@ -11,7 +11,7 @@ import type { Device, InPlaceDevice, JpegDecoder, MappedColumns, ResidentStore }
 import { vramPoolKilled } from '../device/accelerator/vram-pool.js';
 import { type AnyDataset, closeDataset, hintOf, isKeyed } from '../dataset/dataset.js';
 import { type ColumnsSource, hasColumns, kColumns } from '../dataset/arrays-source.js';
-import { type PlannedReads, contentOf, followsPlan, hasRaggedFields } from '../dataset/capabilities.js';
+import { type HasParts, type PlannedReads, contentOf, followsPlan, hasParts, hasRaggedFields } from '../dataset/capabilities.js';
 import { type Schema, raggedSchema } from '../dataset/schema.js';
 import { SourceReader, type StagedBatch } from '../dataset/source-reader.js';
 import { isReopenable, isSourceSpec, openSource, specOf, type SourceSpec } from '../dataset/source-spec.js';
@@ -20,7 +20,8 @@ import { SampleCache } from '../cache/sample-cache.js';
 import { TierCounters } from '../cache/tier-counters.js';
 import { type LoaderState, type OrderShape, checkResume } from '../distributed/resume.js';
 import { LoaderError, describeCause, emptyDatasetError, invalidDatasetError, invalidOption, namesCount, needsSampleLayer, pinSourceFailed, show } from '../errors.js';
-import type { ResolvedOptions } from '../options.js';
+import { DEFAULT_BLOCK_SAMPLES, type ResolvedBlockShuffle, type ResolvedOptions } from '../options.js';
+import { BlockSampler, fixedBlockStarts } from '../sampler/block-sampler.js';
 import { RandomSampler } from '../sampler/random-sampler.js';
 import type { Sampler } from '../sampler/sampler.js';
 import { SequentialSampler } from '../sampler/sequential-sampler.js';
@@ -144,13 +145,20 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
   if (mixture !== undefined && opts.sampler !== undefined) throw invalidOption('sampler', 'left out for a mixture', 'a custom sampler', 'sources.mix orders its own picks: drop `sampler`, or load the parts with sources.concat');
   const probe = device.probesMemory ? () => device.memInfo() : undefined;
   const resident = opts.mode === 'resident' || (opts.mode === 'auto' && autoResident(ds, length, schema.sampleBytes, probe));
-  const kind = opts.sampler !== undefined ? 'custom' : mixture !== undefined ? 'mix' : opts.shuffle ? 'random' : 'sequential';
-  const order: OrderShape = { seed: opts.seed, datasetLength: length, augment: opts.augment, picks: opts.sampler?.length ?? mixture?.options.length ?? picks, order: kind, ...contentOf(ds) };
+  if (mixture !== undefined && opts.block !== undefined) {
+    throw invalidOption('shuffle', 'true or false for sources.mix', 'a block shuffle', "A mixture orders its own picks, each part's epochs shuffled whole: drop the block shuffle, or load the parts with sources.concat");
+  }
+  const blocks = opts.block === undefined || mixture !== undefined ? undefined : blockSampler(ds, length, opts, opts.block);
+  const kind = opts.sampler !== undefined ? 'custom' : mixture !== undefined ? 'mix' : blocks !== undefined ? 'block' : opts.shuffle ? 'random' : 'sequential';
+  const order: OrderShape = {
+    seed: opts.seed, datasetLength: length, augment: opts.augment, picks: opts.sampler?.length ?? mixture?.options.length ?? picks, order: kind, ...contentOf(ds),
+    ...(blocks !== undefined ? { block: { blocks: blocks.blocks, bounds: blocks.boundsHash, window: opts.block!.window, within: opts.block!.within } } : {}),
+  };
   const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
   const sampler = opts.sampler ??
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
-      : opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks));
+      : blocks ?? (opts.shuffle ? new RandomSampler(picks, opts.seed).planAhead() : new SequentialSampler(picks)));
   const planner = batchPlanner(opts, length, sampler, resume, lengths);
   const delivery: DeliveryConfig = {
     names, transform: opts.transform, augment: opts.augment, seed: opts.seed,
@@ -357,6 +365,31 @@ function checkDataset(dataset: unknown): number {
 function wrapDatasetError(what: string, cause: unknown): LoaderError {
   if (cause instanceof LoaderError) return cause;
   return invalidDatasetError(`DataLoader: ${what}: ${describeCause(cause)}`, cause);
+}
+
+/**
+ * The block shuffle's sampler: blocks are the dataset's parts (`block: 'parts'`, or by default when
+ * it has parts: HasParts), else runs of `block` (default DEFAULT_BLOCK_SAMPLES) samples.
+ */
+function blockSampler(ds: AnyDataset, length: number, opts: ResolvedOptions, block: ResolvedBlockShuffle): BlockSampler {
+  const byParts = block.block === 'parts' || (block.block === undefined && hasParts(ds));
+  if (byParts && !hasParts(ds)) {
+    throw invalidOption('shuffle.block', 'a number of samples per block for a dataset without parts', 'parts', 'Tar shards, Arrow record batches, Parquet row groups and sources.concat members are parts; pass block: <samples per block> for this dataset');
+  }
+  const starts = byParts ? checkedPartStarts((ds as AnyDataset & HasParts).partStarts(), length) : fixedBlockStarts(length, (block.block as number | undefined) ?? DEFAULT_BLOCK_SAMPLES);
+  return new BlockSampler(starts, length, opts.augment, opts.seed, block);
+}
+
+/** A dataset's `partStarts()` (a value from its own object): integers ascending from 0, at most its length. */
+function checkedPartStarts(starts: ArrayLike<number>, length: number): ArrayLike<number> {
+  const bad = (why: string) => invalidDatasetError(`the dataset's partStarts() ${why}; it must give each part's first sample id, ascending from 0 (the block shuffle's blocks)`);
+  if (starts === null || typeof starts !== 'object' || typeof starts.length !== 'number' || starts.length < 1) throw bad(`returned ${show(starts)}`);
+  if (starts[0] !== 0) throw bad(`starts at ${show(starts[0])}`);
+  for (let k = 1; k < starts.length; k++) {
+    const s = starts[k]!;
+    if (!Number.isSafeInteger(s) || s < starts[k - 1]! || s > length) throw bad(`gives ${show(s)} for part ${k} (after ${starts[k - 1]}, dataset length ${length})`);
+  }
+  return starts;
 }
 
 /** Fixed batches of batchSize, or token-budget batches (`batchTokens`) over the sampler's order. */

@@ -20,7 +20,7 @@
 //   a closed-form jump from the anchor, so any epoch's order costs one epoch of work.
 
 import { invalidOption, resumeMismatchError, show } from '../errors.js';
-import { type U64, Rng, addU64, epochPermutation, mulU64, toU64, u64ToBigInt, xorU64 } from './rng.js';
+import { type U64, Rng, deriveSeed as derive, epochPermutation, toU64, u64ToBigInt } from './rng.js';
 import type { Sampler } from './sampler.js';
 
 /** Weights from one position of an epoch on. */
@@ -56,15 +56,6 @@ export interface MixShape {
   readonly length: number;
   readonly seed: U64;
   readonly shuffle: boolean;
-}
-
-const GOLDEN = toU64(0x9e3779b97f4a7c15n);
-
-/** A seed for one stream of the mixture: distinct per (kind, a, b, …). */
-function derive(seed: U64, ...xs: number[]): U64 {
-  let h = seed;
-  for (const x of xs) h = addU64(mulU64(xorU64(h, toU64(x)), GOLDEN), toU64(0x632be59bd9b4e019n));
-  return h;
 }
 
 /** Largest-remainder apportionment of `slots` among `weights` (ties: the lower index). */

@@ -390,6 +390,20 @@ function swapBlock<T>(a: { length: number; [i: number]: T }, base: number, count
   }
 }
 
+const GOLDEN = { hi: 0x9e3779b9, lo: 0x7f4a7c15 };
+const DERIVE_ADD = { hi: 0x632be59b, lo: 0xd9b4e019 };
+
+/**
+ * A seed for one stream of several drawn from one seed (a mixture's parts and windows, a block
+ * shuffle's block order and windows): distinct per (seed, a, b, …), so each stream is its own Rng and
+ * no stream's values depend on another's calls (the rule at the top of this file).
+ */
+export function deriveSeed(seed: U64, ...xs: number[]): U64 {
+  let h = seed;
+  for (const x of xs) h = addU64(mulU64(xorU64(h, toU64(x)), GOLDEN), DERIVE_ADD);
+  return h;
+}
+
 /**
  * Pick order of one epoch: Rng.seed(seed + epoch, wrapping) shuffles [0, 1, …, n−1].
  * n: integer 0 ≤ n < 2^32 − 1. epoch: non-negative safe integer.

@@ -109,6 +109,7 @@ describe('sources.arrow', { timeout: SUITE_MS }, () => {
       assert.equal(source.format, format);
       assert.equal(source.length, N);
       assert.equal(source.numRecordBatches, SIZES.length);
+      assert.deepEqual(Array.from(source.partStarts()), SIZES.map((_, k) => SIZES.slice(0, k).reduce((a, b) => a + b, 0)), "each record batch's first row: the block shuffle's blocks");
       assert.deepEqual(
         source.columns.map((c) => [c.name, c.dtype, c.shape]),
         [['id', 'int32', []], ['i8', 'int8', []], ['u16', 'uint16', []], ['i64', 'int64', []], ['u64', 'int64', []], ['f16', 'float16', []], ['f64', 'float64', []], ['flag', 'uint8', []], ['vec', 'float32', [3]], ['mat', 'int16', [3, 2]], ['arr2d', 'int32', [2, 3]]],

@@ -238,11 +238,37 @@ describe('tar shards: index and random access', () => {
       assert.equal(ds.shardOf(3), shards[0]);
       assert.equal(ds.shardOf(4), shards[1]);
       assert.equal(ds.shardOf(11), shards[2]);
+      assert.deepEqual(Array.from(ds.partStarts()), [0, 4, 7], 'each shard\'s first sample: the block shuffle\'s blocks');
       ds.close();
     }
     // A list is used in the order given.
     const reversed = await tarShardsSource([...shards].reverse(), RAW);
     assert.deepEqual(range(12).map((i) => (read(reversed, i).cls!.data as Int32Array)[0]), [7, 8, 9, 10, 11, 4, 5, 6, 0, 1, 2, 3]);
+  });
+
+  it("a block shuffle's blocks are the shards: shard-only delivers each shard whole, in its own order", async () => {
+    const d = dir('blocks');
+    const counts = [4, 3, 5, 2];
+    let next = 0;
+    const shards = counts.map((n, k) => {
+      const shard = writeShard(join(d, `train-${k}.tar`), samples(next, n));
+      next += n;
+      return shard;
+    });
+    const ds = await tarShardsSource(shards, RAW);
+    const loader = await DataLoader.create(ds, { batchSize: 1, dropLast: false, shuffle: { within: false }, seed: 3, workers: 0 });
+    const got: number[] = [];
+    for await (const b of loader.epoch(0)) got.push(...(b.get('cls').data as Int32Array));
+    await loader.close();
+    const runs: number[][] = [];
+    for (let i = 0; i < got.length; ) {
+      const k = [0, 4, 7, 12].findLastIndex((s) => s <= got[i]!);
+      runs.push(got.slice(i, i + counts[k]!));
+      i += counts[k]!;
+    }
+    assert.deepEqual(sorted(got), range(14));
+    for (const run of runs) assert.deepEqual(run, range(run.length).map((j) => run[0]! + j), `shard whole and in order: ${run}`);
+    ds.close();
   });
 
   it('brace expansion follows bash and WebDataset: zero padding, steps, alternatives, nesting, literal braces', () => {

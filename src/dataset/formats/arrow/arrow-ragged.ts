@@ -80,6 +80,11 @@ export class ArrowRaggedSource implements Dataset, Reopenable, CountsLengths {
     this.raggedMax = Object.freeze(Object.fromEntries(spec.plans.flatMap((p) => (p.how === 'tokens' && p.tokenizer.maxLength !== undefined ? [[p.name, p.tokenizer.maxLength]] : []))));
   }
 
+  /** Each record batch's first row (the block shuffle's blocks: HasParts, capabilities.ts). */
+  partStarts(): Float64Array {
+    return this.#starts.subarray(0, this.#starts.length - 1);
+  }
+
   /** Record batches this copy decoded for its ragged columns (for tests: the last one is reused). */
   get decodedBatches(): number {
     return this.#decodedBatches;

@@ -186,6 +186,11 @@ export class ArrowSource implements BatchDataset, Reopenable {
   get decodePids(): number[] {
     return this.#images?.pids ?? [];
   }
+  /** Each record batch's first row (the block shuffle's blocks: HasParts, capabilities.ts). */
+  partStarts(): Float64Array {
+    return this.#starts.subarray(0, this.#starts.length - 1);
+  }
+
   /** Reader threads this source works best with when the loader's `workers` is not set (NOTE [reader threads with decode processes]). */
   get readerWorkers(): number | undefined {
     return readerThreadsFor(this.decode);

@@ -327,6 +327,11 @@ export class TarShardsSource implements Dataset, Reopenable {
     return this.#text.decode(keyBytes.subarray(index === 0 ? 0 : keyEnds[index - 1], keyEnds[index]));
   }
 
+  /** Each shard's first sample id (the block shuffle's blocks: HasParts, capabilities.ts). */
+  partStarts(): Float64Array {
+    return this.#spec.starts.subarray(0, this.#spec.starts.length - 1);
+  }
+
   /** The shard that holds sample `index`. */
   shardOf(index: number): string {
     this.#check(index);

@@ -85,6 +85,11 @@ export class ParquetSource implements Dataset, Reopenable, CountsLengths {
     return this.#spec.kinds;
   }
 
+  /** Each row group's first row (the block shuffle's blocks: HasParts, capabilities.ts). */
+  partStarts(): Float64Array {
+    return this.#starts.subarray(0, this.#starts.length - 1);
+  }
+
   /** Row groups this copy has decoded (for tests: the last one is reused). */
   get decodedRowGroups(): number {
     return this.#decodedGroups;
