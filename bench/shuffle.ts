@@ -36,6 +36,8 @@ interface Order {
   readonly name: string;
   /** A built-in sampler: its orders are Uint32Arrays. */
   readonly sampler: { readonly length: number; indices(epoch: number): Uint32Array };
+  /** The order the loader makes on NODES nodes, when it differs (the block shuffle's streams). */
+  readonly nodes?: { indices(epoch: number): Uint32Array };
 }
 
 export async function main(args: readonly string[]): Promise<void> {
@@ -59,8 +61,13 @@ export async function main(args: readonly string[]): Promise<void> {
   const starts = fixedBlockStarts(n, perShard);
   const orders: Order[] = [
     { name: 'global', sampler: new RandomSampler(n, SEED) },
-    ...windows.map((window) => ({ name: `block, window ${window}`, sampler: new BlockSampler(starts, n, 1, SEED, { window, within: true }) })),
-    { name: 'shard-only', sampler: new BlockSampler(starts, n, 1, SEED, { window: 1, within: false }) },
+    ...windows.map((window) => ({
+      name: `block, window ${window}`,
+      sampler: new BlockSampler(starts, n, 1, SEED, { window, within: true }),
+      // As the loader lays it out on NODES nodes of one rank (NOTE [Blocks per node]): a stream of blocks per node.
+      nodes: new BlockSampler(starts, n, 1, SEED, { window, within: true }, { streams: NODES, chunk: BATCH }),
+    })),
+    { name: 'shard-only', sampler: new BlockSampler(starts, n, 1, SEED, { window: 1, within: false }), nodes: new BlockSampler(starts, n, 1, SEED, { window: 1, within: false }, { streams: NODES, chunk: BATCH }) },
   ];
   console.log(hardwareLine());
   console.log(`data: ${shards} shards × ${perShard} samples, ${shardMb} MiB a shard nominal (${fmtInt((shards * shardMb) / 1024)} GiB); batch ${BATCH}; ${NODES} nodes of one rank share an epoch by the loader's sharding`);
@@ -71,10 +78,11 @@ export async function main(args: readonly string[]): Promise<void> {
   const costRows = orders.map((o) => {
     const trace = [0, 1, 2].map((e) => o.sampler.indices(e));
     const one = shareOf.map((s) => belady(trace.map((t) => shardsOf(t, perShard)), Math.round(s * shards), 1));
+    const nodeTrace = o.nodes === undefined ? trace : [0, 1, 2].map((e) => o.nodes!.indices(e));
     const perNode = shareOf.map((s) => {
       let misses = 0;
       for (let rank = 0; rank < NODES; rank++) {
-        const mine = trace.map((t) => shardPicks(t, { rank, worldSize: NODES, batchSize: BATCH, position: 0, shards: 'drop' }));
+        const mine = nodeTrace.map((t) => shardPicks(t, { rank, worldSize: NODES, batchSize: BATCH, position: 0, shards: 'drop' }));
         misses += belady(mine.map((t) => shardsOf(t, perShard)), Math.round(s * shards), 1);
       }
       return misses / NODES;

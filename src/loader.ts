@@ -11,6 +11,7 @@ import type { Tensor } from './tensor/tensor.js';
 import type { Device, ResidentStore } from './device/device.js';
 import { type AnyDataset, closeDataset } from './dataset/dataset.js';
 import type { PlannedReads } from './dataset/capabilities.js';
+import { BlockSampler } from './sampler/block-sampler.js';
 import type { SourceSpec } from './dataset/source-spec.js';
 import type { StreamingParts } from './pipeline/streaming-parts.js';
 import type { Batch } from './batch.js';
@@ -211,7 +212,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       stoker: 1, epoch, position, seed: seedString(o.seed), datasetLength: o.datasetLength, augment: o.augment, picks: o.picks,
       order: o.order, worldSize: this.#opts.world.worldSize, batchSize: this.#opts.batchSize,
       ...(o.content !== undefined ? { content: o.content } : {}),
-      ...(o.block !== undefined ? { block: o.block } : {}),
+      ...(o.block !== undefined ? { block: this.#sampler instanceof BlockSampler ? { ...o.block, ...this.#sampler.layoutOf(epoch) } : o.block } : {}),
       ...(this.#sampler instanceof MixSampler ? { mix: this.#sampler.stateFor(epoch) } : {}),
       ...this.#planner.state,
     };

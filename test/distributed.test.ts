@@ -218,13 +218,55 @@ describe('resume', () => {
       });
     }
 
+    it('blocks per node: 2 nodes × 2 ranks (LOCAL_WORLD_SIZE) read disjoint blocks, every sample once; a resume onto 1 node × 3 ranks keeps the saved layout, exactly', async () => {
+      // 8 blocks of 12: two streams of 4 blocks (48 picks), interleaved by chunks of batch 3 × 2 ranks.
+      const blocks = [12, 12, 12, 12, 12, 12, 12, 12];
+      const launch = async (world: number, perNode: number, o: Partial<LoaderOptions>, stopAfter?: number) => {
+        const ids: number[][] = [];
+        const states = [];
+        const saved = { ...process.env };
+        try {
+          for (let rank = 0; rank < world; rank++) {
+            Object.assign(process.env, { RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank % perNode), LOCAL_WORLD_SIZE: String(perNode) });
+            const loader = await DataLoader.create(parted(blocks), { mode: 'streaming', batchSize: 3, seed: 4, shards: 'drop', shuffle: { window: 2 }, ...o });
+            const got: number[] = [];
+            let k = 0;
+            for await (const b of loader.epoch(2)) {
+              got.push(...((b.get('label') as Tensor).data as Int32Array));
+              if (++k === stopAfter) break;
+            }
+            ids.push(got);
+            states.push(loader.state());
+            await loader.close();
+          }
+        } finally {
+          for (const k of ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE']) if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
+        }
+        return { ids, states };
+      };
+      const whole = await launch(4, 2, {});
+      assert.deepEqual(sorted(whole.ids.flat()), range(96));
+      const blocksOf = (ids: number[]) => new Set(ids.map((i) => Math.floor(i / 12)));
+      const node0 = blocksOf([...whole.ids[0]!, ...whole.ids[1]!]);
+      const node1 = blocksOf([...whole.ids[2]!, ...whole.ids[3]!]);
+      assert.equal(node0.size, 4, `node 0 reads 4 blocks: ${[...node0]}`);
+      assert.equal(node1.size, 4, `node 1 reads 4 blocks: ${[...node1]}`);
+      assert.deepEqual([...node0].filter((b) => node1.has(b)), [], 'no block read by both nodes');
+      const before = await launch(4, 2, {}, 2);
+      const state = JSON.parse(JSON.stringify(before.states[0]));
+      assert.deepEqual([state.block.streams, state.block.chunk], [2, 6]);
+      const after = await launch(3, 3, { resume: state });
+      assert.deepEqual(sorted([...before.ids.flat(), ...after.ids.flat()]), range(96), 'the rest of the same epoch, each sample once');
+      assert.deepEqual(sorted(before.ids.flat()), sorted(whole.ids.map((r) => r.slice(0, 6)).flat()), 'the first two steps are the uninterrupted ones');
+    });
+
     it('refuses a resume with another shuffle, naming the block shape', async () => {
       const loader = await DataLoader.create(parted(sizes), { batchSize: 4, seed: 3, mode: 'streaming', shuffle: { window: 4 } });
       let k = 0;
       for await (const _ of loader.epoch(0)) if (++k === 2) break;
       const state = loader.state();
       await loader.close();
-      assert.deepEqual({ ...state.block, bounds: undefined }, { blocks: 10, bounds: undefined, window: 4, within: true });
+      assert.deepEqual({ ...state.block, bounds: undefined }, { blocks: 10, bounds: undefined, window: 4, within: true, streams: 1, chunk: 1 });
       const rejects = (o: Partial<LoaderOptions>, re: RegExp, ds = parted(sizes)) =>
         assert.rejects(DataLoader.create(ds, { batchSize: 4, seed: 3, mode: 'streaming', resume: state, ...o }), (e: unknown) => e instanceof LoaderError && e.code === 'ERR_RESUME_MISMATCH' && re.test(e.message));
       await rejects({ shuffle: true }, /order .*"block", but this loader has "random"/);

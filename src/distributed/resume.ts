@@ -51,6 +51,9 @@ export interface BlockShape {
   readonly bounds: string;
   readonly window: number;
   readonly within: boolean;
+  /** How the order was dealt to nodes (NOTE [Blocks per node], sampler/block-sampler.ts); absent: one stream. A resume keeps the saved layout for its epoch, whatever its world. */
+  readonly streams?: number;
+  readonly chunk?: number;
 }
 
 export interface OrderShape {

@@ -21,7 +21,7 @@ import { TierCounters } from '../cache/tier-counters.js';
 import { type LoaderState, type OrderShape, checkResume } from '../distributed/resume.js';
 import { LoaderError, describeCause, emptyDatasetError, invalidDatasetError, invalidOption, namesCount, needsSampleLayer, pinSourceFailed, show } from '../errors.js';
 import { DEFAULT_BLOCK_SAMPLES, type ResolvedBlockShuffle, type ResolvedOptions } from '../options.js';
-import { BlockSampler, fixedBlockStarts } from '../sampler/block-sampler.js';
+import { type BlockLayout, BlockSampler, fixedBlockStarts } from '../sampler/block-sampler.js';
 import { RandomSampler } from '../sampler/random-sampler.js';
 import type { Sampler } from '../sampler/sampler.js';
 import { SequentialSampler } from '../sampler/sequential-sampler.js';
@@ -155,6 +155,9 @@ async function buildFrom(dataset: AnyDataset | SourceSpec, opts: ResolvedOptions
     ...(blocks !== undefined ? { block: { blocks: blocks.blocks, bounds: blocks.boundsHash, window: opts.block!.window, within: opts.block!.within } } : {}),
   };
   const resume = opts.resume === undefined ? undefined : checkResume(opts.resume, order);
+  // NOTE [Blocks per node]: the epoch a state resumes keeps the layout it was saved with.
+  const saved = resume?.block;
+  if (blocks !== undefined && saved !== undefined) blocks.resumeWith(resume!.epoch, { streams: saved.streams ?? 1, chunk: saved.chunk ?? 1 });
   const sampler = opts.sampler ??
     (mixture !== undefined
       ? mixSampler(mixture, { seed: opts.seed, shuffle: opts.shuffle, augment: opts.augment, batchSize: opts.batchSize, resume })
@@ -377,7 +380,18 @@ function blockSampler(ds: AnyDataset, length: number, opts: ResolvedOptions, blo
     throw invalidOption('shuffle.block', 'a number of samples per block for a dataset without parts', 'parts', 'Tar shards, Arrow record batches, Parquet row groups and sources.concat members are parts; pass block: <samples per block> for this dataset');
   }
   const starts = byParts ? checkedPartStarts((ds as AnyDataset & HasParts).partStarts(), length) : fixedBlockStarts(length, (block.block as number | undefined) ?? DEFAULT_BLOCK_SAMPLES);
-  return new BlockSampler(starts, length, opts.augment, opts.seed, block);
+  return new BlockSampler(starts, length, opts.augment, opts.seed, block, blockLayout(opts));
+}
+
+/**
+ * NOTE [Blocks per node] (sampler/block-sampler.ts): a stream of blocks per node and a chunk of one
+ * step's picks for a node's ranks, when the launcher says how many ranks share a node (ranks
+ * numbered node by node, as torchrun, Slurm and mpirun's default mapping do); else one stream.
+ */
+function blockLayout(opts: ResolvedOptions): BlockLayout {
+  const { worldSize, localWorldSize } = opts.world;
+  if (localWorldSize === undefined || localWorldSize < 1 || worldSize % localWorldSize !== 0 || worldSize === localWorldSize) return { streams: 1, chunk: 1 };
+  return { streams: worldSize / localWorldSize, chunk: opts.batchSize * localWorldSize };
 }
 
 /** A dataset's `partStarts()` (a value from its own object): integers ascending from 0, at most its length. */

@@ -94,6 +94,22 @@ describe('block sampler', () => {
     assert.ok([0, 10, 20].some((at) => sorted(order.subarray(at, at + 10)).join() !== range(10).map((i) => i + at).join()));
   });
 
+  it("streams (blocks per node): every pick once; each stream's picks come in chunks from its own blocks", () => {
+    const s = new BlockSampler(starts, n, 1, seed, { window: 2, within: true }, { streams: 3, chunk: 4 });
+    for (const epoch of [0, 3]) {
+      const order = Array.from(s.indices(epoch));
+      assert.deepEqual(sorted(order), range(n));
+      // Chunk k of the first rounds (while all three streams have picks) belongs to stream k mod 3: their blocks never meet.
+      const streamBlocks = [new Set<number>(), new Set<number>(), new Set<number>()];
+      for (let c = 0; c < 3 * 3; c++) for (const p of order.slice(c * 4, c * 4 + 4)) streamBlocks[c % 3]!.add(blockOf(starts, p));
+      for (let g = 0; g < 3; g++) for (let h = g + 1; h < 3; h++) assert.deepEqual([...streamBlocks[g]!].filter((b) => streamBlocks[h]!.has(b)), [], `streams ${g} and ${h} share no block (epoch ${epoch})`);
+    }
+    assert.deepEqual(s.layoutOf(1), { streams: 3, chunk: 4 });
+    s.resumeWith(1, { streams: 1, chunk: 1 });
+    assert.deepEqual(s.indices(1), new BlockSampler(starts, n, 1, seed, { window: 2, within: true }).indices(1), 'a resumed epoch keeps the layout it was saved with');
+    assert.deepEqual(s.layoutOf(2), { streams: 3, chunk: 4 });
+  });
+
   it('fixed blocks cut the samples in runs of `size`, the last shorter', () => {
     assert.deepEqual(Array.from(fixedBlockStarts(10, 4)), [0, 4, 8]);
     assert.deepEqual(Array.from(fixedBlockStarts(8, 4)), [0, 4]);
