@@ -3,7 +3,8 @@
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE). What it asserts: every sample exactly once per epoch
 // across all ranks; each shard downloaded once per node, however many ranks read it; a resume onto
 // another world size delivers exactly the rest of the epoch; a rank killed mid-download is taken
-// over by its restart, and the world still gets every sample once.
+// over by its restart, and the world still gets every sample once; with a block shuffle, each node
+// downloads only its own blocks, opening from the manifest the first ranks published beside the shards.
 
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -25,7 +26,6 @@ const BATCH = 4;
 interface RankResult {
   readonly ids: number[];
   readonly state: unknown;
-  readonly remote: { downloads: number; waited: number; hits: number };
 }
 
 describe('remote shards on N nodes × R ranks (torchrun environment, one node cache per node)', { timeout: HANG_MS * 6 }, () => {
@@ -60,11 +60,10 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
     const src = (p: string) => JSON.stringify(new URL(`../../src/${p}`, import.meta.url).pathname);
     writeFileSync(script, `
       import { DataLoader, sources } from ${src('index.ts')};
-      import { remoteStats } from ${src('remote/remote.ts')};
       const [url, cacheDir, options] = process.argv.slice(2);
       const o = JSON.parse(options);
-      const ds = await sources.tarShards(url, { decoders: { bin: 'raw' }, remote: { dir: cacheDir } });
-      const loader = await DataLoader.create(ds, { batchSize: ${BATCH}, seed: 5, workers: 0, mode: 'streaming', sampleCache: false, ...(o.resume ? { resume: o.resume } : {}) });
+      const ds = await sources.tarShards(url, { decoders: { bin: 'raw' }, index: 'beside', remote: { dir: cacheDir } });
+      const loader = await DataLoader.create(ds, { batchSize: ${BATCH}, seed: 5, workers: 0, mode: 'streaming', sampleCache: false, ...(o.resume ? { resume: o.resume } : {}), ...(o.shuffle ? { shuffle: o.shuffle } : {}) });
       const ids = [];
       let n = 0;
       for await (const b of loader.epoch(0)) {
@@ -75,7 +74,7 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
       const state = loader.state();
       await loader.close();
       await ds.close();
-      console.log(JSON.stringify({ ids, state, remote: remoteStats() }));
+      console.log(JSON.stringify({ ids, state }));
     `);
   });
 
@@ -114,16 +113,31 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
     return Promise.all(Array.from({ length: w }, (_, r) => startRank(r, w, `${prefix}-${Math.floor(r / perNode)}`, r % perNode, perNode, options).done));
   }
 
+  /** GETs of shard `s` that reached the server (retries none here: no faults injected). */
+  const shardGets = (s: number) => proxy.count((r) => r.method === 'GET' && r.path.split('?')[0]!.endsWith(`/train-${s}.tar`));
   const sorted = (ids: number[]) => [...ids].sort((a, b) => a - b);
   const everySampleOnce = Array.from({ length: SAMPLES }, (_, i) => i);
 
   it('2 nodes × 2 ranks: every sample exactly once across the ranks, each shard downloaded once per node', async () => {
+    proxy.reset();
     const ranks = await world('a', 2, 2);
     assert.deepEqual(sorted(ranks.flatMap((r) => r.ids)), everySampleOnce);
-    for (const node of [0, 1]) {
-      const mine = ranks.slice(node * 2, node * 2 + 2);
-      assert.equal(mine.reduce((s, r) => s + r.remote.downloads, 0), SHARDS, `node ${node}: one download per shard (${JSON.stringify(mine.map((r) => r.remote))})`);
-    }
+    for (let s = 0; s < SHARDS; s++) assert.equal(shardGets(s), 2, `shard ${s}: one GET per node`);
+  });
+
+  it('a block shuffle on 2 nodes: the manifest published beside the shards is read, and each node downloads only its own blocks', async () => {
+    proxy.reset();
+    const ranks = await world('d', 2, 2, { shuffle: { window: 2 } });
+    assert.deepEqual(sorted(ranks.flatMap((r) => r.ids)), everySampleOnce);
+    const held = (node: string) => readdirSync(join(dir, node), { recursive: true }).map(String).filter((n) => /train-\d\.tar$/.test(n)).map((n) => n.slice(-11)).sort();
+    const [d0, d1] = [held('d-0'), held('d-1')];
+    // Beyond its own blocks a node holds at most shard 0: the loader's shape probe reads sample 0.
+    const own = (h: string[]) => h.filter((f) => f !== 'train-0.tar');
+    assert.deepEqual(own(d0).filter((f) => d1.includes(f)), [], `no shard but the probe's downloaded by both nodes: ${d0} / ${d1}`);
+    assert.deepEqual([...new Set([...d0, ...d1])].sort(), Array.from({ length: SHARDS }, (_, s) => `train-${s}.tar`));
+    for (const h of [d0, d1]) assert.ok(own(h).length <= SHARDS / 2, `a node holds its ${SHARDS / 2} blocks (and the probe's): ${h}`);
+    assert.equal(Array.from({ length: SHARDS }, (_, s) => shardGets(s)).reduce((a, b) => a + b, 0), d0.length + d1.length, 'one GET per shard held');
+    assert.equal(proxy.count((r) => r.method === 'GET' && /\/\.stoker\/tar-[0-9a-f]{32}\.json$/.test(r.path.split('?')[0]!)), 2, 'each node read the manifest once');
   });
 
   it('a resume onto another world size (4 ranks on 2 nodes → 2 ranks on 1 node) delivers exactly the rest of the epoch', async () => {
