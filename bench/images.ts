@@ -51,9 +51,10 @@ import { workerBoot } from '../src/base/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js';
 import { defaultDecodeProcesses } from '../src/image/processes/image-decoding.js';
+import { type Ceiling, ceilingJobs, runCeiling } from './images-ceiling.js';
 import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, median, statFields, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch] [--no-ceiling]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -324,7 +325,7 @@ export async function main(args: readonly string[]): Promise<void> {
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
         dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
-        prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
+        prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false }, 'no-ceiling': { type: 'boolean', default: false },
       },
     }));
   } catch (error) {
@@ -348,12 +349,21 @@ export async function main(args: readonly string[]): Promise<void> {
   const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers, prefetch: v.prefetch === undefined ? undefined : Number(v.prefetch) };
   let python = v['no-torch'] ? undefined : ((v.python as string | undefined) ?? torchPython());
   const rows: Row[] = [];
+  // The decoder's ceiling (bench/images-ceiling.ts): the same boxes, the same decoder calls, one
+  // thread, no messages; measured once per round, beside the Stoker run of that round.
+  const ceilings: { c: number; round: number; ceiling: Ceiling }[] = [];
+  const jobs = gpu || v['no-ceiling'] ? undefined : ceilingJobs(imageFolderSource(dir, { size: 224, view: 'train', decode: 'threads' }), epochs);
   // A first pass warms the page cache (and the listing cache), so that neither side pays the disk.
   await stoker(dir, cores[cores.length - 1]!, 0, { ...opts, epochs: 1 });
   // Per core count, the two sides alternately, round after round. The GPU path uses no decode
   // process: its Stoker runs are on the whole machine (n), paired with torchvision at n if asked.
   for (const c of gpu ? [...new Set([...cores, n])] : cores) {
     for (let r = 1; r <= rounds; r++) {
+      if (jobs !== undefined) {
+        const ceiling = runCeiling(jobs);
+        ceilings.push({ c, round: r, ceiling });
+        console.log(`  ceiling, round ${r}: ${ceiling.decoder} of the run's ${ceiling.images} boxes (${ceiling.shrunk} shrunk on load), one thread: ${fmtInt(ceiling.imagesPerS)} images/s, ${ceiling.cpuMsPerImage.toFixed(3)} CPU ms/image`);
+      }
       if (!gpu || c === n) {
         const row = await stoker(dir, c, r, { ...opts, epochs });
         console.log(JSON.stringify(row));
@@ -390,7 +400,10 @@ export async function main(args: readonly string[]): Promise<void> {
     // Per-round ratios: the Stoker and torchvision runs of the same round.
     const ratios = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => x.imagesPerS / y.imagesPerS));
     const sooner = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => y.firstBatchS / x.firstBatchS));
-    return { c, s, t, ratios, sooner };
+    // Per-round fractions of the ceiling per core used: Stoker's images/s ÷ (c × the loop's images/s of that round).
+    const cl = ceilings.filter((y) => y.c === c);
+    const ofCeiling = s.flatMap((x) => cl.filter((y) => y.round === x.round).map((y) => x.imagesPerS / (c * y.ceiling.imagesPerS)));
+    return { c, s, t, ratios, sooner, cl, ofCeiling };
   }).filter((x) => x.s.length > 0 || x.t.length > 0);
   console.log(table(summary, [
     { title: 'cores', align: 'right', cell: (x) => String(x.c) },
@@ -399,9 +412,13 @@ export async function main(args: readonly string[]): Promise<void> {
     { title: 'torchvision images/s (median)', align: 'right', cell: (x) => fmtInt(med(x.t, (r) => r.imagesPerS)) },
     { title: 'ratio (median)', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${median(x.ratios).toFixed(2)}×` : '—') },
     { title: 'ratio min–max', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${Math.min(...x.ratios).toFixed(2)}–${Math.max(...x.ratios).toFixed(2)}×` : '—') },
+    { title: 'ceiling images/s per core (median)', align: 'right', cell: (x) => (x.cl.length > 0 ? fmtInt(median(x.cl.map((y) => y.ceiling.imagesPerS))) : '—') },
+    { title: '÷ (cores × ceiling), median', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? median(x.ofCeiling).toFixed(2) : '—') },
+    { title: 'min–max', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? `${Math.min(...x.ofCeiling).toFixed(2)}–${Math.max(...x.ofCeiling).toFixed(2)}` : '—') },
   ]));
-  for (const { c, s, ratios, sooner } of summary) {
+  for (const { c, s, ratios, sooner, ofCeiling } of summary) {
     const parts = [];
+    if (ofCeiling.length > 0) parts.push(`stoker / (${c} × the decoder's ceiling) ${median(ofCeiling).toFixed(2)}${ofCeiling.length > 1 ? ` (median of ${ofCeiling.length} rounds, ${Math.min(...ofCeiling).toFixed(2)}–${Math.max(...ofCeiling).toFixed(2)})` : ''}`);
     if (s.length > 0 && oneStoker.length > 0 && c > 1) parts.push(`scaling ${(med(s, (r) => r.imagesPerS) / med(oneStoker, (r) => r.imagesPerS) / c).toFixed(2)} × cores of the 1-core throughput`);
     if (ratios.length > 0) parts.push(`stoker / torchvision ${median(ratios).toFixed(2)}× images/s${ratios.length > 1 ? ` (median of ${ratios.length} rounds, ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×)` : ''}, first batch ${median(sooner).toFixed(2)}× sooner`);
     if (parts.length > 0) console.log(`${c} cores: ${parts.join('; ')}`);

@@ -203,13 +203,16 @@ function oneLine(message: string): string {
  * [C, H, W] (layout 'chw', the default) or [H, W, C], resized per `fit`.
  * Throws `ERR_BAD_FILE` naming `options.source` when the bytes are not a readable image.
  */
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, transient?: boolean): Promise<Tensor<'uint8'>>;
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient?: boolean): Promise<Tensor>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, transient?: boolean, into?: Uint8Array): Promise<Tensor<'uint8'>>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient?: boolean, into?: Uint8Array): Promise<Tensor>;
 /**
  * `transient` (internal: decode-child.ts): the tensor may view scratch memory of this thread that the
  * next decode overwrites — for a caller that copies it out at once (NOTE [transient pixels]).
+ * `into` (internal: image-decoding.ts): the memory the pixels are for (a staging row: NOTE [pixels
+ * into their row]); where the route makes them in scratch memory they are copied there before this
+ * returns its promise, and the tensor views `into`. Memory of another length or alignment is not used.
  */
-export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient = false): Promise<Tensor> {
+export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient = false, into?: Uint8Array): Promise<Tensor> {
   checkDecodeOptions(options);
   const { source } = options;
   const [height, width] = options.size;
@@ -236,7 +239,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     const srcH = meta.pageHeight ?? meta.height;
     if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
     // NOTE [direct libvips]: a plain JPEG's view, straight through libvips' C API; undefined sends it on to sharp.
-    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source, options, transient) : undefined;
+    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source, options, transient, into) : undefined;
     if (direct instanceof Tensor) return direct;
     if (direct !== undefined) return finish(direct, height, width, channels, options);
     const cmyk = meta.space === 'cmyk';
@@ -359,7 +362,7 @@ export function shrinkFor(view: View, box: CropBox, width: number, height: numbe
  */
 function directView(
   bytes: Uint8Array, components: number, v: KeyedView, srcW: number, srcH: number, width: number, height: number, channels: number, source: string,
-  options: DecodeImageOptions, transient: boolean,
+  options: DecodeImageOptions, transient: boolean, into: Uint8Array | undefined,
 ): Uint8Array | Tensor | undefined {
   if (!vipsDirectAvailable() && !turboJpegAvailable()) return undefined;
   const box = boxFor(v.view, new PickKey(v.sample, v.repeat, v.epoch, v.seed), srcW, srcH);
@@ -393,8 +396,15 @@ function directView(
     // process, which writes the result to its slab at once) takes the floats as a view of the
     // module's memory — no array allocated per image, no garbage for the collector.
     if (wasm !== undefined && components === channels && output !== 'uint8') {
-      const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient }, decoded.stride);
-      return new Tensor(data as never, options.layout === 'hwc' ? [height, width, channels] : [channels, height, width], output);
+      // With `into` (NOTE [pixels into their row]) the module's memory is copied straight there: one copy, no array of its own.
+      const size = output === 'float32' ? 4 : 2;
+      const row = into !== undefined && into.byteLength === width * height * channels * size && into.byteOffset % size === 0 ? into : undefined;
+      const data = wasm.resample(decoded.data, decoded.width, decoded.height, components, resampleBox, width, height, box.flip, { table: castTable(channels, output, options.normalize), interleaved: options.layout === 'hwc', transient: transient || row !== undefined }, decoded.stride);
+      const shape = options.layout === 'hwc' ? [height, width, channels] : [channels, height, width];
+      if (row === undefined) return new Tensor(data as never, shape, output);
+      row.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+      const view = output === 'float32' ? new Float32Array(row.buffer, row.byteOffset, data.length) : new Uint16Array(row.buffer, row.byteOffset, data.length);
+      return new Tensor(view as never, shape, output);
     }
     return resampleAsPil(decoded.data, decoded.width, decoded.height, components, decoded.stride, resampleBox, width, height, box.flip, channels);
   } finally {

@@ -36,6 +36,7 @@
 // folder at once never runs out of file descriptors. In 'processes' mode each child reads one file
 // at a time.
 
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileAccess, invalidOption } from '../../errors.js';
@@ -215,9 +216,19 @@ export class ImageDecoding {
     if (this.mode === 'processes') return this.#decodePool().decode(input, options, signal, into);
     if (input instanceof Uint8Array) {
       signal?.throwIfAborted();
-      return decodeImage(input, options);
+      return decodeImage(input, options, false, into);
     }
     let bytes: Uint8Array;
+    if (this.#inWorker) {
+      // NOTE [reads in a reader thread]: read here, synchronously, then decode straight into the row.
+      signal?.throwIfAborted();
+      try {
+        bytes = readFileSync(input.path);
+      } catch (cause) {
+        throw fileAccess(input.path, 'read the image', cause);
+      }
+      return decodeImage(bytes, options, false, into);
+    }
     await this.#reads.enter();
     try {
       signal?.throwIfAborted();
@@ -228,7 +239,7 @@ export class ImageDecoding {
     } finally {
       this.#reads.leave();
     }
-    return decodeImage(bytes, options);
+    return decodeImage(bytes, options, false, into);
   }
 
   /** Stop the decode processes (waiting until they are gone); decodes still waiting for them fail. A later decode starts new ones. */
