@@ -200,12 +200,17 @@ function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | un
   };
 }
 
+/** CPU ms an image of every thread and child in steady state. */
+function cpuMsPerImage(c: CpuSplit): number {
+  return (c.coresBusy * c.steadyS * 1000) / c.images;
+}
+
 function cpuLine(c: CpuSplit): string {
   const parts = [`main thread ${c.mainUsPerImage} µs/image (${c.mainBusy.toFixed(2)} busy, ${c.mainWait.toFixed(2)} waiting for a CPU)`];
   for (const t of c.threads) parts.push(`tid ${t.tid} ${t.comm} ${t.usPerImage} µs/image (${t.busy.toFixed(2)} busy, ${t.wait.toFixed(2)} waiting for a CPU)`);
   const idle = c.childBusy.filter((x) => x.busy <= 0.02).length;
   parts.push(`${c.decodeChildren} decode process${c.decodeChildren === 1 ? '' : 'es'}${idle > 0 ? ` (${idle} idle)` : ''}: ${c.childMeanBusy.toFixed(2)} busy on average of the working ones (${c.childBusy.map((x) => x.busy.toFixed(2)).join(', ')}; their main threads ${c.childMainMeanBusy.toFixed(2)} busy, ${c.childMainMeanWait.toFixed(2)} waiting for a CPU), ${c.childUsPerImage} µs/image together`);
-  return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy`;
+  return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy, ${cpuMsPerImage(c).toFixed(2)} CPU ms/image in all`;
 }
 
 /** CPU seconds of this process and of its children already reaped (utime, stime, cutime, cstime). */
@@ -403,7 +408,9 @@ export async function main(args: readonly string[]): Promise<void> {
     // Per-round fractions of the ceiling per core used: Stoker's images/s ÷ (c × the loop's images/s of that round).
     const cl = ceilings.filter((y) => y.c === c);
     const ofCeiling = s.flatMap((x) => cl.filter((y) => y.round === x.round).map((y) => x.imagesPerS / (c * y.ceiling.imagesPerS)));
-    return { c, s, t, ratios, sooner, cl, ofCeiling };
+    // The same by CPU time (what a loaded host does not distort): the loop's CPU ms an image ÷ Stoker's, every thread and child in steady state.
+    const cpuOfCeiling = s.flatMap((x) => cl.filter((y) => y.round === x.round && x.cpu !== undefined).map((y) => y.ceiling.cpuMsPerImage / cpuMsPerImage(x.cpu!)));
+    return { c, s, t, ratios, sooner, cl, ofCeiling, cpuOfCeiling };
   }).filter((x) => x.s.length > 0 || x.t.length > 0);
   console.log(table(summary, [
     { title: 'cores', align: 'right', cell: (x) => String(x.c) },
@@ -415,10 +422,12 @@ export async function main(args: readonly string[]): Promise<void> {
     { title: 'ceiling images/s per core (median)', align: 'right', cell: (x) => (x.cl.length > 0 ? fmtInt(median(x.cl.map((y) => y.ceiling.imagesPerS))) : '—') },
     { title: '÷ (cores × ceiling), median', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? median(x.ofCeiling).toFixed(2) : '—') },
     { title: 'min–max', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? `${Math.min(...x.ofCeiling).toFixed(2)}–${Math.max(...x.ofCeiling).toFixed(2)}` : '—') },
+    { title: 'by CPU time: ceiling ms ÷ stoker ms an image', align: 'right', cell: (x) => (x.cpuOfCeiling.length > 0 ? `${median(x.cpuOfCeiling).toFixed(2)} (${Math.min(...x.cpuOfCeiling).toFixed(2)}–${Math.max(...x.cpuOfCeiling).toFixed(2)})` : '—') },
   ]));
-  for (const { c, s, ratios, sooner, ofCeiling } of summary) {
+  for (const { c, s, ratios, sooner, ofCeiling, cpuOfCeiling } of summary) {
     const parts = [];
     if (ofCeiling.length > 0) parts.push(`stoker / (${c} × the decoder's ceiling) ${median(ofCeiling).toFixed(2)}${ofCeiling.length > 1 ? ` (median of ${ofCeiling.length} rounds, ${Math.min(...ofCeiling).toFixed(2)}–${Math.max(...ofCeiling).toFixed(2)})` : ''}`);
+    if (cpuOfCeiling.length > 0) parts.push(`by CPU time ${median(cpuOfCeiling).toFixed(2)} of the ceiling`);
     if (s.length > 0 && oneStoker.length > 0 && c > 1) parts.push(`scaling ${(med(s, (r) => r.imagesPerS) / med(oneStoker, (r) => r.imagesPerS) / c).toFixed(2)} × cores of the 1-core throughput`);
     if (ratios.length > 0) parts.push(`stoker / torchvision ${median(ratios).toFixed(2)}× images/s${ratios.length > 1 ? ` (median of ${ratios.length} rounds, ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×)` : ''}, first batch ${median(sooner).toFixed(2)}× sooner`);
     if (parts.length > 0) console.log(`${c} cores: ${parts.join('; ')}`);
