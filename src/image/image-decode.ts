@@ -203,16 +203,18 @@ function oneLine(message: string): string {
  * [C, H, W] (layout 'chw', the default) or [H, W, C], resized per `fit`.
  * Throws `ERR_BAD_FILE` naming `options.source` when the bytes are not a readable image.
  */
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, transient?: boolean, into?: Uint8Array): Promise<Tensor<'uint8'>>;
-export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient?: boolean, into?: Uint8Array): Promise<Tensor>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions & { readonly output?: 'uint8'; readonly normalize?: undefined }, transient?: boolean, into?: Uint8Array, borrowed?: boolean): Promise<Tensor<'uint8'>>;
+export function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient?: boolean, into?: Uint8Array, borrowed?: boolean): Promise<Tensor>;
 /**
  * `transient` (internal: decode-child.ts): the tensor may view scratch memory of this thread that the
  * next decode overwrites — for a caller that copies it out at once (NOTE [transient pixels]).
  * `into` (internal: image-decoding.ts): the memory the pixels are for (a staging row: NOTE [pixels
  * into their row]); where the route makes them in scratch memory they are copied there before this
  * returns its promise, and the tensor views `into`. Memory of another length or alignment is not used.
+ * `borrowed` (internal: image-decoding.ts): `bytes` are the caller's scratch, rewritten once this has
+ * returned its promise; whatever reads them later (sharp, in another thread) gets a copy.
  */
-export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient = false, into?: Uint8Array): Promise<Tensor> {
+export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions, transient = false, into?: Uint8Array, borrowed = false): Promise<Tensor> {
   checkDecodeOptions(options);
   const { source } = options;
   const [height, width] = options.size;
@@ -224,10 +226,13 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     throw badFile(source, 0, `cannot decode the image: not a ${SUPPORTED} file (${bytes.length === 0 ? 'it is empty' : `it starts with ${head}`})`);
   }
   const sharp = loadImageDecoder();
-  // sharp reads the bytes in another thread: give it memory nobody else writes (a shared buffer may be).
-  const input = bytes.buffer instanceof SharedArrayBuffer ? Uint8Array.from(bytes) : bytes;
+  // sharp reads the bytes in another thread: give it memory nobody else writes (a shared buffer may
+  // be; borrowed bytes are). Made at the first open, which comes before this function's first await.
+  const shared = bytes.buffer instanceof SharedArrayBuffer;
+  let copy: Uint8Array | undefined;
+  const sharpInput = () => (shared || borrowed ? (copy ??= Uint8Array.from(bytes)) : bytes);
   // See NOTE [pixels as PIL reads them]: no ICC profile, no EXIF rotation.
-  const open = () => sharp(input, { limitInputPixels: maxPixels, failOn: 'warning', pages: 1, ignoreIcc: true });
+  const open = () => sharp(sharpInput(), { limitInputPixels: maxPixels, failOn: 'warning', pages: 1, ignoreIcc: true });
   let data: Buffer;
   let info: { width: number; height: number; channels: number; size: number };
   try {
@@ -239,7 +244,7 @@ export async function decodeImage(bytes: Uint8Array, options: DecodeImageOptions
     const srcH = meta.pageHeight ?? meta.height;
     if (srcW * srcH > maxPixels) throw new Error(`Input image exceeds pixel limit (${srcW}×${srcH})`);
     // NOTE [direct libvips]: a plain JPEG's view, straight through libvips' C API; undefined sends it on to sharp.
-    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(input, header.channels, options.view, srcW, srcH, width, height, channels, source, options, transient, into) : undefined;
+    const direct = header !== undefined && options.view !== undefined && channels !== 4 ? directView(shared ? sharpInput() : bytes, header.channels, options.view, srcW, srcH, width, height, channels, source, options, transient, into) : undefined;
     if (direct instanceof Tensor) return direct;
     if (direct !== undefined) return finish(direct, height, width, channels, options);
     const cmyk = meta.space === 'cmyk';

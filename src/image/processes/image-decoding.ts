@@ -36,7 +36,7 @@
 // folder at once never runs out of file descriptors. In 'processes' mode each child reads one file
 // at a time.
 
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileAccess, invalidOption } from '../../errors.js';
@@ -220,14 +220,15 @@ export class ImageDecoding {
     }
     let bytes: Uint8Array;
     if (this.#inWorker) {
-      // NOTE [reads in a reader thread]: read here, synchronously, then decode straight into the row.
+      // NOTE [decoding in a reader thread]: read here, synchronously, into this thread's scratch, then
+      // decode straight into the row.
       signal?.throwIfAborted();
       try {
-        bytes = readFileSync(input.path);
+        bytes = readWhole(input.path);
       } catch (cause) {
         throw fileAccess(input.path, 'read the image', cause);
       }
-      return decodeImage(bytes, options, false, into);
+      return decodeImage(bytes, options, false, into, true);
     }
     await this.#reads.enter();
     try {
@@ -264,6 +265,27 @@ export class ImageDecoding {
       poolsOfCollected.register(this, this.#pool, this);
     }
     return this.#pool;
+  }
+}
+
+/**
+ * One buffer for every file a reader thread reads in 'threads' mode, grown to the largest: each is
+ * decoded (or copied, for sharp) before the next read (`decodeImage`'s `borrowed`), so a fresh
+ * ~110 KB buffer per image, and the collector's work on it, buys nothing. Per thread (module state).
+ */
+let scratch: Buffer | undefined;
+
+/** The whole file at `path`, as a view of `scratch` valid until the next call. */
+function readWhole(path: string): Uint8Array {
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    if (scratch === undefined || size > scratch.length) scratch = Buffer.allocUnsafeSlow(Math.max(1 << 20, 2 ** Math.ceil(Math.log2(size + 1))));
+    let done = 0;
+    for (let n = -1; done < size && n !== 0; done += n) n = readSync(fd, scratch, done, size - done, done);
+    return scratch.subarray(0, done);
+  } finally {
+    closeSync(fd);
   }
 }
 
