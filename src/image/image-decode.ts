@@ -34,6 +34,7 @@
 // gives torchvision's Resize + CenterCrop bytes: NOTE [views at decode]),
 // and libvips' GIF decoder gives black under transparent pixels where PIL keeps the palette colour.
 
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type sharpModule from 'sharp';
 import { badFile, invalidDatasetError, invalidOption } from '../errors.js';
@@ -415,6 +416,22 @@ function directView(
   } finally {
     decoded.release?.();
   }
+}
+
+/**
+ * Whether a view of the image at `path` would take the direct route in this thread: a plain 8-bit
+ * JPEG (its frame header), with libjpeg-turbo's crop decode and the WebAssembly resample loaded
+ * (NOTE [decode: 'auto'] in image-decoding.ts). False when the file cannot be read.
+ */
+export function directRoute(path: string): boolean {
+  if (!turboJpegAvailable() || wasmResampler() === undefined) return false;
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch {
+    return false;
+  }
+  return sniff(bytes) === 'jpeg' && jpegHeader(bytes) !== undefined;
 }
 
 /** Pixels of `components` bands to the bands asked for: a grey JPEG spread to RGB, RGB to PIL's luma. */
