@@ -6,11 +6,13 @@
 // same recipe and the same number of decoding processes; the last lines are the ratios.
 //
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
-//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda]
+//                           [--output float32|bfloat16] [--decode auto|processes|threads|gpu] [--device cuda]
 //                           [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N]
 //                           [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
-// Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
+// Per core count n: Stoker with its default `decode: 'auto'`, which on these JPEGs with a view
+// decodes in the reader threads (NOTE [decoding in a reader thread]): n reader workers, each decoding
+// straight into the batch's rows. With `--decode processes`: one reader worker driving n decode processes (`--readers r`: r reader
 // workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
 // `--shape main`: no reader worker; `--shape default`: the loader's and the source's defaults, for
 // the whole machine whatever n says; `--prefetch N`: the loader's `prefetch`, batches in flight), torchvision with num_workers n. `--rounds R` runs the two
@@ -23,6 +25,13 @@
 // `--decode gpu` is the GPU decode path: `decode: 'gpu'` on the source, batches on `--device`
 // (default cuda), bf16 with `--output bfloat16` — run on the whole machine (no decode process),
 // cores busy included.
+//
+// The decoder's ceiling (bench/images-ceiling.ts, `--no-ceiling` skips it): before each Stoker run,
+// libjpeg-turbo alone decodes exactly the boxes of the run (the same crop decode calls and DCT
+// scaling as the route, bytes in memory, no resample, no cast, no messages) in a tight loop on this
+// one thread; the summary gives Stoker's images/s ÷ (n × the loop's images/s), and the same by CPU
+// time (the loop's CPU ms an image ÷ Stoker's, every thread and child: what a loaded host does not
+// distort).
 //
 // Where Stoker's CPU goes (Linux only): after each Stoker run a `cpu` line (and the row's "cpu"
 // field) splits the steady state — from the first batch to the end of the last epoch, before
@@ -54,7 +63,7 @@ import { defaultDecodeProcesses } from '../src/image/processes/image-decoding.js
 import { type Ceiling, ceilingJobs, runCeiling } from './images-ceiling.js';
 import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, median, statFields, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch] [--no-ceiling]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode auto|processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch] [--no-ceiling]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -251,7 +260,10 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
   // decode 'gpu': the files are read on the host and decoded on the device (no reader worker, no
   // decode process); the batches stay on the device.
   const gpu = o.decode === 'gpu';
-  const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
+  // Decoding in the reader threads (decode 'threads', or 'auto' on a JPEG view: NOTE [decoding in a
+  // reader thread]), n cores are n reader workers, each its own decoder.
+  const inThreads = !gpu && source.decode === 'threads' && shape !== 'main';
+  const workers = gpu ? 0 : inThreads ? cores : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
   const each = shape === 'workers' ? 1 : shape === 'main' ? cores : Math.ceil(cores / workers);
   const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, ...(shape === 'default' && !gpu ? {} : { workers }), ...(gpu ? { device: o.device as 'cuda' } : {}), ...(o.prefetch === undefined ? {} : { prefetch: o.prefetch }) });
   let first = 0;
@@ -291,6 +303,7 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
   const cpu = snap0 && snap1 ? cpuSplit(snap0, snap1, images) : undefined;
   const common = { side: 'stoker' as const, cores, round, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000), closeS: Math.round(end - closing) / 1000, ...(cpu ? { cpu } : {}) };
   if (gpu) return { ...common, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)` };
+  if (source.decode === 'threads' && shape !== 'main') return { ...common, impl: `${o.decode}: decoded in ${readers} reader worker${readers === 1 ? '' : 's'}` };
   if (shape === 'default') {
     const each = defaultDecodeProcesses(true, readers);
     return { ...common, impl: `${o.decode}, defaults: ${readers} reader worker${readers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}` };
@@ -329,7 +342,7 @@ export async function main(args: readonly string[]): Promise<void> {
       args: [...args], strict: true, allowPositionals: false,
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
-        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
+        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'auto' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
         prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false }, 'no-ceiling': { type: 'boolean', default: false },
       },
     }));
