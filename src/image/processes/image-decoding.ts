@@ -53,7 +53,7 @@
 // synchronously (NOTE [decoding in a reader thread]); in 'processes' mode each child reads one file
 // at a time.
 
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileAccess, invalidOption } from '../../errors.js';
@@ -303,15 +303,25 @@ export class ImageDecoding {
  */
 let scratch: Buffer | undefined;
 
-/** The whole file at `path`, as a view of `scratch` valid until the next call. */
+/**
+ * The whole file at `path`, as a view of `scratch` valid until the next call: read to its end (no
+ * fstat and its Stats object per file), the scratch doubled when a file fills it.
+ */
 function readWhole(path: string): Uint8Array {
   const fd = openSync(path, 'r');
   try {
-    const size = fstatSync(fd).size;
-    if (scratch === undefined || size > scratch.length) scratch = Buffer.allocUnsafeSlow(Math.max(1 << 20, 2 ** Math.ceil(Math.log2(size + 1))));
+    scratch ??= Buffer.allocUnsafeSlow(1 << 20);
     let done = 0;
-    for (let n = -1; done < size && n !== 0; done += n) n = readSync(fd, scratch, done, size - done, done);
-    return scratch.subarray(0, done);
+    for (;;) {
+      if (done === scratch.length) {
+        const larger = Buffer.allocUnsafeSlow(2 * scratch.length);
+        scratch.copy(larger, 0, 0, done);
+        scratch = larger;
+      }
+      const n = readSync(fd, scratch, done, scratch.length - done, done);
+      if (n === 0) return scratch.subarray(0, done);
+      done += n;
+    }
   } finally {
     closeSync(fd);
   }
