@@ -70,9 +70,11 @@ export interface ImageFolderOptions {
    * ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each reader
    * worker). 'cpu': either, chosen as 'auto' chooses. 'gpu': on the device's JPEG decoder (nvJPEG on
    * CUDA, the CPU behind `sim`; docs/gpu-decode.md) — the readers only read the files. Default
-   * 'auto': 'gpu' when the device is CUDA and nvJPEG loads, else 'processes' when the machine has
-   * more than 2 cores, else 'threads' (NOTE [decode: 'auto']). The same bytes and errors either way
-   * on the CPU; the GPU's rows are the same crops within resampling tolerance.
+   * 'auto': 'gpu' when the device is CUDA and nvJPEG loads, else 'threads' for a `view` of plain
+   * JPEGs (the folder's first file; one reader thread per core, each decoding straight into the
+   * batch: NOTE [decoding in a reader thread]), else 'processes' when the machine has more than one
+   * core, else 'threads' (NOTE [decode: 'auto']). The same bytes and errors either way on the CPU;
+   * the GPU's rows are the same crops within resampling tolerance.
    */
   readonly decode?: ImageDecodeMode;
   /**
