@@ -6,11 +6,13 @@
 // same recipe and the same number of decoding processes; the last lines are the ratios.
 //
 //   npm run bench -- images [--files 4000] [--classes 100] [--cores 1,2] [--batch 64] [--dir DIR]
-//                           [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda]
+//                           [--output float32|bfloat16] [--decode auto|processes|threads|gpu] [--device cuda]
 //                           [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N]
 //                           [--python PATH (default: the first python3 that imports torch)] [--no-torch]
 //
-// Per core count n: Stoker with one reader worker driving n decode processes (`--readers r`: r reader
+// Per core count n: Stoker with its default `decode: 'auto'`, which on these JPEGs with a view
+// decodes in the reader threads (NOTE [decoding in a reader thread]): n reader workers, each decoding
+// straight into the batch's rows. With `--decode processes`: one reader worker driving n decode processes (`--readers r`: r reader
 // workers driving ceil(n / r) each; `--shape workers`: n reader workers with one decode process each;
 // `--shape main`: no reader worker; `--shape default`: the loader's and the source's defaults, for
 // the whole machine whatever n says; `--prefetch N`: the loader's `prefetch`, batches in flight), torchvision with num_workers n. `--rounds R` runs the two
@@ -23,6 +25,13 @@
 // `--decode gpu` is the GPU decode path: `decode: 'gpu'` on the source, batches on `--device`
 // (default cuda), bf16 with `--output bfloat16` — run on the whole machine (no decode process),
 // cores busy included.
+//
+// The decoder's ceiling (bench/images-ceiling.ts, `--no-ceiling` skips it): before each Stoker run,
+// libjpeg-turbo alone decodes exactly the boxes of the run (the same crop decode calls and DCT
+// scaling as the route, bytes in memory, no resample, no cast, no messages) in a tight loop on this
+// one thread; the summary gives Stoker's images/s ÷ (n × the loop's images/s), and the same by CPU
+// time (the loop's CPU ms an image ÷ Stoker's, every thread and child: what a loaded host does not
+// distort).
 //
 // Where Stoker's CPU goes (Linux only): after each Stoker run a `cpu` line (and the row's "cpu"
 // field) splits the steady state — from the first batch to the end of the last epoch, before
@@ -51,9 +60,10 @@ import { workerBoot } from '../src/base/worker-boot.js';
 import { DataLoader } from '../src/index.js';
 import { imageFolderSource } from '../src/dataset/formats/images/image-folder.js';
 import { defaultDecodeProcesses } from '../src/image/processes/image-decoding.js';
+import { type Ceiling, ceilingJobs, runCeiling } from './images-ceiling.js';
 import { UsageError, clockTicks, cpuTicksOf, fmtFixed, fmtInt, hardwareLine, median, statFields, table } from './util.js';
 
-const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch]';
+const USAGE = 'npm run bench -- images [--files N] [--classes N] [--cores 1,2] [--batch 64] [--dir DIR] [--output float32|bfloat16] [--decode auto|processes|threads|gpu] [--device cuda] [--epochs 1] [--rounds 1] [--shape worker|workers|main|default] [--readers 1] [--prefetch N] [--python PATH] [--no-torch] [--no-ceiling]';
 const MEAN = [0.485, 0.456, 0.406];
 const STD = [0.229, 0.224, 0.225];
 
@@ -199,12 +209,17 @@ function cpuSplit(a: CpuSnapshot, b: CpuSnapshot, images: number): CpuSplit | un
   };
 }
 
+/** CPU ms an image of every thread and child in steady state. */
+function cpuMsPerImage(c: CpuSplit): number {
+  return (c.coresBusy * c.steadyS * 1000) / c.images;
+}
+
 function cpuLine(c: CpuSplit): string {
   const parts = [`main thread ${c.mainUsPerImage} µs/image (${c.mainBusy.toFixed(2)} busy, ${c.mainWait.toFixed(2)} waiting for a CPU)`];
   for (const t of c.threads) parts.push(`tid ${t.tid} ${t.comm} ${t.usPerImage} µs/image (${t.busy.toFixed(2)} busy, ${t.wait.toFixed(2)} waiting for a CPU)`);
   const idle = c.childBusy.filter((x) => x.busy <= 0.02).length;
   parts.push(`${c.decodeChildren} decode process${c.decodeChildren === 1 ? '' : 'es'}${idle > 0 ? ` (${idle} idle)` : ''}: ${c.childMeanBusy.toFixed(2)} busy on average of the working ones (${c.childBusy.map((x) => x.busy.toFixed(2)).join(', ')}; their main threads ${c.childMainMeanBusy.toFixed(2)} busy, ${c.childMainMeanWait.toFixed(2)} waiting for a CPU), ${c.childUsPerImage} µs/image together`);
-  return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy`;
+  return `  cpu over ${c.steadyS.toFixed(2)} s of steady state, ${c.images} images: ${parts.join('; ')}; ${c.coresBusy.toFixed(2)} cores busy, ${cpuMsPerImage(c).toFixed(2)} CPU ms/image in all`;
 }
 
 /** CPU seconds of this process and of its children already reaped (utime, stime, cutime, cstime). */
@@ -245,7 +260,10 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
   // decode 'gpu': the files are read on the host and decoded on the device (no reader worker, no
   // decode process); the batches stay on the device.
   const gpu = o.decode === 'gpu';
-  const workers = gpu ? 0 : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
+  // Decoding in the reader threads (decode 'threads', or 'auto' on a JPEG view: NOTE [decoding in a
+  // reader thread]), n cores are n reader workers, each its own decoder.
+  const inThreads = !gpu && source.decode === 'threads' && shape !== 'main';
+  const workers = gpu ? 0 : inThreads ? cores : shape === 'workers' ? cores : shape === 'main' ? 0 : Math.min(cores, o.readers);
   const each = shape === 'workers' ? 1 : shape === 'main' ? cores : Math.ceil(cores / workers);
   const loader = await DataLoader.create(source, { batchSize: o.batch, shuffle: true, ...(shape === 'default' && !gpu ? {} : { workers }), ...(gpu ? { device: o.device as 'cuda' } : {}), ...(o.prefetch === undefined ? {} : { prefetch: o.prefetch }) });
   let first = 0;
@@ -285,6 +303,7 @@ async function stoker(dir: string, cores: number, round: number, o: { batch: num
   const cpu = snap0 && snap1 ? cpuSplit(snap0, snap1, images) : undefined;
   const common = { side: 'stoker' as const, cores, round, firstBatchS: first, imagesPerS: images / steady, coresBusy: (cpuSeconds() - cpu0) / ((end - t0) / 1000), closeS: Math.round(end - closing) / 1000, ...(cpu ? { cpu } : {}) };
   if (gpu) return { ...common, impl: `decode gpu on ${o.device} (host reads the files, the device decodes)` };
+  if (source.decode === 'threads' && shape !== 'main') return { ...common, impl: `${o.decode}: decoded in ${readers} reader worker${readers === 1 ? '' : 's'}` };
   if (shape === 'default') {
     const each = defaultDecodeProcesses(true, readers);
     return { ...common, impl: `${o.decode}, defaults: ${readers} reader worker${readers === 1 ? '' : 's'} × ${each} decode process${each === 1 ? '' : 'es'}` };
@@ -323,8 +342,8 @@ export async function main(args: readonly string[]): Promise<void> {
       args: [...args], strict: true, allowPositionals: false,
       options: {
         files: { type: 'string', default: '4000' }, classes: { type: 'string', default: '100' }, cores: { type: 'string' }, batch: { type: 'string', default: '64' },
-        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'processes' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
-        prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false },
+        dir: { type: 'string' }, output: { type: 'string', default: 'float32' }, decode: { type: 'string', default: 'auto' }, shape: { type: 'string', default: 'worker' }, readers: { type: 'string', default: '1' }, device: { type: 'string', default: 'cuda' }, epochs: { type: 'string', default: '1' }, rounds: { type: 'string', default: '1' },
+        prefetch: { type: 'string' }, python: { type: 'string' }, 'no-torch': { type: 'boolean', default: false }, 'no-ceiling': { type: 'boolean', default: false },
       },
     }));
   } catch (error) {
@@ -348,12 +367,21 @@ export async function main(args: readonly string[]): Promise<void> {
   const opts = { batch, output: v.output as 'float32', decode: v.decode as string, shape: v.shape as string, device: v.device as string, readers, prefetch: v.prefetch === undefined ? undefined : Number(v.prefetch) };
   let python = v['no-torch'] ? undefined : ((v.python as string | undefined) ?? torchPython());
   const rows: Row[] = [];
+  // The decoder's ceiling (bench/images-ceiling.ts): the same boxes, the same decoder calls, one
+  // thread, no messages; measured once per round, beside the Stoker run of that round.
+  const ceilings: { c: number; round: number; ceiling: Ceiling }[] = [];
+  const jobs = gpu || v['no-ceiling'] ? undefined : ceilingJobs(imageFolderSource(dir, { size: 224, view: 'train', decode: 'threads' }), epochs);
   // A first pass warms the page cache (and the listing cache), so that neither side pays the disk.
   await stoker(dir, cores[cores.length - 1]!, 0, { ...opts, epochs: 1 });
   // Per core count, the two sides alternately, round after round. The GPU path uses no decode
   // process: its Stoker runs are on the whole machine (n), paired with torchvision at n if asked.
   for (const c of gpu ? [...new Set([...cores, n])] : cores) {
     for (let r = 1; r <= rounds; r++) {
+      if (jobs !== undefined) {
+        const ceiling = runCeiling(jobs);
+        ceilings.push({ c, round: r, ceiling });
+        console.log(`  ceiling, round ${r}: ${ceiling.decoder} of the run's ${ceiling.images} boxes (${ceiling.shrunk} shrunk on load), one thread: ${fmtInt(ceiling.imagesPerS)} images/s, ${ceiling.cpuMsPerImage.toFixed(3)} CPU ms/image`);
+      }
       if (!gpu || c === n) {
         const row = await stoker(dir, c, r, { ...opts, epochs });
         console.log(JSON.stringify(row));
@@ -390,7 +418,12 @@ export async function main(args: readonly string[]): Promise<void> {
     // Per-round ratios: the Stoker and torchvision runs of the same round.
     const ratios = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => x.imagesPerS / y.imagesPerS));
     const sooner = s.flatMap((x) => t.filter((y) => y.round === x.round).map((y) => y.firstBatchS / x.firstBatchS));
-    return { c, s, t, ratios, sooner };
+    // Per-round fractions of the ceiling per core used: Stoker's images/s ÷ (c × the loop's images/s of that round).
+    const cl = ceilings.filter((y) => y.c === c);
+    const ofCeiling = s.flatMap((x) => cl.filter((y) => y.round === x.round).map((y) => x.imagesPerS / (c * y.ceiling.imagesPerS)));
+    // The same by CPU time (what a loaded host does not distort): the loop's CPU ms an image ÷ Stoker's, every thread and child in steady state.
+    const cpuOfCeiling = s.flatMap((x) => cl.filter((y) => y.round === x.round && x.cpu !== undefined).map((y) => y.ceiling.cpuMsPerImage / cpuMsPerImage(x.cpu!)));
+    return { c, s, t, ratios, sooner, cl, ofCeiling, cpuOfCeiling };
   }).filter((x) => x.s.length > 0 || x.t.length > 0);
   console.log(table(summary, [
     { title: 'cores', align: 'right', cell: (x) => String(x.c) },
@@ -399,9 +432,15 @@ export async function main(args: readonly string[]): Promise<void> {
     { title: 'torchvision images/s (median)', align: 'right', cell: (x) => fmtInt(med(x.t, (r) => r.imagesPerS)) },
     { title: 'ratio (median)', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${median(x.ratios).toFixed(2)}×` : '—') },
     { title: 'ratio min–max', align: 'right', cell: (x) => (x.ratios.length > 0 ? `${Math.min(...x.ratios).toFixed(2)}–${Math.max(...x.ratios).toFixed(2)}×` : '—') },
+    { title: 'ceiling images/s per core (median)', align: 'right', cell: (x) => (x.cl.length > 0 ? fmtInt(median(x.cl.map((y) => y.ceiling.imagesPerS))) : '—') },
+    { title: '÷ (cores × ceiling), median', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? median(x.ofCeiling).toFixed(2) : '—') },
+    { title: 'min–max', align: 'right', cell: (x) => (x.ofCeiling.length > 0 ? `${Math.min(...x.ofCeiling).toFixed(2)}–${Math.max(...x.ofCeiling).toFixed(2)}` : '—') },
+    { title: 'by CPU time: ceiling ms ÷ stoker ms an image', align: 'right', cell: (x) => (x.cpuOfCeiling.length > 0 ? `${median(x.cpuOfCeiling).toFixed(2)} (${Math.min(...x.cpuOfCeiling).toFixed(2)}–${Math.max(...x.cpuOfCeiling).toFixed(2)})` : '—') },
   ]));
-  for (const { c, s, ratios, sooner } of summary) {
+  for (const { c, s, ratios, sooner, ofCeiling, cpuOfCeiling } of summary) {
     const parts = [];
+    if (ofCeiling.length > 0) parts.push(`stoker / (${c} × the decoder's ceiling) ${median(ofCeiling).toFixed(2)}${ofCeiling.length > 1 ? ` (median of ${ofCeiling.length} rounds, ${Math.min(...ofCeiling).toFixed(2)}–${Math.max(...ofCeiling).toFixed(2)})` : ''}`);
+    if (cpuOfCeiling.length > 0) parts.push(`by CPU time ${median(cpuOfCeiling).toFixed(2)} of the ceiling`);
     if (s.length > 0 && oneStoker.length > 0 && c > 1) parts.push(`scaling ${(med(s, (r) => r.imagesPerS) / med(oneStoker, (r) => r.imagesPerS) / c).toFixed(2)} × cores of the 1-core throughput`);
     if (ratios.length > 0) parts.push(`stoker / torchvision ${median(ratios).toFixed(2)}× images/s${ratios.length > 1 ? ` (median of ${ratios.length} rounds, ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}×)` : ''}, first batch ${median(sooner).toFixed(2)}× sooner`);
     if (parts.length > 0) console.log(`${c} cores: ${parts.join('; ')}`);

@@ -31,7 +31,42 @@ void resample_h(const uint8_t *src, int stride, int rowFirst, int rows, uint8_t 
   const int midRow = outW * channels;
   if (channels == 3) {
     const v128_t half = wasm_i32x4_splat(HALF);
-    for (int y = 0; y < rows; y++) {
+    int y = 0;
+    // Four rows at a time: each output pixel's taps and weights are the same on every row, so a
+    // weight is splatted once for four rows and the loop's overhead is shared (the same sums, in the
+    // same order, as the one-row loop below: the same bytes).
+    for (; y + 4 <= rows; y += 4) {
+      const uint8_t *s0 = src + (y + rowFirst) * stride;
+      uint8_t *m0 = mid + y * midRow;
+      for (int xx = 0; xx < outW; xx++) {
+        const int n = count[xx];
+        const int32_t *kk = k + xx * ksize;
+        const uint8_t *s = s0 + start[xx] * 3;
+        v128_t a0 = half, a1 = half, a2 = half, a3 = half;
+        for (int x = 0; x < n; x++, s += 3) {
+          const v128_t w = wasm_i32x4_splat(kk[x]);
+          a0 = wasm_i32x4_add(a0, wasm_i32x4_mul(wasm_u32x4_extend_low_u16x8(wasm_u16x8_extend_low_u8x16(wasm_v128_load32_zero(s))), w));
+          a1 = wasm_i32x4_add(a1, wasm_i32x4_mul(wasm_u32x4_extend_low_u16x8(wasm_u16x8_extend_low_u8x16(wasm_v128_load32_zero(s + stride))), w));
+          a2 = wasm_i32x4_add(a2, wasm_i32x4_mul(wasm_u32x4_extend_low_u16x8(wasm_u16x8_extend_low_u8x16(wasm_v128_load32_zero(s + 2 * stride))), w));
+          a3 = wasm_i32x4_add(a3, wasm_i32x4_mul(wasm_u32x4_extend_low_u16x8(wasm_u16x8_extend_low_u8x16(wasm_v128_load32_zero(s + 3 * stride))), w));
+        }
+        // Rows 0 and 1 in one narrow, 2 and 3 in another: pixel r's bytes are lanes 0–2 of its i32 group.
+        const v128_t n01 = wasm_i16x8_narrow_i32x4(wasm_i32x4_shr(a0, PRECISION_BITS), wasm_i32x4_shr(a1, PRECISION_BITS));
+        const v128_t n23 = wasm_i16x8_narrow_i32x4(wasm_i32x4_shr(a2, PRECISION_BITS), wasm_i32x4_shr(a3, PRECISION_BITS));
+        const v128_t b = wasm_u8x16_narrow_i16x8(n01, n23);
+        uint8_t *o = m0 + (flip ? outW - 1 - xx : xx) * 3;
+        const uint32_t w0 = wasm_i32x4_extract_lane(b, 0), w1 = wasm_i32x4_extract_lane(b, 1);
+        const uint32_t w2 = wasm_i32x4_extract_lane(b, 2), w3 = wasm_i32x4_extract_lane(b, 3);
+        o[0] = (uint8_t)w0; o[1] = (uint8_t)(w0 >> 8); o[2] = (uint8_t)(w0 >> 16);
+        o += midRow;
+        o[0] = (uint8_t)w1; o[1] = (uint8_t)(w1 >> 8); o[2] = (uint8_t)(w1 >> 16);
+        o += midRow;
+        o[0] = (uint8_t)w2; o[1] = (uint8_t)(w2 >> 8); o[2] = (uint8_t)(w2 >> 16);
+        o += midRow;
+        o[0] = (uint8_t)w3; o[1] = (uint8_t)(w3 >> 8); o[2] = (uint8_t)(w3 >> 16);
+      }
+    }
+    for (; y < rows; y++) {
       const uint8_t *srow = src + (y + rowFirst) * stride;
       uint8_t *mrow = mid + y * midRow;
       for (int xx = 0; xx < outW; xx++) {

@@ -238,6 +238,63 @@ describe('reader workers', { timeout: SUITE_MS }, () => {
   });
 });
 
+describe('lent staging slots on the CPU (NOTE [lent slots])', { timeout: SUITE_MS }, () => {
+  /** Every row of a batch is its sample: x = [i, i + 0.5], y = i. */
+  const rowsAreTheirSamples = (b: Batch) => {
+    const y = ys(b);
+    const x = Array.from(b.get('x').data as Float32Array);
+    assert.deepEqual(x, y.flatMap((i) => [i, i + 0.5]), `batch ${b.index} changed under the user's feet`);
+  };
+
+  it('a released batch hands its staging slot back: batches are the slots themselves, no copy', async () => {
+    const loader = await make({ n: 96 }, { batchSize: 8, workers: 2, seed: 1 });
+    try {
+      let shared = 0;
+      for await (const b of loader.epoch(0)) {
+        rowsAreTheirSamples(b);
+        if ((b.get('x').data as Float32Array).buffer instanceof SharedArrayBuffer) shared++;
+        b.release();
+      }
+      assert.equal(shared, 12, 'every batch adopted its slot');
+    } finally {
+      await loader.close();
+    }
+  });
+
+  it('holding every batch of an epoch never stalls the loader, and no held batch changes (copies once the lent slots run out)', async () => {
+    const loader = await make({ n: 200, latencyMs: 1 }, { batchSize: 8, workers: 2, seed: 2, prefetch: 2 });
+    try {
+      for (let e = 0; e < 2; e++) {
+        const held = await within(HANG_MS, `epoch ${e} with every batch held`, collect(loader.epoch(e)));
+        assert.equal(held.length, 25);
+        for (const b of held) rowsAreTheirSamples(b);
+        const lent = held.filter((b) => (b.get('x').data as Float32Array).buffer instanceof SharedArrayBuffer).length;
+        assert.ok(lent <= 3, `at most LENT_SLOTS batches hold a slot, got ${lent}`);
+        for (const b of held) b.release();
+      }
+    } finally {
+      await loader.close();
+    }
+  });
+
+  it('batches dropped without release() keep their slots lent; the loader copies from then on and still finishes', async () => {
+    const loader = await make({ n: 120 }, { batchSize: 8, workers: 1, seed: 4, prefetch: 2 });
+    try {
+      const dropAll = async (e: number) => {
+        let n = 0;
+        for await (const b of loader.epoch(e)) {
+          rowsAreTheirSamples(b);
+          n++;
+        }
+        return n;
+      };
+      for (let e = 0; e < 3; e++) assert.equal(await within(HANG_MS, `epoch ${e} with every batch dropped unreleased`, dropAll(e)), 15);
+    } finally {
+      await within(HANG_MS, 'close', loader.close());
+    }
+  });
+});
+
 describe('the RAM sample cache', { timeout: SUITE_MS }, () => {
   for (const workers of [0, 2]) {
     it(`serves later epochs without source reads (${workers} workers)`, async () => {

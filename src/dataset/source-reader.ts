@@ -24,6 +24,13 @@ export interface StagedBatch {
   readonly owned: boolean;
   /** Called once the rows were copied out (staging memory goes back to its ring). */
   readonly done?: () => void;
+  /**
+   * Ask to keep the rows where they are, in staging, until `done` (the CPU device then adopts them
+   * as the batch's memory instead of copying them out): true when the ring can spare the slot, and
+   * `done` must then be called when the batch lets go of them; false: copy as usual (NOTE [lent
+   * slots], reader-pool.ts).
+   */
+  readonly lend?: () => boolean;
 }
 
 /** Samples read at once by readAll (async reads of one chunk run together; a failed chunk is re-read sample by sample). */

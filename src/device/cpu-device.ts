@@ -47,6 +47,11 @@ export class CpuDevice implements Device {
 
   upload(staged: StagedBatch): DeviceBatch {
     if (staged.owned) return this.#adopt(staged.tensors as readonly Tensor[]);
+    // NOTE [lent slots] (reader-pool.ts): the staging slot itself becomes the batch's memory until it is released.
+    if (staged.done !== undefined && staged.lend?.() === true) {
+      const done = staged.done;
+      return { tensors: staged.tensors as readonly Tensor[], free: done };
+    }
     let bytes = 0;
     for (const t of staged.tensors as readonly Tensor[]) bytes += t.byteLength;
     this.#pool.keepAtLeast(Math.min(KEPT_BATCHES * bytes, KEPT_MAX_BYTES));

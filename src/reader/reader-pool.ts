@@ -75,6 +75,9 @@ interface Job {
   readonly reject: (e: unknown) => void;
 }
 
+/** Slots lent to batches at most (NOTE [lent slots]): the batch in use, the one before it, one more. */
+export const LENT_SLOTS = 3;
+
 export class ReaderPool implements Fetcher {
   readonly #opts: ReaderPoolOptions;
   readonly #layout: SlotLayout;
@@ -92,6 +95,8 @@ export class ReaderPool implements Fetcher {
   #started = 0;
   /** The most slots the ring may hold (the epoch's in-flight bound); more fetches wait for a slot. */
   #limit = Number.POSITIVE_INFINITY;
+  /** Slots lent to batches now (NOTE [lent slots]). */
+  #lent = 0;
   /** Fetches waiting for a slot, in order (NOTE [A bounded ring]). */
   readonly #waiting: (() => void)[] = [];
 
@@ -142,6 +147,20 @@ export class ReaderPool implements Fetcher {
    * is done without waiting for another upload: NOTE [Follow-ups run without a next call],
    * stream-memory.ts); each happens in finite time, so the wait ends.
    */
+  /**
+   * NOTE [lent slots] On the CPU a batch's rows would be copied out of their staging slot into the
+   * batch's own memory (the CPU's "upload": ~0.15 ms of the main thread an image of 224² float32 on
+   * the 2-core VM, a memory-bound copy). Instead the device may ask to keep the slot as the batch's
+   * memory (`StagedBatch.lend`) until the batch is released (`done`). A lent slot does not count
+   * toward the ring's bound (`ringLimit`): a fetch never waits for a slot a user holds, so holding
+   * batches can never stall the loader. At most LENT_SLOTS are lent at once; past that (a user who
+   * keeps batches, or drops them without `release()`, whose slots then stay lent until the loader
+   * closes) the rows are copied as before. So staging holds at most ringLimit + LENT_SLOTS slots.
+   */
+  get lent(): number {
+    return this.#lent;
+  }
+
   set ringLimit(slots: number) {
     this.#limit = Math.max(1, slots);
   }
@@ -150,7 +169,8 @@ export class ReaderPool implements Fetcher {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#closing) return Promise.reject(loaderClosedError('the reader pool is closed'));
     signal.throwIfAborted();
-    if (this.#free.length > 0 || this.#slots.length < this.#limit) return this.#start(sampleIds, signal, inFlight, keys);
+    // NOTE [lent slots]: a slot a batch holds is not the ring's.
+    if (this.#free.length > 0 || this.#slots.length - this.#lent < this.#limit) return this.#start(sampleIds, signal, inFlight, keys);
     return new Promise<StagedBatch>((resolve, reject) => {
       const go = () => {
         signal.removeEventListener('abort', abort);
@@ -328,13 +348,21 @@ export class ReaderPool implements Fetcher {
       const views = slotViews(this.#opts.schema, this.#layout, this.#slots[job.slot]!, rows);
       const tensors = this.#opts.schema.fields.map((f, i) => trustedTensor(f.dtype, views[i]!, [rows, ...f.shape]));
       let released = false;
+      let lent = false;
       job.resolve({
         tensors,
         owned: false,
         done: () => {
           if (released) return;
           released = true;
+          if (lent) this.#lent--;
           this.#release(job.slot);
+        },
+        lend: () => {
+          if (released || lent || this.#lent >= LENT_SLOTS) return false;
+          lent = true;
+          this.#lent++;
+          return true;
         },
       });
     }

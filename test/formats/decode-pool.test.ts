@@ -57,10 +57,10 @@ before(async () => {
 after(() => rmSync(root, { recursive: true, force: true }));
 
 describe('reader threads with decode processes', () => {
-  it('a source decoding in processes asks for one reader thread per 16 cores; in threads it leaves the default', () => {
+  it('a source decoding in processes asks for one reader thread per 16 cores; decoding in threads, one per core', () => {
     assert.deepEqual([1, 2, 4, 16, 17, 32, 64].map((c) => readerThreadsFor('processes', c)), [1, 1, 1, 1, 2, 2, 4]);
     assert.equal(readerThreadsFor('processes'), Math.max(1, Math.min(availableParallelism() - 1, Math.ceil(availableParallelism() / 16))));
-    assert.equal(readerThreadsFor('threads'), undefined);
+    assert.deepEqual([1, 2, 16].map((c) => readerThreadsFor('threads', c)), [1, 2, 16]);
     assert.equal(readerThreadsFor(undefined), undefined);
   });
 
@@ -422,6 +422,9 @@ describe('ImageDecoding (the per-copy decoding every image source shares)', { ti
     assert.equal(resolveDecodeMode('auto', [63, 64]), 'threads');
     assert.equal(resolveDecodeMode('threads', [512, 512]), 'threads');
     assert.equal(resolveDecodeMode('processes', [1, 1]), 'processes');
+    // NOTE [decoding in a reader thread]: images on the direct route decode in the reader threads under 'auto' only.
+    assert.equal(resolveDecodeMode('auto', [224, 224], true), 'threads');
+    assert.equal(resolveDecodeMode('processes', [224, 224], true), 'processes');
     assert.deepEqual(largestSize([[8, 8], [100, 50], [60, 60]]), [100, 50]);
     assert.equal(new ImageDecoding(imageDecodeShare({}), largestSize([[8, 8], [64, 64]]), false).mode, multi ? 'processes' : 'threads');
     assert.throws(() => imageDecodeShare({ decode: 'fork' as never }), { code: 'ERR_INVALID_OPTION', message: /`decode`/ });

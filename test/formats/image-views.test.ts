@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tableToIPC } from 'apache-arrow';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
@@ -123,6 +123,43 @@ describe('decode-time views (image folders)', { timeout: SUITE_MS }, () => {
       }
     });
   }
+
+  it("a view of plain JPEGs decodes in the reader threads under decode 'auto' (straight into the rows), the bytes of decode processes; other images keep processes", async () => {
+    // NOTE [decoding in a reader thread] (image-decoding.ts).
+    const jpegs = join(root, 'jpegs');
+    const px = Buffer.alloc(97 * 83 * 3);
+    for (let i = 0; i < px.length; i++) px[i] = (i * 37 + (i >> 7) * 11) & 255;
+    for (const cls of ['a', 'b']) {
+      mkdirSync(join(jpegs, cls), { recursive: true });
+      for (let i = 0; i < 5; i++) writeFileSync(join(jpegs, cls, `${i}.jpg`), await sharp(px, { raw: { width: 97, height: 83, channels: 3 } }).rotate(90 * i).jpeg({ quality: 90 }).toBuffer());
+    }
+    assert.equal(imageFolderSource(dir, { size: 64, view: 'train' }).decode, availableParallelism() > 1 ? 'processes' : 'threads', 'PNGs keep the processes');
+    const bytesOf = (t: { data: ArrayBufferView }) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    for (const more of [{ output: 'float32' }, { output: 'bfloat16', layout: 'hwc' }, { output: 'uint8', normalize: undefined }] as const) {
+      const options = { size: 24, view: 'train', normalize: { mean: MEAN, std: STD }, ...more } as const;
+      const auto = imageFolderSource(jpegs, options);
+      const procs = imageFolderSource(jpegs, { ...options, decode: 'processes', decodeProcesses: 1 });
+      assert.equal(auto.decode, 'threads', 'a JPEG view decodes in the reader threads');
+      assert.equal(auto.readerWorkers, availableParallelism());
+      const a = await DataLoader.create(auto, { batchSize: 4, shuffle: true, seed: 9, augment: 2, workers: 2 });
+      const b = await DataLoader.create(procs, { batchSize: 4, shuffle: true, seed: 9, augment: 2, workers: 1 });
+      try {
+        for (const epoch of [0, 1]) {
+          const [x, y] = await within(HANG_MS, `epoch ${epoch}`, Promise.all([collect(a.epoch(epoch)), collect(b.epoch(epoch))]));
+          assert.equal(x.length, 5);
+          x.forEach((batch, k) => {
+            assert.deepEqual([...batch.picks], [...y[k]!.picks]);
+            assert.ok(bytesOf(batch.get('image')).equals(bytesOf(y[k]!.get('image'))), `${JSON.stringify(more)} epoch ${epoch} batch ${k}: the same bytes`);
+          });
+        }
+      } finally {
+        await a.close();
+        await b.close();
+        await auto.close();
+        await procs.close();
+      }
+    }
+  });
 
   for (const kind of ['tarShards', 'arrow'] as const) {
     it(`${kind} image fields take a view too: each epoch's crops are the picks' boxes`, async () => {

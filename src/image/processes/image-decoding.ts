@@ -29,13 +29,31 @@
 // processes scale with cores; on 2 quiet cores (bench sources, 2048 JPEGs → 224², 3 rounds) the
 // image folder reached 1.92× the one-core loop with processes and 1.51× with threads. A reply from
 // a child costs the parent ~100 µs, more than decoding a small image: for the demo's 32 × 32 PNGs
-// threads are faster (epoch 1: 1 550 vs 1 306 images/s), hence the size floor.
+// threads are faster (epoch 1: 1 550 vs 1 306 images/s), hence the size floor. A source whose
+// images take the direct route (`ImageDecodeShare.direct`: a view of plain 8-bit JPEGs, libjpeg-turbo
+// and WebAssembly loaded) decodes in its reader threads whatever the machine: NOTE [decoding in a
+// reader thread].
 //
-// In 'threads' mode a path input is read asynchronously, at most READS_IN_FLIGHT at a time per
-// copy: a slow store is served with many requests in flight, and a loader that asks for a whole
-// folder at once never runs out of file descriptors. In 'processes' mode each child reads one file
+// NOTE [decoding in a reader thread] The direct route (NOTE [crop decode], NOTE [resample in
+// WebAssembly]) never touches libvips: libjpeg-turbo's handle and the WebAssembly instance are per
+// thread and every call is synchronous, so reader threads decode side by side without the contention
+// that made sharp need processes. In a reader thread the file is read synchronously into the thread's
+// scratch and the view is decoded, resampled and cast, then copied from the module's memory straight
+// into the sample's staging row (ReadContext.rows) — one copy, no message, no array per image — and
+// the batch then adopts its staging slot (NOTE [lent slots], reader-pool.ts): no copy on the main
+// thread either. Measured on the 2-core VM (bench images, RandomResizedCrop 224 + flip + normalize,
+// float32, one core, CPU ms an image of every thread and child): 1 reader × 1 decode process 3.48–4.0
+// (decode process 2.75–3.1, reader 0.55–0.72, main 0.03–0.19), 1 reader decoding in its thread 2.47
+// (reader 2.31, main 0.01; the decoder alone, the bench's ceiling: 1.23–1.33). Sources that are not
+// direct (sharp's formats and conversions) keep 'processes' under 'auto'.
+//
+// In 'threads' mode on the main thread a path input is read asynchronously, at most READS_IN_FLIGHT
+// at a time per copy: a slow store is served with many requests in flight, and a loader that asks
+// for a whole folder at once never runs out of file descriptors. A reader thread reads each file
+// synchronously (NOTE [decoding in a reader thread]); in 'processes' mode each child reads one file
 // at a time.
 
+import { closeSync, openSync, readSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileAccess, invalidOption } from '../../errors.js';
@@ -78,8 +96,13 @@ export const CORES_PER_READER = 16;
 /** See NOTE [reader threads with decode processes]. */
 export const FREE_CORES_ABOVE = 4;
 
-/** The reader threads a source asks for (`Dataset.readerWorkers`): see NOTE [reader threads with decode processes]. */
+/**
+ * The reader threads a source asks for (`Dataset.readerWorkers`): see NOTE [reader threads with
+ * decode processes]; decoding in the reader threads, one per core (NOTE [decoding in a reader
+ * thread]: the main thread's share is a message a batch).
+ */
 export function readerThreadsFor(mode: 'threads' | 'processes' | undefined, cores = availableParallelism()): number | undefined {
+  if (mode === 'threads') return Math.max(1, cores);
   return mode === 'processes' ? Math.max(1, Math.min(cores - 1, Math.ceil(cores / CORES_PER_READER))) : undefined;
 }
 
@@ -124,6 +147,12 @@ export interface ImageDecodeShare {
   /** The GPU route asked for: 'gpu', 'auto' (GPU when the device can), 'off' (the CPU only). */
   readonly gpu: GpuDecodeRequest;
   readonly decodeProcesses: number | undefined;
+  /**
+   * The source's images take the direct route (a plain 8-bit JPEG's view through libjpeg-turbo and
+   * the WebAssembly resample, all in the calling thread): 'auto' then decodes in the reader threads
+   * (NOTE [decoding in a reader thread]). Set by the source on the main thread, from its first file.
+   */
+  readonly direct?: boolean;
   /** Live copies opened by reader workers (shared memory, one int32): how 'processes' divides the cores among them. */
   readonly workerCopies: Int32Array;
 }
@@ -158,9 +187,9 @@ export function checkDecodeProcesses(n: unknown): number | undefined {
   return n as number;
 }
 
-/** 'auto' resolved for outputs of `size` (the largest a source decodes); see NOTE [decode: 'auto']. */
-export function resolveDecodeMode(mode: 'threads' | 'processes' | 'auto', size: readonly [number, number]): 'threads' | 'processes' {
-  if (mode === 'auto') return availableParallelism() > AUTO_PROCESSES_ABOVE && size[0] * size[1] >= AUTO_PROCESSES_MIN_PIXELS ? 'processes' : 'threads';
+/** 'auto' resolved for outputs of `size` (the largest a source decodes), `direct` the share's; see NOTE [decode: 'auto']. */
+export function resolveDecodeMode(mode: 'threads' | 'processes' | 'auto', size: readonly [number, number], direct = false): 'threads' | 'processes' {
+  if (mode === 'auto') return !direct && availableParallelism() > AUTO_PROCESSES_ABOVE && size[0] * size[1] >= AUTO_PROCESSES_MIN_PIXELS ? 'processes' : 'threads';
   return mode;
 }
 
@@ -193,7 +222,7 @@ export class ImageDecoding {
   /** `size`: the largest output size the copy decodes to (resolves 'auto'); `inWorker`: the copy is a reader worker's. */
   constructor(share: ImageDecodeShare, size: readonly [number, number], inWorker: boolean) {
     this.#share = share;
-    this.mode = resolveDecodeMode(share.decode, size);
+    this.mode = resolveDecodeMode(share.decode, size, share.direct === true);
     this.#inWorker = inWorker;
     if (inWorker) Atomics.add(share.workerCopies, 0, 1);
   }
@@ -215,9 +244,20 @@ export class ImageDecoding {
     if (this.mode === 'processes') return this.#decodePool().decode(input, options, signal, into);
     if (input instanceof Uint8Array) {
       signal?.throwIfAborted();
-      return decodeImage(input, options);
+      return decodeImage(input, options, false, into);
     }
     let bytes: Uint8Array;
+    if (this.#inWorker) {
+      // NOTE [decoding in a reader thread]: read here, synchronously, into this thread's scratch, then
+      // decode straight into the row.
+      signal?.throwIfAborted();
+      try {
+        bytes = readWhole(input.path);
+      } catch (cause) {
+        throw fileAccess(input.path, 'read the image', cause);
+      }
+      return decodeImage(bytes, options, false, into, true);
+    }
     await this.#reads.enter();
     try {
       signal?.throwIfAborted();
@@ -228,7 +268,7 @@ export class ImageDecoding {
     } finally {
       this.#reads.leave();
     }
-    return decodeImage(bytes, options);
+    return decodeImage(bytes, options, false, into);
   }
 
   /** Stop the decode processes (waiting until they are gone); decodes still waiting for them fail. A later decode starts new ones. */
@@ -253,6 +293,37 @@ export class ImageDecoding {
       poolsOfCollected.register(this, this.#pool, this);
     }
     return this.#pool;
+  }
+}
+
+/**
+ * One buffer for every file a reader thread reads in 'threads' mode, grown to the largest: each is
+ * decoded (or copied, for sharp) before the next read (`decodeImage`'s `borrowed`), so a fresh
+ * ~110 KB buffer per image, and the collector's work on it, buys nothing. Per thread (module state).
+ */
+let scratch: Buffer | undefined;
+
+/**
+ * The whole file at `path`, as a view of `scratch` valid until the next call: read to its end (no
+ * fstat and its Stats object per file), the scratch doubled when a file fills it.
+ */
+function readWhole(path: string): Uint8Array {
+  const fd = openSync(path, 'r');
+  try {
+    scratch ??= Buffer.allocUnsafeSlow(1 << 20);
+    let done = 0;
+    for (;;) {
+      if (done === scratch.length) {
+        const larger = Buffer.allocUnsafeSlow(2 * scratch.length);
+        scratch.copy(larger, 0, 0, done);
+        scratch = larger;
+      }
+      const n = readSync(fd, scratch, done, scratch.length - done, done);
+      if (n === 0) return scratch.subarray(0, done);
+      done += n;
+    }
+  } finally {
+    closeSync(fd);
   }
 }
 

@@ -33,7 +33,7 @@ import { fileAccess, indexOutOfRange, invalidOption, show } from '../../../error
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
 import { type Reopenable, type SourceSpec, kSourceSpec } from '../../source-spec.js';
-import { DEFAULT_MAX_INPUT_PIXELS, type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, loadImageDecoder, outputOf } from '../../../image/image-decode.js';
+import { DEFAULT_MAX_INPUT_PIXELS, type ImageChannels, type ImageFit, type ImageLayout, type ImageNormalize, type ImageOutput, checkDecodeOptions, directRoute, loadImageDecoder, outputOf } from '../../../image/image-decode.js';
 import { type EncodedImages, kEncodedImages } from './encoded-images.js';
 import { type ImageViewShare, imageViewShare, keyedView } from '../../../image/image-view.js';
 import { type FolderIndexMode, type FolderListing, type ListingOrigin, listFolder, listFolderAsync, pathBytes, pathString } from './folder-listing.js';
@@ -70,9 +70,11 @@ export interface ImageFolderOptions {
    * ~2.5 cores. 'threads': in the thread that reads the dataset (the main thread, or each reader
    * worker). 'cpu': either, chosen as 'auto' chooses. 'gpu': on the device's JPEG decoder (nvJPEG on
    * CUDA, the CPU behind `sim`; docs/gpu-decode.md) — the readers only read the files. Default
-   * 'auto': 'gpu' when the device is CUDA and nvJPEG loads, else 'processes' when the machine has
-   * more than 2 cores, else 'threads' (NOTE [decode: 'auto']). The same bytes and errors either way
-   * on the CPU; the GPU's rows are the same crops within resampling tolerance.
+   * 'auto': 'gpu' when the device is CUDA and nvJPEG loads, else 'threads' for a `view` of plain
+   * JPEGs (the folder's first file; one reader thread per core, each decoding straight into the
+   * batch: NOTE [decoding in a reader thread]), else 'processes' when the machine has more than one
+   * core, else 'threads' (NOTE [decode: 'auto']). The same bytes and errors either way on the CPU;
+   * the GPU's rows are the same crops within resampling tolerance.
    */
   readonly decode?: ImageDecodeMode;
   /**
@@ -278,10 +280,12 @@ function checkFolderOptions(dir: string, options: ImageFolderOptions): { root: s
   const make = (listing: FolderListing, origin: ListingOrigin): ImageFolder => {
     // sharp must be loaded by the main thread before reader workers use it (see image-decode.ts).
     loadImageDecoder();
+    // NOTE [decode: 'auto']: the first file tells whether the folder's images take the direct route.
+    const direct = views.view !== undefined && (options.channels ?? 3) !== 4 && listing.ends.length > 0 && !listing.raw.includes(0) && directRoute(join(root, pathString(listing, 0)));
     return new ImageFolder({
       dir: root, listing, origin, size: [size[0], size[1]],
       channels: options.channels ?? 3, layout: options.layout ?? 'chw', fit: options.fit ?? 'center-crop', maxInputPixels: options.maxInputPixels,
-      ...share, ...views,
+      ...share, direct, ...views,
     });
   };
   return { root, extensions, index, make };
