@@ -310,6 +310,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
     const o = this.#opts;
     const pool = parts?.pool;
     const disk = parts?.disk;
+    const remote = remoteStats();
     return describeLoader({
       device: this.#device.name, resident: this.isResident, route: this.#route(), workers: parts?.readers?.workers ?? 0,
       datasetLength: this.#datasetLength, augment: o.augment, picks: this.length, batchSize: o.batchSize, numBatches: this.numBatches, dropLast: o.dropLast,
@@ -319,6 +320,7 @@ export class DataLoader<T extends AnyTensor = Tensor> implements AsyncIterable<B
       ramMaxUsage: o.ramMaxUsage, ramShare: o.ramShare, vramMaxUsage: o.vramMaxUsage,
       prefetch: this.#governor !== undefined ? { depth: this.#governor.capacity, pinned: this.#governor.userOwned } : undefined,
       world: o.world, epochsRun: this.#history.length,
+      ...(remote.requests > 0 ? { remote } : {}),
     });
   }
 

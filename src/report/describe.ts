@@ -29,6 +29,8 @@ export interface LoaderFacts {
   readonly prefetch?: { readonly depth: number; readonly pinned: boolean };
   readonly world: World;
   readonly epochsRun: number;
+  /** Remote files this process's node caches fetched or found (absent: none asked). */
+  readonly remote?: { readonly requests: number; readonly bytes: number; readonly downloads: number; readonly hits: number; readonly retries: number; readonly waited: number; readonly evictions: number };
 }
 
 const ROUTES: Record<EpochRoute, string> = {
@@ -55,6 +57,9 @@ export function describeLoader(f: LoaderFacts): string {
     ['epoch', `${int(f.picks)} picks (${int(f.datasetLength)} samples × augment ${f.augment}), batch ${int(f.batchSize)}, ${int(f.numBatches)} batches${f.dropLast ? ' (short last batch dropped)' : ''}; ${int(f.epochsRun)} run so far`],
     ['tiers', tiers.length > 0 ? tiers.join('; ') : f.resident ? 'none needed (resident)' : 'none (every read goes to the source)'],
     ['budgets', budgets.join('; ')],
+    ...(f.remote !== undefined
+      ? [['remote', `${int(f.remote.requests)} requests, ${int(f.remote.downloads)} files downloaded (${bytes(f.remote.bytes)}), ${int(f.remote.hits)} found in the node cache, ${int(f.remote.waited)} waited for another downloader, ${int(f.remote.retries)} retries, ${int(f.remote.evictions)} evictions (main thread)`] as [string, string]]
+      : []),
     ['world', w.worldSize > 1 ? `rank ${w.rank} of ${w.worldSize}${w.localRank !== undefined ? ` (local rank ${w.localRank})` : ''}, from ${w.launcher}` : 'one process'],
   ];
   const width = Math.max(...lines.map(([k]) => k.length));

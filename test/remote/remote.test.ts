@@ -126,6 +126,7 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
       const loader = await DataLoader.create(await sources.tarShards(`s3://${BUCKET}/shards/train-{0..2}.tar`, TAR), { batchSize: 5 });
       const { remote } = loader.stats();
       assert.ok(remote.downloads >= SHARDS + 3 && remote.hits >= 2 * SHARDS && remote.bytes > 0 && remote.requests > remote.downloads, JSON.stringify(remote));
+      assert.match(loader.describe(), /remote +\d+ requests, \d+ files downloaded \(.+\), \d+ found in the node cache/);
       await loader.close();
     } finally {
       for (const k of ['STOKER_CACHE_DIR', 'AWS_ENDPOINT_URL_S3', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION']) delete process.env[k];
