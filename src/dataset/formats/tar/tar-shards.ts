@@ -102,7 +102,7 @@ export interface TarShardsOptions {
   /**
    * Remote shards (`s3://`, `http(s)://`): the node cache and the store — `dir`, `bytes`, `s3`
    * (endpoint, region, credentials…), `retry` (see docs/remote.md). Default: the environment's
-   * (STOKER_CACHE_DIR, STOKER_CACHE_BYTES, AWS_*). With `index: 'beside'`, the manifest of the
+   * (the cacheDir and cacheBytes switches of docs/env.md, AWS_*). With `index: 'beside'`, the manifest of the
    * shards' indexes is also written beside them (an S3 PUT), where every node finds it.
    */
   readonly remote?: RemoteOptions;
