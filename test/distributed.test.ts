@@ -2,12 +2,15 @@
 // rank, explicit rank/worldSize), from each launcher's environment variables, and end to end under
 // a real launcher (Open MPI's mpirun, 2–4 processes) running examples/ranks.ts.
 
+// @ts-expect-error: a JavaScript module of the launcher, without types
+import { distCurrent } from '../bin/dist-current.js';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import ts from 'typescript';
 import { promisify } from 'node:util';
 import { DataLoader, type LoaderOptions, LoaderError, type Tensor, sources } from '../src/index.js';
 import { detectLaunch, rankDevice, resolveWorld } from '../src/distributed/launch.js';
@@ -364,10 +367,34 @@ const mpirun = (() => {
 const run = promisify(execFile);
 const EXAMPLE = new URL('../examples/ranks.ts', import.meta.url).pathname;
 
+/**
+ * How each rank starts: `node --import tsx examples/ranks.ts`, or, when dist/ is current (as CI's
+ * `npm ci` builds it), the example compiled here (types erased) over dist/ under plain node: the
+ * same program over the same library, without tsx compiling the sources in every rank (seconds of
+ * CPU each on the 2-core VM; 20 ranks start here).
+ */
+let rankCommand: string[] = ['--import', 'tsx', EXAMPLE];
+let compiledDir: string | undefined;
+
+function compileExample(): void {
+  if (!(distCurrent() as boolean)) return;
+  const source = readFileSync(EXAMPLE, 'utf8');
+  const from = "from '../src/index.js'";
+  assert.ok(source.includes(from), `examples/ranks.ts imports ${from}`);
+  const dist = new URL('../dist/index.js', import.meta.url).href;
+  const js = ts.transpileModule(source.replace(from, `from ${JSON.stringify(dist)}`), {
+    fileName: EXAMPLE, compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, sourceMap: false },
+  }).outputText;
+  compiledDir = mkdtempSync(join(tmpdir(), 'stoker-ranks-'));
+  const file = join(compiledDir, 'ranks.mjs');
+  writeFileSync(file, js);
+  rankCommand = [file];
+}
+
 async function launch(np: number, args: string[]): Promise<{ ids: number[][][]; lines: { rank: number; worldSize: number; launcher: string }[] }> {
   const out = mkdtempSync(join(tmpdir(), 'stoker-mpi-'));
   try {
-    const { stdout } = await run(mpirun!, ['--allow-run-as-root', '--oversubscribe', '-np', String(np), process.execPath, '--import', 'tsx', EXAMPLE, '--out', out, ...args], { timeout: CHILD_MS });
+    const { stdout } = await run(mpirun!, ['--allow-run-as-root', '--oversubscribe', '-np', String(np), process.execPath, ...rankCommand, '--out', out, ...args], { timeout: CHILD_MS });
     const lines = stdout.trim().split('\n').map((l) => JSON.parse(l));
     const ids = range(np).map((r) => JSON.parse(readFileSync(join(out, `rank-${r}.json`), 'utf8')).epochs as number[][]);
     return { ids, lines };
@@ -377,6 +404,10 @@ async function launch(np: number, args: string[]): Promise<{ ids: number[][][]; 
 }
 
 describe('under mpirun', { skip: mpirun === undefined ? 'mpirun not installed (apt-get install openmpi-bin)' : false, timeout: SUITE_MS }, () => {
+  before(compileExample);
+  after(() => {
+    if (compiledDir !== undefined) rmSync(compiledDir, { recursive: true, force: true });
+  });
   it("3 ranks, 'drop': the delivered ids of all ranks partition each epoch (minus n mod 3)", async () => {
     const { ids, lines } = await launch(3, ['--samples', '1000', '--batch', '32', '--shards', 'drop', '--epochs', '2']);
     assert.deepEqual(sorted(lines.map((l) => l.rank)), [0, 1, 2]);

@@ -4,33 +4,37 @@
 // /usr/bin/python3 or its torch is missing (CI installs python3-torch; see .ci/run).
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { tableFromArrays, tableToIPC } from 'apache-arrow';
 import { CHILD_MS, TEST_MS } from './fixtures.js';
-import { BIN, scenario } from './fixtures/python-client.js';
+import { BIN, ScenarioRunner, scenario } from './fixtures/python-client.js';
 import { range, shmLeft, skip, sorted } from './fixtures/serve-shm-route.js';
+
+// The scenarios run one after the other in one interpreter (torch imported once), except those that end
+// in their own process's death (consumer_dies), each in a python process of its own.
+const runner = new ScenarioRunner();
+const run = (name: string, args: Record<string, unknown> = {}) => runner.run(name, args);
+after(() => runner.close());
 
 
 describe('the Python client over CUDA IPC, the parts that run without a GPU', { skip }, () => {
-  it('passes a CUDA IPC handle to the driver byte for byte, NUL bytes included', () => {
+  it('passes a CUDA IPC handle to the driver byte for byte, NUL bytes included', async () => {
     // A CUipcMemHandle is binary: a c_char field would keep only the bytes before the first NUL.
     const handle = Buffer.from(Array.from({ length: 64 }, (_, i) => (i % 5 === 1 ? 0 : (i * 37 + 11) & 0xff)));
-    const python = `import sys; sys.path.insert(0, sys.argv[1]); from stoker._cuda import ipc_handle\nprint(bytes(ipc_handle(sys.argv[2])).hex())\ntry:\n    ipc_handle('00' * 63)\nexcept ValueError as e:\n    print(e)`;
-    const out = execFileSync('/usr/bin/python3', ['-c', python, fileURLToPath(new URL('../python', import.meta.url)), handle.toString('hex')], { encoding: 'utf8', timeout: CHILD_MS }).trim().split('\n');
-    assert.equal(out[0], handle.toString('hex'));
-    assert.match(out[1]!, /has 64 bytes, got 63/);
+    const { out } = await run('ipc_handle', { handle: handle.toString('hex') });
+    assert.equal(out.bytes, handle.toString('hex'));
+    assert.match(String(out.short), /has 64 bytes, got 63/);
   });
 });
 
 describe('the Python client over CUDA IPC, its logic against canned frames and a fake IPC layer (no GPU)', { skip }, () => {
   for (const recycle of ['next', 'auto'] as const) {
     it(`recycle="${recycle}": waits on each batch's ready event before handing it out, makes tensors ${recycle === 'next' ? 'once per layout' : 'per batch'}, and sends each release line with the event recorded for it`, async () => {
-      const { out } = await scenario('cuda_logic', { recycle });
+      const { out } = await run('cuda_logic', { recycle });
       const log = out.log as [string, ...number[]][];
       const values = out.values as number[];
       assert.deepEqual(values, [0, 4096, 0, 4096, 0, 4096], 'each batch views its layout\'s offset');
@@ -68,7 +72,7 @@ describe('the Python client\u2019s sources of several files, as Stoker\u2019s so
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('{"image": "x.npy", "label": "y.npy"}, a lone .npy (named after its stem), a list of .npy, Arrow or tar files, a shard pattern, an image folder with its options; mixed formats refused naming the file', async () => {
-    const { out } = await scenario('files', { dir });
+    const { out } = await run('files', { dir });
     const named = out.named as { names: string[]; image: number[]; label: number[] };
     assert.deepEqual(named.names, ['image', 'label']);
     assert.deepEqual(named.image, range(24), 'each row its sample, in order (shuffle=False)');
@@ -93,7 +97,7 @@ describe('the Python client\u2019s sources of several files, as Stoker\u2019s so
 
 describe('the Python client finds the loader (NOTE [Finding the loader], python/stoker/torch.py)', { skip, timeout: TEST_MS * 2 }, () => {
   it("from a project's node_modules/.bin/stoker (a symlink, as npm makes it) walking up from the working directory, STOKER_JS as an override, the checkout it is imported from, then `stoker` on PATH; where it looked when nothing is found", async () => {
-    const { out } = await scenario('find', { bin: BIN });
+    const { out } = await run('find', { bin: BIN });
     const node = ['node'];
     assert.deepEqual(out.project, { command: [...node, out.projectBin] }, `the project's, before the checkout the package is imported from: ${JSON.stringify(out.project)}`);
     assert.deepEqual(out.projectRuns, { rows: [32, 32], started: [...node, out.projectBin] }, JSON.stringify(out.projectRuns));
@@ -142,7 +146,7 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
   it('a consumer killed while holding batches has them freed, the server says so, and the next client gets a whole epoch', async () => {
     const died = await scenario('consumer_dies', { socket, take: 2, gather: false });
     assert.equal(died.out.took, 2);
-    const full = await scenario('consumer_full', { socket, gather: false });
+    const full = await run('consumer_full', { socket, gather: false });
     assert.deepEqual(sorted(full.out.ids), range(640));
     assert.match(stderr, /client 0 disconnected( \(read ECONNRESET\))? holding [12] batch(es)?; freed them/);
   });
@@ -151,7 +155,7 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
     const before = stderr.length;
     const died = await scenario('consumer_dies', { socket, take: 2, gather: true });
     assert.equal(died.out.took, 2);
-    const full = await scenario('consumer_full', { socket, gather: true });
+    const full = await run('consumer_full', { socket, gather: true });
     assert.equal(full.out.gathers, true);
     assert.deepEqual(sorted(full.out.ids), range(640));
     assert.match(stderr.slice(before), /client \d+ disconnected/);
@@ -159,10 +163,10 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
   });
 
   it('a consumer that holds every slot and says nothing past --idle-timeout is dropped (LoaderDied in Python), and the server keeps serving', async () => {
-    const stalled = await scenario('consumer_stalls', { socket, sleep: 3 });
+    const stalled = await run('consumer_stalls', { socket, sleep: 3 });
     assert.equal(stalled.out.raised, 'LoaderDied');
     assert.match(stderr, /holds all 2 slots and sent nothing for \d+ s; dropping it/);
-    const full = await scenario('consumer_full', { socket });
+    const full = await run('consumer_full', { socket });
     assert.deepEqual(sorted(full.out.ids), range(640));
   });
 
@@ -171,7 +175,7 @@ describe('stoker serve with clients that die or stall', { skip, timeout: TEST_MS
     // NOTE: the client sends the SIGTERM itself after its first batch and waits for the server's exit
     // (its pidfd), then asks for a batch; a server that waits for its client to leave first hangs here.
     // A gathering client holds no slots, so --idle-timeout (1 s here) cannot drop it first.
-    const { out } = await scenario('server_stops', { socket, pid, gather: true });
+    const { out } = await run('server_stops', { socket, pid, gather: true });
     assert.equal(out.raised, 'LoaderDied', JSON.stringify(out));
     assert.equal(out.code, 'ERR_SERVE_STOPPED', JSON.stringify(out));
     assert.match(String(out.message), /SIGTERM/);
