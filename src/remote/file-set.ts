@@ -31,7 +31,7 @@ export interface ReadPlan {
 /** Most files downloaded ahead of the reads (beyond the ones being read). */
 const AHEAD_FILES = 32;
 /** Downloads at once ahead of the reads. */
-const AHEAD_LANES = 4;
+const AHEAD_LANES = 8;
 /** How often the follower looks at the consumer's progress when nothing else wakes it. */
 const TICK_MS = 25;
 /** Most runs of the plan one look ahead walks (a global shuffle over few files has a run per read). */
@@ -45,9 +45,10 @@ export class RemoteFileSet {
   readonly #byPath: Map<string, number>;
   #following: AbortController | undefined;
 
+  /** `spec.options.dir` unset: the cache folder the environment names now, kept in the spec so reader workers use the same. */
   constructor(spec: RemoteSetSpec) {
-    this.spec = spec;
     this.cache = nodeCache(spec.options);
+    this.spec = { ...spec, options: { ...spec.options, dir: this.cache.dir } };
     this.paths = spec.objects.map((o) => this.cache.localPath(o.url));
     this.#byPath = new Map(this.paths.map((p, i) => [p, i]));
   }

@@ -6,7 +6,7 @@
 
 import { invalidOption } from '../errors.js';
 import { braceExpand } from '../base/brace-expand.js';
-import { NodeCache, type NodeCacheOptions, type RemoteCounters } from './node-cache.js';
+import { NodeCache, type NodeCacheOptions, type RemoteCounters, defaultCacheDir } from './node-cache.js';
 import type { ObjectInfo } from './store.js';
 import { StoreError } from './store.js';
 import { isRemote, parseRemote, remoteDir } from './url.js';
@@ -18,10 +18,12 @@ const caches = new Map<string, NodeCache>();
 
 /** This thread's node cache for these options (one per cache folder and store configuration). */
 export function nodeCache(options: NodeCacheOptions = {}): NodeCache {
-  const key = JSON.stringify([options.dir ?? null, options.s3 ?? null, options.bytes ?? null, options.retry ?? null]);
+  // The folder as the environment names it now: a cache made under another STOKER_CACHE_DIR is another cache.
+  const dir = options.dir ?? defaultCacheDir();
+  const key = JSON.stringify([dir, options.s3 ?? null, options.bytes ?? null, options.retry ?? null]);
   let c = caches.get(key);
   if (c === undefined) {
-    c = new NodeCache(options);
+    c = new NodeCache({ ...options, dir });
     caches.set(key, c);
   }
   return c;

@@ -128,6 +128,12 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
       assert.ok(remote.downloads >= SHARDS + 3 && remote.hits >= 2 * SHARDS && remote.bytes > 0 && remote.requests > remote.downloads, JSON.stringify(remote));
       assert.match(loader.describe(), /remote +\d+ requests, \d+ files downloaded \(.+\), \d+ found in the node cache/);
       await loader.close();
+      // The cache folder is the one the environment names when a source opens, in every thread.
+      process.env.STOKER_CACHE_DIR = join(dir, 'cache-other');
+      const other = await sources.tarShards(`s3://${BUCKET}/shards/train-{0..2}.tar`, TAR);
+      assert.ok(other.shardOf(0).startsWith(join(dir, 'cache-other')), other.shardOf(0));
+      assert.equal(await epochDigest(other), local);
+      await other.close();
     } finally {
       for (const k of ['STOKER_CACHE_DIR', 'AWS_ENDPOINT_URL_S3', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION']) delete process.env[k];
     }
