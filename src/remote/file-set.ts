@@ -97,43 +97,49 @@ export class RemoteFileSet {
     const done = new Uint8Array(this.length); // 0: not asked, 1: in flight, 2: published, 3: failed
     let inFlight = 0;
     let wake: (() => void) | undefined;
-    let r = 0;
-    while (!signal.aborted) {
-      const consumed = plan.consumed();
-      while (r < runs.count && runs.end[r]! <= consumed) r++;
-      if (r >= runs.count) return;
-      // The files of the runs from the consumer on, in order of first read, within the bounds.
-      let bytes = 0;
-      let files = 0;
-      const seen = new Set<number>();
-      for (let k = r; k < runs.count && k < r + SCAN_RUNS && inFlight < AHEAD_LANES; k++) {
-        const f = runs.file[k]!;
-        if (seen.has(f)) continue;
-        seen.add(f);
-        bytes += sizes[f]!;
-        if (files++ > AHEAD_FILES || (files > 1 && bytes > limit)) break;
-        if (done[f] !== 0) continue;
-        done[f] = 1;
-        inFlight++;
-        void this.ensure(f, signal)
-          .then(
-            () => (done[f] = 2),
-            () => (done[f] = 3), // the read that needs it retries and reports (module comment)
-          )
-          .finally(() => {
-            inFlight--;
-            wake?.();
-          });
+    const onAbort = () => wake?.();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      let r = 0;
+      while (!signal.aborted) {
+        const consumed = plan.consumed();
+        while (r < runs.count && runs.end[r]! <= consumed) r++;
+        if (r >= runs.count) return;
+        // The files of the runs from the consumer on, in order of first read, within the bounds.
+        let bytes = 0;
+        let files = 0;
+        const seen = new Set<number>();
+        for (let k = r; k < runs.count && k < r + SCAN_RUNS && inFlight < AHEAD_LANES; k++) {
+          const f = runs.file[k]!;
+          if (seen.has(f)) continue;
+          seen.add(f);
+          bytes += sizes[f]!;
+          if (files++ > AHEAD_FILES || (files > 1 && bytes > limit)) break;
+          if (done[f] !== 0) continue;
+          done[f] = 1;
+          inFlight++;
+          void this.ensure(f, signal)
+            .then(
+              () => (done[f] = 2),
+              () => (done[f] = 3), // the read that needs it retries and reports (module comment)
+            )
+            .finally(() => {
+              inFlight--;
+              wake?.();
+            });
+        }
+        // NOTE: waits for a download to end, the abort, or TICK_MS (the consumer's progress is polled).
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, TICK_MS);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, TICK_MS);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        signal.addEventListener('abort', wake, { once: true });
-      });
-      wake = undefined;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 }
