@@ -18,7 +18,7 @@ const caches = new Map<string, NodeCache>();
 
 /** This thread's node cache for these options (one per cache folder and store configuration). */
 export function nodeCache(options: NodeCacheOptions = {}): NodeCache {
-  // The folder as the environment names it now: a cache made under another STOKER_CACHE_DIR is another cache.
+  // The folder as the environment names it now (the cacheDir switch): a cache made under another folder is another cache.
   const dir = options.dir ?? defaultCacheDir();
   const key = JSON.stringify([dir, options.s3 ?? null, options.bytes ?? null, options.retry ?? null]);
   let c = caches.get(key);
