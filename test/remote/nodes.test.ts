@@ -13,6 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { create } from 'tar';
+// @ts-expect-error: a JavaScript module of the launcher, without types
+import { distCurrent } from '../../bin/dist-current.js';
 import { HANG_MS } from '../fixtures.js';
 import { startFaultProxy, type FaultProxy } from '../fixtures/servers/fault-proxy.js';
 import { createBucket, putObjects, startSwiftS3, type SwiftS3 } from '../fixtures/servers/swift.js';
@@ -33,6 +35,7 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
   let swift: SwiftS3;
   let proxy: FaultProxy;
   let script: string;
+  let runner: string[];
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'stoker-nodes-'));
@@ -56,10 +59,13 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
     await putObjects(swift, BUCKET, objects);
     proxy = await startFaultProxy(swift.endpoint);
     // One rank: read one epoch (or `stop` batches of it), print its sample ids, its state and its node cache's counters.
-    script = join(dir, 'rank.mts');
-    const src = (p: string) => JSON.stringify(new URL(`../../src/${p}`, import.meta.url).pathname);
+    // Under plain node over dist/ when it is current (CI's npm ci builds it: a rank starts in a fraction of tsx's time), else tsx over src/.
+    const dist = distCurrent() as boolean;
+    script = join(dir, dist ? 'rank.mjs' : 'rank.mts');
+    runner = dist ? [] : ['--import', 'tsx'];
+    const entry = JSON.stringify(new URL(dist ? '../../dist/index.js' : '../../src/index.ts', import.meta.url).pathname);
     writeFileSync(script, `
-      import { DataLoader, sources } from ${src('index.ts')};
+      import { DataLoader, sources } from ${entry};
       const [url, cacheDir, options] = process.argv.slice(2);
       const o = JSON.parse(options);
       const ds = await sources.tarShards(url, { decoders: { bin: 'raw' }, index: 'beside', remote: { dir: cacheDir } });
@@ -90,7 +96,7 @@ describe('remote shards on N nodes × R ranks (torchrun environment, one node ca
   });
 
   function startRank(rank: number, world: number, node: string, localRank: number, localWorld: number, options: object = {}): { child: ChildProcess; done: Promise<RankResult> } {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, `s3://${BUCKET}/train-*.tar`, join(dir, node), JSON.stringify(options)], {
+    const child = spawn(process.execPath, [...runner, script, `s3://${BUCKET}/train-*.tar`, join(dir, node), JSON.stringify(options)], {
       env: env(rank, world, localRank, localWorld), stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
