@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 // Measured alone, one after the other, on the loaded 2-core VM (wall s): package 107, docs 86,
 // formats/arrow 74, serve-gather 52 (serve-leased alike), serve 35, distributed 23.
-const LONGEST = ['test/package.test.ts', 'test/docs.test.ts', 'test/formats/arrow.test.ts', 'test/serve-gather.test.ts', 'test/serve-leased.test.ts', 'test/serve.test.ts', 'test/distributed.test.ts'];
+const LONGEST = ['test/package.test.ts', 'test/docs.test.ts', 'test/remote/nodes.test.ts', 'test/formats/arrow.test.ts', 'test/serve-gather.test.ts', 'test/serve-leased.test.ts', 'test/serve.test.ts', 'test/distributed.test.ts', 'test/remote/remote.test.ts'];
 
 function walk(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.test.ts') ? [join(dir, e.name)] : []));
