@@ -73,15 +73,15 @@ export class RemoteFileSet {
     this.#following = stop;
     const signal = AbortSignal.any([stop.signal, plan.signal]);
     const runs = fileRuns(plan.samples, fileOf, this.length);
-    this.cache.nextUse = (path) => {
+    // Eviction follows this plan until the epoch ends (or the next one replaces it), its tail included.
+    const unfollow = this.cache.followNextUse((path) => {
       const f = this.#byPath.get(path);
       return f === undefined ? Number.POSITIVE_INFINITY : runs.nextUse(f, plan.consumed());
-    };
+    });
+    if (signal.aborted) unfollow();
+    else signal.addEventListener('abort', unfollow, { once: true });
     void this.#ahead(plan, runs, signal).finally(() => {
-      if (this.#following === stop) {
-        this.#following = undefined;
-        this.cache.nextUse = undefined;
-      }
+      if (this.#following === stop && signal.aborted) this.#following = undefined;
     });
   }
 

@@ -73,8 +73,10 @@ export function defaultCacheDir(): string {
 export class NodeCache {
   readonly dir: string;
   readonly counters: RemoteCounters = { requests: 0, bytes: 0, retries: 0, hits: 0, downloads: 0, waited: 0, evictions: 0 };
-  /** The plan's next use of a local file (smaller: sooner; Infinity: not again), when the loader knows it. */
+  /** The plan's next use of a local file (smaller: sooner; Infinity: not again), when the loader knows it; set directly, it overrides the plans followed. */
   nextUse: ((path: string) => number) | undefined;
+  /** The next-use functions of the plans being followed now (one per remote dataset's epoch: file-set.ts). */
+  readonly #plans = new Set<(path: string) => number>();
   readonly #options: NodeCacheOptions;
   readonly #retry: RetryPolicy;
   #s3: S3Store | undefined;
@@ -117,6 +119,20 @@ export class NodeCache {
   async list(prefix: string, signal?: AbortSignal): Promise<ObjectInfo[]> {
     const u = parseRemote(prefix);
     return withRetries(`LIST ${u.url}`, () => (this.counters.requests++, this.#store(u).list(u, signal)), this.#retry, this.counters, signal);
+  }
+
+  /** Follow a plan's next uses for eviction until the returned function is called (several datasets may each follow theirs). */
+  followNextUse(nextUse: (path: string) => number): () => void {
+    this.#plans.add(nextUse);
+    return () => this.#plans.delete(nextUse);
+  }
+
+  /** The next use of `path` by the plans followed (the soonest), or undefined when none is followed. */
+  #nextUse(): ((path: string) => number) | undefined {
+    if (this.nextUse !== undefined) return this.nextUse;
+    if (this.#plans.size === 0) return undefined;
+    const plans = [...this.#plans];
+    return (path) => Math.min(...plans.map((f) => f(path)));
   }
 
   /** Write a small object whole (with retries), e.g. a manifest beside the data. */
@@ -291,7 +307,7 @@ export class NodeCache {
       this.#used = files.length > WALK_FILES ? used + size : undefined;
       return 'fits';
     }
-    const next = this.nextUse;
+    const next = this.#nextUse();
     const candidates = files
       .filter((f) => f.path !== forPath && !this.#pinned.has(f.path))
       .map((f) => ({ ...f, next: next?.(f.path) ?? Infinity, last: this.#lastUse.get(f.path) ?? f.mtimeMs }))

@@ -280,6 +280,14 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
     cache.unpin(p2);
     await cache.ensure(url(1));
     assert.equal(cache.counters.evictions, 2, 'unpinned, shard 2 makes room');
+    // Two datasets' plans followed at once: a file's next use is the sooner of theirs.
+    const both = new NodeCache(cacheOptions('evict-plans', { bytes: sizes[0]! + sizes[1]! + 10 }));
+    const [q0, q1] = [await both.ensure(url(0)), await both.ensure(url(1))];
+    both.followNextUse((p) => (p === q0 ? 100 : p === q1 ? 50 : Infinity));
+    const unfollow = both.followNextUse((p) => (p === q0 ? 1 : Infinity));
+    await both.ensure(url(2));
+    assert.ok(readdirSync(dirname(q0)).includes('train-0.tar') && !readdirSync(dirname(q0)).includes('train-1.tar'), 'shard 1 went: the second plan wants shard 0 next');
+    unfollow();
   });
 
   /** Sample ids of every batch of one epoch (a rejected batch: its error code), and the loader's state after `stopAfter` batches. */
