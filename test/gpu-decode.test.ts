@@ -7,9 +7,8 @@
 // ('eval') giving torchvision's pixels (where a Python with torchvision is found).
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, unlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { extname, join } from 'node:path';
+import { rmSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { type AnyTensor, BatchError, DataLoader, DeviceTensor, LoaderError, sources, type Batch } from '../src/index.js';
 import { decodeImage } from '../src/image/image-decode.js';
@@ -22,7 +21,7 @@ import { PickKey } from '../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../src/image/crop-box.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from './fixtures/jpegs.js';
 import { HANG_MS, waitFor, within } from './fixtures.js';
-import { EVAL_IMAGES, EVAL_JOBS, centerCropReferences, levelDiff, mirrorHwc, torchvisionSkip } from './fixtures/torchvision.js';
+import { evalViewAgainstTorchvision, torchvisionSkip } from './fixtures/torchvision.js';
 import { liveJpegThreads } from '../src/device/jpeg/jpeg-slots.js';
 import { defaultReaders, liveReaderThreads } from '../src/pipeline/assemble/decode/decode-reads.js';
 
@@ -332,40 +331,9 @@ describe("decode: 'gpu' on sim (the decode route)", { timeout: SUITE_MS }, () =>
 
 describe("decode: 'gpu' on sim, a center-crop view: torchvision's pixels", { skip: torchvisionSkip, timeout: SUITE_MS }, () => {
   it("view 'eval' rows are within one level of torchvision's Resize(256) + CenterCrop(224) (and a flipped center crop scaled to 96, of PIL's resize of its box), enlarged images among them", async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'stoker-gpu-eval-'));
-    dirs.push(dir);
-    const { paths, reference } = centerCropReferences(dir, EVAL_IMAGES, EVAL_JOBS.map((j) => j.job));
-    const root = folder(paths.map((p) => ({ bytes: readFileSync(p), ext: extname(p) })));
-    const seed = 11;
-    let sum = 0;
-    let count = 0;
-    let exact = 0;
-    let worst = { max: 0, what: '' };
-    for (const [c, { job, view }] of EVAL_JOBS.entries()) {
-      const loader = await DataLoader.create(sources.imageFolder(root, { size: job.size, view, layout: 'hwc', decode: 'gpu' }), { device: 'sim', batchSize: 5, seed, shuffle: false, dropLast: false });
-      try {
-        const { labels, rows } = await epochRows(loader, 0);
-        assert.deepEqual(labels, EVAL_IMAGES.map((_, i) => i));
-        assert.equal(loader.stats().epochs[0]!.route, 'decode');
-        for (const [r, id] of labels.entries()) {
-          const [w, h, kind] = EVAL_IMAGES[id]!;
-          const flip = boxFor(viewFrom(view), new PickKey(id, 0, 0, seed), w, h).flip;
-          const ref = reference(c, id);
-          const what = `${w}×${h} ${kind}, Resize(${job.resize}) + CenterCrop(${job.crop}) to ${job.size}${flip ? ', flipped' : ''}`;
-          const d = levelDiff(rows[r]!, flip ? mirrorHwc(ref, job.size, job.size) : ref, what);
-          sum += d.sum;
-          count += ref.length;
-          if (d.max > worst.max) worst = { max: d.max, what };
-          if (d.differ === 0) exact++;
-          else t.diagnostic(`${what}: max |Δ| ${d.max}, mean ${(d.sum / ref.length).toFixed(5)}, ${d.differ} bytes differ`);
-        }
-      } finally {
-        await loader.close();
-      }
-    }
-    t.diagnostic(`against torchvision: mean |Δ| ${(sum / count).toFixed(5)}, max ${worst.max}, ${exact} of ${EVAL_IMAGES.length * EVAL_JOBS.length} rows byte-exact`);
+    const { mean, worst } = await evalViewAgainstTorchvision('sim', t, dirs);
     // The sim decoder is libjpeg-turbo's (sharp), as PIL's: measured byte for byte on all 36 rows.
     assert.ok(worst.max <= 1, `max |Δ| ${worst.max} against torchvision (${worst.what})`);
-    assert.ok(sum / count <= 0.01, `mean |Δ| ${(sum / count).toFixed(4)} against torchvision`);
+    assert.ok(mean <= 0.01, `mean |Δ| ${mean.toFixed(4)} against torchvision`);
   });
 });

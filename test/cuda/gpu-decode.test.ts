@@ -7,9 +7,7 @@
 // Skipped, with the reason, without a GPU or libnvjpeg.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { extname, join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { type AnyTensor, type Batch, DataLoader, DeviceTensor, sources } from '../../src/index.js';
@@ -22,7 +20,7 @@ import { PickKey } from '../../src/sampler/pick-key.js';
 import { boxFor, viewFrom } from '../../src/image/crop-box.js';
 import { centerCropResize } from '../../src/image/view-resample.js';
 import { awkwardFiles, baselineJpeg, classPerFile } from '../fixtures/jpegs.js';
-import { EVAL_IMAGES, EVAL_JOBS, centerCropReferences, levelDiff, mirrorHwc, torchvisionSkip } from '../fixtures/torchvision.js';
+import { evalViewAgainstTorchvision, torchvisionSkip } from '../fixtures/torchvision.js';
 
 const skip = !cudaAvailable() ? 'no CUDA GPU here' : !nvjpegAvailable() ? 'libnvjpeg not found (see docs/gpu-decode.md)' : false;
 const SUITE_MS = 180_000;
@@ -154,40 +152,9 @@ describe("decode: 'gpu' on CUDA (nvJPEG into the batch)", { skip, timeout: SUITE
 
 describe("decode: 'gpu' on CUDA, a center-crop view: torchvision's pixels", { skip: skip || torchvisionSkip, timeout: SUITE_MS }, () => {
   it("view 'eval' rows are within one level of torchvision's Resize(256) + CenterCrop(224) (and a flipped center crop scaled to 96, of PIL's resize of its box), enlarged images among them", async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'stoker-cuda-eval-'));
-    dirs.push(dir);
-    const { paths, reference } = centerCropReferences(dir, EVAL_IMAGES, EVAL_JOBS.map((j) => j.job));
-    const root = folder(paths.map((p) => ({ bytes: readFileSync(p), ext: extname(p) })));
-    const seed = 11;
-    let sum = 0;
-    let count = 0;
-    let exact = 0;
-    let worst = { max: 0, what: '' };
-    for (const [c, { job, view }] of EVAL_JOBS.entries()) {
-      const loader = await DataLoader.create(sources.imageFolder(root, { size: job.size, view, layout: 'hwc', decode: 'gpu' }), { device: 'cuda', batchSize: 5, seed, shuffle: false, dropLast: false });
-      try {
-        const { labels, rows } = await epochRows(loader, 0);
-        assert.deepEqual(labels, EVAL_IMAGES.map((_, i) => i));
-        assert.equal(loader.stats().epochs[0]!.route, 'decode');
-        for (const [r, id] of labels.entries()) {
-          const [w, h, kind] = EVAL_IMAGES[id]!;
-          const flip = boxFor(viewFrom(view), new PickKey(id, 0, 0, seed), w, h).flip;
-          const ref = reference(c, id);
-          const what = `${w}×${h} ${kind}, Resize(${job.resize}) + CenterCrop(${job.crop}) to ${job.size}${flip ? ', flipped' : ''}`;
-          const d = levelDiff(rows[r]!, flip ? mirrorHwc(ref, job.size, job.size) : ref, what);
-          t.diagnostic(`${what}: max |Δ| ${d.max}, mean ${(d.sum / ref.length).toFixed(5)}, ${d.differ} bytes differ`);
-          sum += d.sum;
-          count += ref.length;
-          if (d.max > worst.max) worst = { max: d.max, what };
-          if (d.differ === 0) exact++;
-        }
-      } finally {
-        await loader.close();
-      }
-    }
-    t.diagnostic(`against torchvision: mean |Δ| ${(sum / count).toFixed(5)}, max ${worst.max}, ${exact} of ${EVAL_IMAGES.length * EVAL_JOBS.length} rows byte-exact`);
+    const { mean, worst } = await evalViewAgainstTorchvision('cuda', t, dirs);
     // nvJPEG's pixels are libjpeg-turbo's within 1 (docs/gpu-decode.md), and each of Pillow's passes is a weighted mean.
     assert.ok(worst.max <= 1, `max |Δ| ${worst.max} against torchvision (${worst.what})`);
-    assert.ok(sum / count <= 0.01, `mean |Δ| ${(sum / count).toFixed(4)} against torchvision`);
+    assert.ok(mean <= 0.01, `mean |Δ| ${mean.toFixed(4)} against torchvision`);
   });
 });
