@@ -186,28 +186,40 @@ describe('resume', () => {
       return sources.concat(sizes.map((n, k) => sources.arrays({ label: Int32Array.from(range(n), (i) => starts[k]! + i) })));
     };
     const sizes = [9, 14, 5, 12, 10, 8, 13, 7, 10, 8];
+    /**
+     * Each rank of a world in turn over `parted(parts)`: its labels of `epoch` (the first `stopAfter`
+     * batches) and its state after. With `perNode`, the world comes from torchrun's variables
+     * (LOCAL_WORLD_SIZE = perNode: the block shuffle deals blocks per node), else from the options.
+     */
+    const rankEpochs = async (parts: readonly number[], world: number, o: Partial<LoaderOptions> & { batchSize: number }, epoch: number, stopAfter?: number, perNode?: number) => {
+      const ids: number[][] = [];
+      const states = [];
+      const saved = { ...process.env };
+      try {
+        for (let rank = 0; rank < world; rank++) {
+          if (perNode !== undefined) Object.assign(process.env, { RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank % perNode), LOCAL_WORLD_SIZE: String(perNode) });
+          const loader = await DataLoader.create(parted(parts), { mode: 'streaming', ...o, ...(perNode === undefined ? { rank, worldSize: world } : {}) });
+          const got: number[] = [];
+          let k = 0;
+          for await (const b of loader.epoch(epoch)) {
+            got.push(...((b.get('label') as Tensor).data as Int32Array));
+            if (++k === stopAfter) break;
+          }
+          ids.push(got);
+          states.push(loader.state());
+          await loader.close();
+        }
+      } finally {
+        for (const k of ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE']) if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
+      }
+      return { ids, states };
+    };
 
     for (const shuffle of [{ block: 10, window: 3 }, { within: false }, 'block'] as const) {
       it(`stop mid-epoch at 2 ranks, resume at 3: every sample exactly once (shuffle ${JSON.stringify(shuffle)}, augment 2)`, async () => {
         // 96 samples × augment 2 = 192 picks, batch 4: 3 steps of 2 ranks leave 168 = 14 steps of 3 ranks, so 'drop' loses nothing.
         const opts = { batchSize: 4, seed: 21, shards: 'drop', dropLast: false, shuffle, augment: 2 } as const;
-        const ids = async (world: number, o: Partial<LoaderOptions>, stopAfter?: number) => {
-          const out: number[][] = [];
-          const states = [];
-          for (let rank = 0; rank < world; rank++) {
-            const loader = await DataLoader.create(parted(sizes), { mode: 'streaming', ...opts, ...o, rank, worldSize: world });
-            const got: number[] = [];
-            let k = 0;
-            for await (const b of loader.epoch(1)) {
-              got.push(...((b.get('label') as Tensor).data as Int32Array));
-              if (++k === stopAfter) break;
-            }
-            out.push(got);
-            states.push(loader.state());
-            await loader.close();
-          }
-          return { ids: out, states };
-        };
+        const ids = (world: number, o: Partial<LoaderOptions>, stopAfter?: number) => rankEpochs(sizes, world, { ...opts, ...o }, 1, stopAfter);
         const whole = await ids(1, {});
         const before = await ids(2, {}, 3);
         const state = JSON.parse(JSON.stringify(before.states[0]));
@@ -224,29 +236,8 @@ describe('resume', () => {
     it('blocks per node: 2 nodes × 2 ranks (LOCAL_WORLD_SIZE) read disjoint blocks, every sample once; a resume onto 1 node × 3 ranks keeps the saved layout, exactly', async () => {
       // 8 blocks of 12: two streams of 4 blocks (48 picks), interleaved by chunks of batch 3 × 2 ranks.
       const blocks = [12, 12, 12, 12, 12, 12, 12, 12];
-      const launch = async (world: number, perNode: number, o: Partial<LoaderOptions>, stopAfter?: number) => {
-        const ids: number[][] = [];
-        const states = [];
-        const saved = { ...process.env };
-        try {
-          for (let rank = 0; rank < world; rank++) {
-            Object.assign(process.env, { RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank % perNode), LOCAL_WORLD_SIZE: String(perNode) });
-            const loader = await DataLoader.create(parted(blocks), { mode: 'streaming', batchSize: 3, seed: 4, shards: 'drop', shuffle: { window: 2 }, ...o });
-            const got: number[] = [];
-            let k = 0;
-            for await (const b of loader.epoch(2)) {
-              got.push(...((b.get('label') as Tensor).data as Int32Array));
-              if (++k === stopAfter) break;
-            }
-            ids.push(got);
-            states.push(loader.state());
-            await loader.close();
-          }
-        } finally {
-          for (const k of ['RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'LOCAL_WORLD_SIZE']) if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
-        }
-        return { ids, states };
-      };
+      const launch = (world: number, perNode: number, o: Partial<LoaderOptions>, stopAfter?: number) =>
+        rankEpochs(blocks, world, { batchSize: 3, seed: 4, shards: 'drop', shuffle: { window: 2 }, ...o }, 2, stopAfter, perNode);
       const whole = await launch(4, 2, {});
       assert.deepEqual(sorted(whole.ids.flat()), range(96));
       const blocksOf = (ids: number[]) => new Set(ids.map((i) => Math.floor(i / 12)));
