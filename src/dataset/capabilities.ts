@@ -85,7 +85,7 @@ export function isKeyed(ds: unknown): ds is KeyedReads {
  * Planned reads: a dataset whose reads cost less when it knows them in advance (a remote dataset
  * that downloads its files ahead of the reads and evicts by next use, remote/file-set.ts). At each
  * streaming epoch's start the loader hands the main thread's copy this rank's reads, in order, and
- * two live cursors; the dataset must not hold the loader up (it works in the background) and stops
+ * the consumer's cursor; the dataset must not hold the loader up (it works in the background) and stops
  * when `signal` aborts (the epoch ended). Reads still arrive through `get` / `getBatch` as always:
  * the plan is a hint, and a dataset that ignores it must give the same samples.
  */
@@ -98,8 +98,6 @@ export interface ReadPlan {
   readonly samples: Uint32Array;
   /** How many of `samples` the consumer has taken (their batches delivered). */
   consumed(): number;
-  /** How many of `samples` have been asked of the dataset so far (read-ahead included). */
-  launched(): number;
   /** Aborted when the epoch ends. */
   readonly signal: AbortSignal;
 }

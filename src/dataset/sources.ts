@@ -19,7 +19,7 @@ import { type MegatronTokens, type TokenWindows, type TokensOptions, tokensSourc
 import { moduleSource } from './source-spec.js';
 import { checkSourceOptions } from './source-options.js';
 import { LoaderError } from '../errors.js';
-import { isRemote, remoteFiles, remoteObjects } from '../remote/remote.js';
+import { checkRemoteOptions, isRemote, remoteFiles, remoteObjects } from '../remote/remote.js';
 import type { ObjectInfo } from '../remote/store.js';
 
 /**
@@ -167,6 +167,7 @@ export const sources = {
     // A remote folder's shards are its .tar objects; a pattern's, what it names. Remote shards are
     // fetched as the plan reaches them (remoteTarShardsSource); a list mixing local and remote paths
     // is fetched whole now.
+    if (options?.remote !== undefined) checkRemoteOptions(options.remote, 'remote');
     const { entries, folder } = await remoteObjects(shards, options?.remote);
     const objects = entries.filter((e): e is ObjectInfo => typeof e !== 'string');
     if (objects.length === entries.length) return remoteTarShardsSource(folder === undefined ? objects : objects.filter((o) => o.url.toLowerCase().endsWith('.tar')), options);

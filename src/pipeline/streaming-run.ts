@@ -49,7 +49,7 @@ export class StreamingRun extends EpochRun {
   readPlan(): ReadPlan {
     const plan = this.plan;
     const at = (b: number) => (b >= plan.batches ? plan.samples.length : plan.start(b));
-    return { samples: plan.samples, consumed: () => at(this.#taken), launched: () => at(this.#launched), signal: this.signal };
+    return { samples: plan.samples, consumed: () => at(this.#taken), signal: this.signal };
   }
 
   /** Batches launched and not yet taken by the consumer. */

@@ -11,6 +11,7 @@
 // - `follow` is a hint: a download it fails leaves the file to the read that needs it, which retries
 //   and, if the store stays unreachable, fails only its batch (the loader's `errors` policy).
 
+import { existsSync } from 'node:fs';
 import { NodeCache, type NodeCacheOptions } from './node-cache.js';
 import { nodeCache } from './remote.js';
 import type { ObjectInfo } from './store.js';
@@ -65,7 +66,8 @@ export class RemoteFileSet {
 
   /**
    * Follow an epoch's plan: `fileOf(sample)` is the file a sample's read needs. Replaces the previous
-   * epoch's follower; stops when the plan's signal aborts or its last read is launched.
+   * epoch's follower; downloads stop when the consumer passes the last run or the plan's signal
+   * aborts, and eviction follows the plan until the abort.
    */
   follow(plan: ReadPlan, fileOf: (sample: number) => number): void {
     this.#following?.abort();
@@ -80,9 +82,7 @@ export class RemoteFileSet {
     });
     if (signal.aborted) unfollow();
     else signal.addEventListener('abort', unfollow, { once: true });
-    void this.#ahead(plan, runs, signal).finally(() => {
-      if (this.#following === stop && signal.aborted) this.#following = undefined;
-    });
+    void this.#ahead(plan, runs, signal);
   }
 
   /** Stop following the plan (the dataset closes). */
@@ -94,7 +94,7 @@ export class RemoteFileSet {
   async #ahead(plan: ReadPlan, runs: FileRuns, signal: AbortSignal): Promise<void> {
     const sizes = this.spec.objects.map((o) => o.size);
     const limit = this.cache.budget() / 2;
-    const done = new Uint8Array(this.length); // 0: not asked, 1: in flight, 2: published, 3: failed
+    const state = new Uint8Array(this.length); // 0: not asked, 1: in flight, 2: published (maybe evicted since), 3: failed
     let inFlight = 0;
     let wake: (() => void) | undefined;
     const onAbort = () => wake?.();
@@ -115,13 +115,15 @@ export class RemoteFileSet {
           seen.add(f);
           bytes += sizes[f]!;
           if (files++ > AHEAD_FILES || (files > 1 && bytes > limit)) break;
-          if (done[f] !== 0) continue;
-          done[f] = 1;
+          // A file published earlier in the epoch may have been evicted since (a small cache, an order
+          // that comes back to it): fetched again when it is among the next reads' once more.
+          if (state[f] === 1 || state[f] === 3 || (state[f] === 2 && existsSync(this.paths[f]!))) continue;
+          state[f] = 1;
           inFlight++;
           void this.ensure(f, signal)
             .then(
-              () => (done[f] = 2),
-              () => (done[f] = 3), // the read that needs it retries and reports (module comment)
+              () => (state[f] = 2),
+              () => (state[f] = 3), // the read that needs it retries and reports (module comment)
             )
             .finally(() => {
               inFlight--;

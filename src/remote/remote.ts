@@ -4,7 +4,7 @@
 // (`s3://bucket/train/`, by listing: an image folder, a folder of shards) — and each format's own
 // reader then reads the cached copy, so a remote dataset gives the bytes the local copy gives.
 
-import { invalidOption } from '../errors.js';
+import { invalidOption, unknownOption } from '../errors.js';
 import { braceExpand } from '../base/brace-expand.js';
 import { NodeCache, type NodeCacheOptions, type RemoteCounters, defaultCacheDir } from './node-cache.js';
 import type { ObjectInfo } from './store.js';
@@ -13,6 +13,52 @@ import { isRemote, parseRemote, remoteDir } from './url.js';
 
 export { isRemote } from './url.js';
 export type { NodeCacheOptions as RemoteOptions, RemoteCounters } from './node-cache.js';
+
+const REMOTE_KEYS = ['dir', 'bytes', 's3', 'retry', 'concurrency'];
+const S3_KEYS = ['endpoint', 'region', 'addressing', 'profile', 'credentials'];
+const RETRY_KEYS = ['deadlineMs', 'baseDelayMs', 'maxDelayMs', 'stallMs'];
+
+/**
+ * Check the node cache's and the store's options (`remoteFiles(…, options)`, `sources.tarShards(…,
+ * { remote })`) where they are given, naming each bad key as `<where>.<key>`.
+ */
+export function checkRemoteOptions(o: unknown, where: string): NodeCacheOptions {
+  const record = (v: unknown, knob: string, keys: readonly string[]): Record<string, unknown> => {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalidOption(knob, 'an object', v);
+    for (const k of Object.keys(v)) if (!keys.includes(k)) throw unknownOption(knob, k, keys);
+    return v as Record<string, unknown>;
+  };
+  const text = (v: unknown, knob: string) => {
+    if (v !== undefined && (typeof v !== 'string' || v === '')) throw invalidOption(knob, 'a non-empty string', v);
+  };
+  const count = (v: unknown, knob: string, least: number) => {
+    if (v !== undefined && (typeof v !== 'number' || !Number.isSafeInteger(v) || v < least)) throw invalidOption(knob, `an integer ≥ ${least}`, v);
+  };
+  const r = record(o, where, REMOTE_KEYS);
+  text(r.dir, `${where}.dir`);
+  count(r.bytes, `${where}.bytes`, 1);
+  count(r.concurrency, `${where}.concurrency`, 1);
+  if (r.retry !== undefined) {
+    const retry = record(r.retry, `${where}.retry`, RETRY_KEYS);
+    for (const k of RETRY_KEYS) count(retry[k], `${where}.retry.${k}`, 1);
+  }
+  if (r.s3 !== undefined) {
+    const s3 = record(r.s3, `${where}.s3`, S3_KEYS);
+    text(s3.endpoint, `${where}.s3.endpoint`);
+    if (typeof s3.endpoint === 'string' && !URL.canParse(s3.endpoint)) throw invalidOption(`${where}.s3.endpoint`, 'a URL such as http://127.0.0.1:9000', s3.endpoint);
+    text(s3.region, `${where}.s3.region`);
+    text(s3.profile, `${where}.s3.profile`);
+    if (s3.addressing !== undefined && s3.addressing !== 'path' && s3.addressing !== 'virtual') throw invalidOption(`${where}.s3.addressing`, "'path' or 'virtual'", s3.addressing);
+    if (s3.credentials !== undefined) {
+      const c = record(s3.credentials, `${where}.s3.credentials`, ['accessKeyId', 'secretAccessKey', 'sessionToken']);
+      text(c.accessKeyId, `${where}.s3.credentials.accessKeyId`);
+      text(c.secretAccessKey, `${where}.s3.credentials.secretAccessKey`);
+      text(c.sessionToken, `${where}.s3.credentials.sessionToken`);
+      if (c.accessKeyId === undefined || c.secretAccessKey === undefined) throw invalidOption(`${where}.s3.credentials`, 'an object with accessKeyId and secretAccessKey', s3.credentials);
+    }
+  }
+  return r as NodeCacheOptions;
+}
 
 const caches = new Map<string, NodeCache>();
 
@@ -48,7 +94,7 @@ export interface RemoteFiles {
  * `await remoteFiles('s3://bucket/train-{000..009}.tar')`. Local paths pass through unchanged.
  */
 export async function remoteFiles(spec: string | readonly string[], options: NodeCacheOptions = {}, signal?: AbortSignal): Promise<RemoteFiles> {
-  const cache = nodeCache(options);
+  const cache = nodeCache(checkRemoteOptions(options, 'options'));
   const { entries, folder } = await remoteObjects(spec, options, signal);
   const remote = entries.filter((o): o is ObjectInfo => typeof o !== 'string');
   const local = await cache.ensureAll(remote, signal);
@@ -59,7 +105,7 @@ export async function remoteFiles(spec: string | readonly string[], options: Nod
 }
 
 /**
- * What a remote path names, without downloading: each object's URL, size and ETag (local paths pass
+ * What a remote path names, without downloading (`options` checked by the caller: checkRemoteOptions): each object's URL, size and ETag (local paths pass
  * through as strings), by HEAD for a named object and by listing for a wildcard or a folder; `folder`
  * is the remote folder's URL when the path was one folder.
  */

@@ -72,7 +72,8 @@ export class S3Store implements ObjectStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       ...(options.profile !== undefined ? { profile: options.profile } : {}),
-      ...(options.credentials !== undefined ? { credentials: options.credentials } : {}),
+      // A copy: the SDK marks the object it is given (`$source`), and the caller's is the caller's.
+      ...(options.credentials !== undefined ? { credentials: { ...options.credentials } } : {}),
     };
     this.#client = (async () => {
       const { S3Client } = (this.#sdk = await import('@aws-sdk/client-s3'));

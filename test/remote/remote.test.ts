@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -151,6 +151,16 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
   it('a synchronous source refuses a remote path, naming remoteFiles', () => {
     assert.throws(() => sources.arrow(`s3://${BUCKET}/table.arrow`), { code: 'ERR_INVALID_OPTION', message: /remoteFiles\("s3:\/\/data\/table\.arrow"\)/ });
     assert.throws(() => sources.imageFolder(`s3://${BUCKET}/images`, { size: 8 }), { message: /imageFolderAsync/ });
+  });
+
+  it('the node cache and store options are checked where they are given, naming the key', async () => {
+    const tar = (remote: unknown) => sources.tarShards(`s3://${BUCKET}/shards/train-*.tar`, { ...TAR, remote } as never);
+    await assert.rejects(tar({ bytes: -1 }), { code: 'ERR_INVALID_OPTION', message: /`remote\.bytes` must be an integer ≥ 1, got -1/ });
+    await assert.rejects(tar({ s3: { adressing: 'path' } }), { code: 'ERR_INVALID_OPTION', message: /unknown `remote\.s3` option "adressing"; did you mean `addressing`\?/ });
+    await assert.rejects(tar({ s3: { endpoint: 'not a url' } }), { message: /`remote\.s3\.endpoint` must be a URL/ });
+    await assert.rejects(tar({ retry: { deadlineMs: 0 } }), { message: /`remote\.retry\.deadlineMs` must be an integer ≥ 1/ });
+    await assert.rejects(sources.tarShards(join(data, 'shards', 'train-0.tar'), { ...TAR, remote: { dir: '' } }), { message: /`remote\.dir` must be a non-empty string/ }, 'checked for local shards too');
+    await assert.rejects(remoteFiles(`s3://${BUCKET}/table.arrow`, { byte: 10 } as never), { message: /unknown option "byte"; did you mean `bytes`\?/ });
   });
 
   it('one download per object per node: three processes asking at once make one GET each, and the same bytes', async () => {
@@ -342,6 +352,12 @@ describe('remote datasets: s3:// on Swift, http:// on nginx', { timeout: HANG_MS
     walk(join(o.dir, 's3'));
     assert.ok(held <= budget, `the cache holds ${held} bytes of shards, over its budget of ${budget}`);
     await ds.close();
+    // index: 'off' reads no manifest and keeps none, as for local shards.
+    proxy.reset();
+    const off = await sources.tarShards(url, { ...TAR, index: 'off', remote: cacheOptions('lazy-off') });
+    assert.equal(shardGets(), SHARDS, 'indexed from the shards');
+    assert.equal(existsSync(join(dir, 'cache-lazy-off', 'manifests')), false);
+    await off.close();
   });
 
   it('a shard that stays unreachable fails only its batches; the others arrive', async () => {

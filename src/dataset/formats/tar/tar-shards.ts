@@ -24,7 +24,7 @@ import { LoaderError, badFile, emptyDatasetError, fileAccess, indexOutOfRange, i
 import type { ReadPlan } from '../../capabilities.js';
 import { RemoteFileSet, type RemoteSetSpec } from '../../../remote/file-set.js';
 import { type ManifestName, manifestName, readManifest, writeManifest } from '../../../remote/manifest.js';
-import type { RemoteOptions } from '../../../remote/remote.js';
+import { type RemoteOptions, checkRemoteOptions } from '../../../remote/remote.js';
 import type { ObjectInfo } from '../../../remote/store.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Dataset, ReadContext } from '../../dataset.js';
@@ -180,7 +180,9 @@ export async function remoteTarShardsSource(objects: readonly ObjectInfo[], opti
   const imageDecode = imageDecodeShare(options);
   const files = new RemoteFileSet({ objects: [...objects], options: cacheOptions });
   const name = manifestName('tar', objects);
-  const indexes = fromManifest(await readManifest(files.cache, name), files.paths) ?? (await indexRemote(files, name, mode));
+  // 'off': index every time and keep nothing, as for local shards.
+  const kept = mode === 'off' ? undefined : fromManifest(await readManifest(files.cache, name), name, files);
+  const indexes = kept ?? (await indexRemote(files, name, mode));
   const spec = { ...buildSpec(indexes, options, imageDecode), rawShards: objects.map(() => null), remote: files.spec, contentId: name.id };
   if (spec.decoders.some((d) => d.kind === 'image')) loadImageDecoder();
   return new TarShardsSource(spec);
@@ -191,7 +193,11 @@ async function indexRemote(files: RemoteFileSet, name: ManifestName, mode: TarIn
   const ahead: Promise<string>[] = [];
   const indexes: ShardIndex[] = [];
   for (let i = 0; i < files.length; i++) {
-    for (let j = ahead.length; j < Math.min(files.length, i + 5); j++) ahead.push(files.ensure(j));
+    for (let j = ahead.length; j < Math.min(files.length, i + 5); j++) {
+      const p = files.ensure(j);
+      p.catch(() => {}); // awaited in its turn; a failure before it (a damaged shard) must not leave it unhandled
+      ahead.push(p);
+    }
     let path = await ahead[i]!;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -210,11 +216,12 @@ async function indexRemote(files: RemoteFileSet, name: ManifestName, mode: TarIn
     }
     await yieldToLoop();
   }
-  await writeManifest(files.cache, name, toManifest(indexes, files.spec.objects), mode === 'beside');
+  if (mode !== 'off') await writeManifest(files.cache, name, toManifest(indexes, name, files.spec.objects), mode === 'beside');
   return indexes;
 }
 
 interface ManifestShard {
+  /** The shard's name relative to the dataset's folder (the manifest's hash covers it, so a moved dataset keeps its manifest). */
   readonly name: string;
   readonly size: number;
   readonly keys: readonly string[];
@@ -223,18 +230,20 @@ interface ManifestShard {
   readonly headers: readonly number[];
 }
 
-function toManifest(indexes: readonly ShardIndex[], objects: readonly ObjectInfo[]): { format: string; shards: ManifestShard[] } {
+function toManifest(indexes: readonly ShardIndex[], name: ManifestName, objects: readonly ObjectInfo[]): { format: string; shards: ManifestShard[] } {
   return {
     format: 'stoker-tar-manifest',
-    shards: indexes.map((ix, i) => ({ name: objects[i]!.url, size: ix.size, keys: ix.keys, fields: ix.fields, table: Array.from(ix.table), headers: Array.from(ix.headers) })),
+    shards: indexes.map((ix, i) => ({ name: objects[i]!.url.slice(name.folder.length), size: ix.size, keys: ix.keys, fields: ix.fields, table: Array.from(ix.table), headers: Array.from(ix.headers) })),
   };
 }
 
-/** The shards' indexes from a manifest's body, or undefined when it is not one for these files. */
-function fromManifest(body: unknown, paths: readonly string[]): ShardIndex[] | undefined {
+/** The shards' indexes from a manifest's body, or undefined when it is not one for these files (then they are indexed again). */
+function fromManifest(body: unknown, name: ManifestName, files: RemoteFileSet): ShardIndex[] | undefined {
   const m = body as { format?: unknown; shards?: ManifestShard[] } | undefined;
-  if (m?.format !== 'stoker-tar-manifest' || !Array.isArray(m.shards) || m.shards.length !== paths.length) return undefined;
-  return m.shards.map((s, i) => ({ path: paths[i]!, size: s.size, mtimeNs: '', keys: s.keys, fields: s.fields, table: Float64Array.from(s.table), headers: Float64Array.from(s.headers) }));
+  const objects = files.spec.objects;
+  if (m?.format !== 'stoker-tar-manifest' || !Array.isArray(m.shards) || m.shards.length !== objects.length) return undefined;
+  if (m.shards.some((s, i) => s?.name !== objects[i]!.url.slice(name.folder.length) || s.size !== objects[i]!.size)) return undefined;
+  return m.shards.map((s, i) => ({ path: files.paths[i]!, size: s.size, mtimeNs: '', keys: s.keys, fields: s.fields, table: Float64Array.from(s.table), headers: Float64Array.from(s.headers) }));
 }
 
 function checkTarOptions(options: TarShardsOptions): TarIndexMode {
@@ -246,6 +255,7 @@ function checkTarOptions(options: TarShardsOptions): TarIndexMode {
   if (options.decoders !== undefined && (options.decoders === null || typeof options.decoders !== 'object' || Array.isArray(options.decoders))) {
     throw invalidOption('decoders', `a record of field name → ${DECODER_NAMES}`, options.decoders);
   }
+  if (options.remote !== undefined) checkRemoteOptions(options.remote, 'remote');
   return mode;
 }
 
