@@ -180,9 +180,10 @@ export class NodeCache {
     }
     await mkdir(dir, { recursive: true });
     // NOTE [Waiting for another downloader]: while another process (or thread) holds the lock, wait
-    // for its sidecar, polling (20 ms, growing to 200 ms: a reader may be waiting on it). The wait ends when the file is published,
-    // when the lock goes away (its holder failed: take it), or when the holder is dead (its pid is
-    // gone from this host, or the lock went untouched for 30 s): then the lock is broken and taken.
+    // for its sidecar, polling (20 ms, growing to 200 ms: a reader may be waiting on it; a thread of
+    // this process wakes it at once). The wait ends when the file is published, when the lock goes
+    // away (its holder failed: take it), or when the holder is dead (its pid is gone from this host,
+    // or the lock went untouched for 30 s): then the lock is broken and taken.
     let waited = false;
     for (let poll = 20; ; poll = Math.min(200, poll * 1.5)) {
       if (await tryLock(lock)) break;
@@ -202,7 +203,7 @@ export class NodeCache {
         this.counters.hits++;
         return path; // published by the holder we waited for, between its unlock and our lock
       }
-      await this.#makeRoom(info.size, path);
+      await this.#makeRoom(info.size, path, signal);
       await writeFile(lock, `${hostname()} ${process.pid} ${info.size}\n`); // the room reserved (NOTE [Counting the budget])
       await this.#download(url, info, path, signal);
       await writeAtomic(sidecar, JSON.stringify({ url, size: info.size, ...(info.etag !== undefined ? { etag: info.etag } : {}) } satisfies Sidecar));
@@ -272,18 +273,20 @@ export class NodeCache {
    * each announced by its lock (which holds its size once its room is found), so downloaders in several
    * threads and processes do not overshoot the budget together: whoever counts after another found
    * room sees its lock (two counting in the same instant may overshoot by one file). A downloader
-   * waiting for room reserves none, so two waiters never wait on each other. The count is a walk of the cache; with more than WALK_FILES files a walk per
-   * download would cost more than it saves, so the count is kept and walked again only when the
-   * budget seems reached (downloads of other processes may then overshoot it by what they hold in flight).
+   * waiting for room reserves none, so two waiters never wait on each other. The count is a walk of
+   * the cache; with more than WALK_FILES files a walk per download would cost more than it saves, so
+   * the count is kept and walked again only when the budget seems reached (downloads of other
+   * processes may then overshoot it by what they hold in flight).
    */
-  async #makeRoom(size: number, forPath: string): Promise<void> {
+  async #makeRoom(size: number, forPath: string, signal?: AbortSignal): Promise<void> {
     const budget = this.budget();
     if (this.#used !== undefined && this.#used + size <= budget) {
       this.#used += size;
       return;
     }
     // NOTE [Waiting for room]: when what is held beyond the evictable files is downloads in flight,
-    // wait for them (published, they can be evicted), polling, until the retry deadline.
+    // wait for them (published, they can be evicted), polling, until the retry deadline or the abort
+    // of the read that asked.
     const t0 = Date.now();
     for (let poll = 20; ; poll = Math.min(500, poll * 1.5)) {
       const room = this.#evictFor(size, forPath, budget);
@@ -295,7 +298,7 @@ export class NodeCache {
           `${forPath}: ${size} bytes do not fit the node cache's budget of ${budget} bytes beside the ${room.used} bytes held by files in use or being downloaded (${this.dir}); raise ${switchName('cacheBytes')}`,
         );
       }
-      await sleep(poll);
+      await sleep(poll, undefined, signal ? { signal } : undefined);
     }
   }
 
