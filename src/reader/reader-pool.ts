@@ -75,6 +75,15 @@ interface Job {
   readonly reject: (e: unknown) => void;
 }
 
+// NOTE [lent slots] On the CPU a batch's rows would be copied out of their staging slot into the
+// batch's own memory (the CPU's "upload": ~0.15 ms of the main thread an image of 224² float32 on
+// the 2-core VM, a memory-bound copy). Instead the device may ask to keep the slot as the batch's
+// memory (`StagedBatch.lend`) until the batch is released (`done`). A lent slot does not count
+// toward the ring's bound (`ringLimit`): a fetch never waits for a slot a user holds, so holding
+// batches can never stall the loader. At most LENT_SLOTS are lent at once; past that (a user who
+// keeps batches, or drops them without `release()`, whose slots then stay lent until the loader
+// closes) the rows are copied as before. So staging holds at most ringLimit + LENT_SLOTS slots.
+
 /** Slots lent to batches at most (NOTE [lent slots]): the batch in use, the one before it, one more. */
 export const LENT_SLOTS = 3;
 
@@ -147,20 +156,6 @@ export class ReaderPool implements Fetcher {
    * is done without waiting for another upload: NOTE [Follow-ups run without a next call],
    * stream-memory.ts); each happens in finite time, so the wait ends.
    */
-  /**
-   * NOTE [lent slots] On the CPU a batch's rows would be copied out of their staging slot into the
-   * batch's own memory (the CPU's "upload": ~0.15 ms of the main thread an image of 224² float32 on
-   * the 2-core VM, a memory-bound copy). Instead the device may ask to keep the slot as the batch's
-   * memory (`StagedBatch.lend`) until the batch is released (`done`). A lent slot does not count
-   * toward the ring's bound (`ringLimit`): a fetch never waits for a slot a user holds, so holding
-   * batches can never stall the loader. At most LENT_SLOTS are lent at once; past that (a user who
-   * keeps batches, or drops them without `release()`, whose slots then stay lent until the loader
-   * closes) the rows are copied as before. So staging holds at most ringLimit + LENT_SLOTS slots.
-   */
-  get lent(): number {
-    return this.#lent;
-  }
-
   set ringLimit(slots: number) {
     this.#limit = Math.max(1, slots);
   }
